@@ -1,0 +1,237 @@
+//! What the server is seeded with and every limit and window it keeps.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The organization of the demo credentials.
+pub const DEMO_ORGANIZATION: &str = "acme";
+/// The client ID of the demo credentials.
+pub const DEMO_CLIENT_ID: &str = "demo-client";
+/// The client secret of the demo credentials.
+pub const DEMO_CLIENT_SECRET: &str = "demo-secret";
+/// The token of the demo webhook trigger.
+pub const DEMO_TRIGGER_TOKEN: &str = "trg_demo_4b1d9c0e7f";
+
+/// Every limit and window of the contract, each configurable.
+///
+/// `Limits::default()` holds the documented values (CONTRACT.md, documents 000 and 001).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Lifetime of an issued access token. Default: 1 hour.
+    pub token_ttl: Duration,
+    /// How long an expired token is still told apart from an unknown one. Default: 24 hours.
+    pub expired_token_memory: Duration,
+    /// A reservation whose request never finished is released after this. Default: 5 minutes.
+    pub reservation_timeout: Duration,
+    /// Completed JSON:API responses are replayed for this long. Default: 24 hours.
+    pub idempotency_retention: Duration,
+    /// Largest JSON:API write body. Default: 1,048,576 bytes.
+    pub api_body_limit: usize,
+    /// Largest webhook body. Default: 1,048,576 bytes.
+    pub webhook_body_limit: usize,
+    /// Requests allowed per trigger in one fixed window. Default: 100.
+    pub webhook_rate_limit: u32,
+    /// Length of the webhook rate window. Default: 60 seconds.
+    pub webhook_rate_window: Duration,
+    /// Accepted delivery identities are remembered for this long. Default: 7 days.
+    pub delivery_retention: Duration,
+    /// Width of the time bucket of the header-less delivery hash. Default: 2 hours.
+    pub delivery_hash_bucket: Duration,
+    /// Requests allowed per credential in one `api_rate_window`, JSON:API and GraphQL.
+    /// Default: `None` (unlimited).
+    pub api_rate_limit: Option<u32>,
+    /// Length of the per-credential rate window. Default: 60 seconds.
+    pub api_rate_window: Duration,
+    /// How long a new workflow run stays `queued`. Default: 200 ms.
+    pub run_queued_for: Duration,
+    /// How long a workflow run stays `running`. Default: 800 ms.
+    pub run_running_for: Duration,
+    /// Most fields a GraphQL document may select. Default: 50.
+    pub graphql_max_fields: usize,
+    /// Status of a GraphQL validation, parse or complexity error: 400 or 200. Default: 400.
+    pub graphql_error_status: u16,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        const HOUR: u64 = 3600;
+        Self {
+            token_ttl: Duration::from_secs(HOUR),
+            expired_token_memory: Duration::from_secs(24 * HOUR),
+            reservation_timeout: Duration::from_secs(5 * 60),
+            idempotency_retention: Duration::from_secs(24 * HOUR),
+            api_body_limit: 1_048_576,
+            webhook_body_limit: 1_048_576,
+            webhook_rate_limit: 100,
+            webhook_rate_window: Duration::from_secs(60),
+            delivery_retention: Duration::from_secs(7 * 24 * HOUR),
+            delivery_hash_bucket: Duration::from_secs(2 * HOUR),
+            api_rate_limit: None,
+            api_rate_window: Duration::from_secs(60),
+            run_queued_for: Duration::from_millis(200),
+            run_running_for: Duration::from_millis(800),
+            graphql_max_fields: 50,
+            graphql_error_status: 400,
+        }
+    }
+}
+
+/// A bearer-token scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// JSON:API reads, workflow runs and GraphQL.
+    ApiRead,
+    /// JSON:API unsafe writes.
+    ApiWrite,
+    /// Webhook deliveries.
+    Webhooks,
+}
+
+impl Scope {
+    /// Every scope, in the order a token response lists them.
+    pub const ALL: [Scope; 3] = [Scope::ApiRead, Scope::ApiWrite, Scope::Webhooks];
+
+    /// The wire name (`api_read`, `api_write`, `webhooks`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::ApiRead => "api_read",
+            Scope::ApiWrite => "api_write",
+            Scope::Webhooks => "webhooks",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// A service account allowed to exchange client credentials for tokens.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientSeed {
+    /// The client ID; also the service-account principal that scopes keys.
+    pub client_id: String,
+    /// The client secret. Never logged.
+    pub client_secret: String,
+    /// The tenant (organization) the account belongs to.
+    pub organization: String,
+    /// Scopes the account may be granted.
+    #[serde(default = "all_scopes")]
+    pub scopes: Vec<Scope>,
+}
+
+fn all_scopes() -> Vec<Scope> {
+    Scope::ALL.to_vec()
+}
+
+impl ClientSeed {
+    /// An account of `organization` with every scope.
+    pub fn new(client_id: &str, client_secret: &str, organization: &str) -> Self {
+        Self {
+            client_id: client_id.to_owned(),
+            client_secret: client_secret.to_owned(),
+            organization: organization.to_owned(),
+            scopes: all_scopes(),
+        }
+    }
+
+    /// Limits the scopes the account may be granted.
+    #[must_use]
+    pub fn scopes(mut self, scopes: &[Scope]) -> Self {
+        self.scopes = scopes.to_vec();
+        self
+    }
+
+    /// The demo account: `demo-client` / `demo-secret` of `acme`, every scope.
+    pub fn demo() -> Self {
+        Self::new(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION)
+    }
+}
+
+/// The terminal state a workflow run reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// The run succeeds.
+    #[default]
+    Succeeded,
+    /// The run fails.
+    Failed,
+    /// The run is cancelled.
+    Cancelled,
+}
+
+impl RunOutcome {
+    /// The wire name of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A webhook trigger that starts a workflow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TriggerSeed {
+    /// The secret token in the trigger URL. Never logged.
+    pub token: String,
+    /// The organization (also its domain on the legacy path).
+    pub organization: String,
+    /// An inactive trigger answers 404, indistinguishable from an unknown token.
+    #[serde(default = "yes")]
+    pub active: bool,
+    /// A trigger configured with authentication the runtime cannot serve answers
+    /// 422 `Unsupported trigger authentication`.
+    #[serde(default)]
+    pub unsupported_auth: bool,
+    /// The state the workflow runs it starts end in.
+    #[serde(default)]
+    pub run_outcome: RunOutcome,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TriggerSeed {
+    /// An active trigger of `organization` whose runs succeed.
+    pub fn new(token: &str, organization: &str) -> Self {
+        Self {
+            token: token.to_owned(),
+            organization: organization.to_owned(),
+            active: true,
+            unsupported_auth: false,
+            run_outcome: RunOutcome::Succeeded,
+        }
+    }
+
+    /// Sets the terminal state of the runs it starts.
+    #[must_use]
+    pub fn run_outcome(mut self, outcome: RunOutcome) -> Self {
+        self.run_outcome = outcome;
+        self
+    }
+
+    /// Marks the trigger inactive (deactivated workflow).
+    #[must_use]
+    pub fn inactive(mut self) -> Self {
+        self.active = false;
+        self
+    }
+
+    /// Marks the trigger's authentication as unsupported.
+    #[must_use]
+    pub fn unsupported_auth(mut self) -> Self {
+        self.unsupported_auth = true;
+        self
+    }
+
+    /// The demo trigger of `acme`.
+    pub fn demo() -> Self {
+        Self::new(DEMO_TRIGGER_TOKEN, DEMO_ORGANIZATION)
+    }
+}

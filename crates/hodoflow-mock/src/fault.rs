@@ -1,0 +1,348 @@
+//! Fault injection: what the network and the server can do to a request.
+//!
+//! A [`Fault`] pairs an action with the requests it applies to (method and path
+//! prefix) and how often: the next N matching requests, or each one with a
+//! seeded probability.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+
+/// What happens to a request the fault applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultAction {
+    /// Answer this status, headers and body without executing anything.
+    Respond {
+        /// The status code.
+        status: u16,
+        /// Extra headers (e.g. `Retry-After`).
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// The body, sent as `application/json` when it parses as JSON.
+        #[serde(default)]
+        body: String,
+    },
+    /// Close the connection before executing: nothing runs, no answer.
+    CloseBeforeExecute,
+    /// Execute, then close without answering: the unobserved commit.
+    ExecuteThenClose,
+    /// Execute, then hold the answer back this long (a client timeout fires after the commit).
+    ExecuteThenDelay {
+        /// How long the answer is held.
+        #[serde(with = "millis")]
+        delay_ms: Duration,
+    },
+    /// Wait this long, then handle normally.
+    DelayThenHandle {
+        /// How long the request waits before it is handled.
+        #[serde(with = "millis")]
+        delay_ms: Duration,
+    },
+    /// Hold the write's key reservation this long while it executes, so a
+    /// concurrent retry meets `idempotency_key_in_progress`.
+    SlowExecution {
+        /// How long the execution takes.
+        #[serde(with = "millis")]
+        delay_ms: Duration,
+    },
+    /// Reserve the key, then fail with this 5xx status: the key is released and
+    /// nothing is written.
+    FailExecution {
+        /// The 5xx status.
+        status: u16,
+    },
+    /// Answer as if the bearer token had expired, in the surface's own form.
+    ExpiredToken,
+}
+
+impl FaultAction {
+    /// A short name for logs and the ledger.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultAction::Respond { .. } => "respond",
+            FaultAction::CloseBeforeExecute => "close_before_execute",
+            FaultAction::ExecuteThenClose => "execute_then_close",
+            FaultAction::ExecuteThenDelay { .. } => "execute_then_delay",
+            FaultAction::DelayThenHandle { .. } => "delay_then_handle",
+            FaultAction::SlowExecution { .. } => "slow_execution",
+            FaultAction::FailExecution { .. } => "fail_execution",
+            FaultAction::ExpiredToken => "expired_token",
+        }
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+/// How often a fault fires.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Firing {
+    /// For the next N matching requests, then the fault is gone.
+    Times(u32),
+    /// For each matching request with this probability, drawn from a seeded generator.
+    Probability {
+        /// Between 0 and 1.
+        p: f64,
+        /// The seed, so a rehearsal can be repeated.
+        seed: u64,
+    },
+}
+
+/// A fault and the requests it applies to.
+///
+/// # Examples
+///
+/// ```
+/// use hodoflow_mock::Fault;
+///
+/// // The next webhook delivery commits, then its answer is lost.
+/// let fault = Fault::execute_then_close().on("POST", "/api/v1/webhooks/").times(1);
+/// # let _ = fault;
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[must_use]
+pub struct Fault {
+    /// What happens.
+    pub action: FaultAction,
+    /// Only requests with this method (any method when `None`).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Only requests whose raw path starts with this.
+    #[serde(default)]
+    pub path_prefix: String,
+    /// How often.
+    #[serde(default = "once")]
+    pub firing: Firing,
+}
+
+fn once() -> Firing {
+    Firing::Times(1)
+}
+
+impl Fault {
+    /// A fault with `action` on every request, once.
+    pub fn new(action: FaultAction) -> Self {
+        Self {
+            action,
+            method: None,
+            path_prefix: String::new(),
+            firing: once(),
+        }
+    }
+
+    /// Answer `status` without executing.
+    pub fn respond(status: u16) -> Self {
+        Self::new(FaultAction::Respond {
+            status,
+            headers: BTreeMap::new(),
+            body: String::new(),
+        })
+    }
+
+    /// `503 idempotency_unavailable`: the key store cannot be reached, nothing is written.
+    pub fn idempotency_unavailable() -> Self {
+        Self::respond(503).body(
+            r#"{"errors":[{"status":"503","code":"idempotency_unavailable","title":"Idempotency store unavailable"}]}"#,
+        )
+    }
+
+    /// `503 Processing temporarily unavailable` with `Retry-After: seconds`.
+    pub fn webhook_unavailable(retry_after_secs: u64) -> Self {
+        Self::respond(503)
+            .header("Retry-After", &retry_after_secs.to_string())
+            .body(r#"{"error":"Processing temporarily unavailable"}"#)
+    }
+
+    /// Close the connection before executing.
+    pub fn close_before_execute() -> Self {
+        Self::new(FaultAction::CloseBeforeExecute)
+    }
+
+    /// Execute, then close the connection without answering.
+    pub fn execute_then_close() -> Self {
+        Self::new(FaultAction::ExecuteThenClose)
+    }
+
+    /// Execute, then delay the answer.
+    pub fn execute_then_delay(delay: Duration) -> Self {
+        Self::new(FaultAction::ExecuteThenDelay { delay_ms: delay })
+    }
+
+    /// Delay, then handle.
+    pub fn delay_then_handle(delay: Duration) -> Self {
+        Self::new(FaultAction::DelayThenHandle { delay_ms: delay })
+    }
+
+    /// Hold the key reservation while the write executes.
+    pub fn slow_execution(delay: Duration) -> Self {
+        Self::new(FaultAction::SlowExecution { delay_ms: delay })
+    }
+
+    /// Reserve the key, then fail with a 5xx; the key is released.
+    pub fn fail_execution(status: u16) -> Self {
+        Self::new(FaultAction::FailExecution { status })
+    }
+
+    /// Answer as if the token had expired.
+    pub fn expired_token() -> Self {
+        Self::new(FaultAction::ExpiredToken)
+    }
+
+    /// Adds a header to a `respond` fault.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let FaultAction::Respond { headers, .. } = &mut self.action {
+            headers.insert(name.to_owned(), value.to_owned());
+        }
+        self
+    }
+
+    /// Sets the body of a `respond` fault.
+    pub fn body(mut self, text: &str) -> Self {
+        if let FaultAction::Respond { body, .. } = &mut self.action {
+            text.clone_into(body);
+        }
+        self
+    }
+
+    /// Applies only to `method` requests whose path starts with `path_prefix`.
+    pub fn on(mut self, method: &str, path_prefix: &str) -> Self {
+        self.method = Some(method.to_ascii_uppercase());
+        self.path_prefix = path_prefix.to_owned();
+        self
+    }
+
+    /// Fires for the next `n` matching requests.
+    pub fn times(mut self, n: u32) -> Self {
+        self.firing = Firing::Times(n);
+        self
+    }
+
+    /// Fires for each matching request with probability `p`, seeded.
+    pub fn probability(mut self, p: f64, seed: u64) -> Self {
+        self.firing = Firing::Probability { p, seed };
+        self
+    }
+
+    fn matches(&self, method: &str, path: &str) -> bool {
+        self.method.as_deref().is_none_or(|m| m == method) && path.starts_with(&self.path_prefix)
+    }
+}
+
+#[derive(Debug)]
+struct Armed {
+    fault: Fault,
+    rng: StdRng,
+}
+
+/// The faults in force, first match wins.
+#[derive(Debug, Default)]
+pub(crate) struct FaultTable {
+    armed: Vec<Armed>,
+}
+
+impl FaultTable {
+    pub(crate) fn push(&mut self, fault: Fault) {
+        let seed = match fault.firing {
+            Firing::Probability { seed, .. } => seed,
+            Firing::Times(_) => 0,
+        };
+        self.armed.push(Armed {
+            fault,
+            rng: StdRng::seed_from_u64(seed),
+        });
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.armed.clear();
+    }
+
+    /// The action for this request, if a fault fires on it.
+    pub(crate) fn take(&mut self, method: &str, path: &str) -> Option<FaultAction> {
+        if self.armed.is_empty() {
+            return None;
+        }
+        let index = self
+            .armed
+            .iter()
+            .position(|a| a.fault.matches(method, path))?;
+        let armed = &mut self.armed[index];
+        match &mut armed.fault.firing {
+            Firing::Times(n) => {
+                let action = armed.fault.action.clone();
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.armed.remove(index);
+                }
+                Some(action)
+            }
+            Firing::Probability { p, .. } => {
+                let p = p.clamp(0.0, 1.0);
+                armed
+                    .rng
+                    .random_bool(p)
+                    .then(|| armed.fault.action.clone())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_fires_exactly_n_times_on_matching_requests_only() {
+        let mut table = FaultTable::default();
+        table.push(Fault::close_before_execute().on("POST", "/api/v1/webhooks/").times(2));
+        assert_eq!(table.take("GET", "/api/v1/webhooks/t"), None);
+        assert_eq!(table.take("POST", "/oauth/token"), None);
+        assert!(table.take("POST", "/api/v1/webhooks/t").is_some());
+        assert!(table.take("POST", "/api/v1/webhooks/t").is_some());
+        assert_eq!(table.take("POST", "/api/v1/webhooks/t"), None);
+    }
+
+    #[test]
+    fn probability_is_repeatable_for_a_seed() {
+        let draw = |seed| {
+            let mut table = FaultTable::default();
+            table.push(Fault::respond(500).probability(0.3, seed));
+            (0..200)
+                .map(|_| table.take("GET", "/").is_some())
+                .collect::<Vec<_>>()
+        };
+        let first = draw(7);
+        assert_eq!(first, draw(7));
+        let fired = first.iter().filter(|f| **f).count();
+        assert!((30..=90).contains(&fired), "fired {fired} of 200 at p = 0.3");
+    }
+
+    #[test]
+    fn parses_the_control_route_form() {
+        let fault: Fault = serde_json::from_str(
+            r#"{"action":{"respond":{"status":429,"headers":{"Retry-After":"2"}}},
+                "method":"POST","path_prefix":"/api/json/","firing":{"times":3}}"#,
+        )
+        .unwrap();
+        assert_eq!(fault.firing, Firing::Times(3));
+        let delay: Fault =
+            serde_json::from_str(r#"{"action":{"execute_then_delay":{"delay_ms":250}}}"#).unwrap();
+        assert_eq!(
+            delay.action,
+            FaultAction::ExecuteThenDelay {
+                delay_ms: Duration::from_millis(250)
+            }
+        );
+    }
+}

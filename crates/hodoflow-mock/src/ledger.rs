@@ -1,0 +1,152 @@
+//! What the server received and what it executed, for tests to read.
+//!
+//! Requests and executions are counted apart: a request dropped after its
+//! write committed is one request with no answer and one execution. That
+//! difference is what proves exactly-once.
+
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRecord {
+    /// Arrival order, from 0.
+    pub seq: u64,
+    /// The HTTP method.
+    pub method: String,
+    /// The path, trigger tokens redacted, without the query.
+    pub path: String,
+    /// When it arrived on the real monotonic clock (for measuring gaps).
+    #[serde(skip)]
+    pub arrived: Instant,
+    /// When it arrived on the server's clock.
+    pub at: SystemTime,
+    /// The `x-request-id` the server gave it.
+    pub request_id: String,
+    /// The `Idempotency-Key` header, if any.
+    pub idempotency_key: Option<String>,
+    /// The status answered, or `None` when the connection was closed without an answer
+    /// (or the answer is still pending).
+    pub status: Option<u16>,
+    /// The injected fault that handled it, if any.
+    pub fault: Option<String>,
+}
+
+/// One client-credentials exchange.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExchangeRecord {
+    /// The client ID presented.
+    pub client_id: String,
+    /// Whether a token was issued.
+    pub granted: bool,
+    /// When, on the server's clock.
+    pub at: SystemTime,
+}
+
+/// Everything recorded so far.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Ledger {
+    requests: Vec<RequestRecord>,
+    /// Idempotency-Key (or `""` for a keyless write) -> writes executed.
+    writes: HashMap<String, u32>,
+    /// Delivery identity -> runs created.
+    deliveries: HashMap<String, Vec<String>>,
+    /// Delivery identity -> answers `duplicate`.
+    duplicates: HashMap<String, u32>,
+    exchanges: Vec<ExchangeRecord>,
+}
+
+impl Ledger {
+    pub(crate) fn push_request(&mut self, mut record: RequestRecord) -> usize {
+        let index = self.requests.len();
+        record.seq = index as u64;
+        self.requests.push(record);
+        index
+    }
+
+    pub(crate) fn answer(&mut self, index: usize, status: Option<u16>, fault: Option<String>) {
+        if let Some(record) = self.requests.get_mut(index) {
+            record.status = status;
+            record.fault = fault;
+        }
+    }
+
+    pub(crate) fn write_executed(&mut self, key: Option<&str>) {
+        *self.writes.entry(key.unwrap_or_default().to_owned()).or_default() += 1;
+    }
+
+    pub(crate) fn run_created(&mut self, identity: &str, run_id: &str) {
+        self.deliveries
+            .entry(identity.to_owned())
+            .or_default()
+            .push(run_id.to_owned());
+    }
+
+    pub(crate) fn duplicate_answered(&mut self, identity: &str) {
+        *self.duplicates.entry(identity.to_owned()).or_default() += 1;
+    }
+
+    pub(crate) fn exchanged(&mut self, record: ExchangeRecord) {
+        self.exchanges.push(record);
+    }
+
+    /// Every request, in arrival order.
+    pub fn requests(&self) -> &[RequestRecord] {
+        &self.requests
+    }
+
+    /// Requests with `method` whose (redacted) path starts with `prefix`.
+    pub fn requests_to(&self, method: &str, prefix: &str) -> Vec<&RequestRecord> {
+        self.requests
+            .iter()
+            .filter(|r| r.method == method && r.path.starts_with(prefix))
+            .collect()
+    }
+
+    /// Requests that carried `Idempotency-Key: key`, in arrival order.
+    pub fn requests_with_key(&self, key: &str) -> Vec<&RequestRecord> {
+        self.requests
+            .iter()
+            .filter(|r| r.idempotency_key.as_deref() == Some(key))
+            .collect()
+    }
+
+    /// Writes that executed (committed) under `key`. Replays, conflicts,
+    /// refusals and failed (5xx) executions do not count.
+    pub fn writes_executed(&self, key: &str) -> u32 {
+        self.writes.get(key).copied().unwrap_or(0)
+    }
+
+    /// Writes that executed in all, keyed or not.
+    pub fn total_writes_executed(&self) -> u32 {
+        self.writes.values().sum()
+    }
+
+    /// Workflow runs created for a delivery identity: the header value, or
+    /// `hash:<hex>` for a header-less delivery.
+    pub fn runs_for_delivery(&self, identity: &str) -> &[String] {
+        self.deliveries.get(identity).map_or(&[], Vec::as_slice)
+    }
+
+    /// Runs created by every delivery.
+    pub fn total_runs(&self) -> usize {
+        self.deliveries.values().map(Vec::len).sum()
+    }
+
+    /// How many times a delivery identity was answered `duplicate`.
+    pub fn duplicates_for_delivery(&self, identity: &str) -> u32 {
+        self.duplicates.get(identity).copied().unwrap_or(0)
+    }
+
+    /// Every client-credentials exchange, granted or not.
+    pub fn exchanges(&self) -> &[ExchangeRecord] {
+        &self.exchanges
+    }
+
+    /// Exchanges that issued a token.
+    pub fn tokens_issued(&self) -> usize {
+        self.exchanges.iter().filter(|e| e.granted).count()
+    }
+}

@@ -1,0 +1,147 @@
+//! `hodoflow-mock`: serve the contract server for local rehearsal.
+//!
+//! Run with: `cargo run -p hodoflow-mock -- --listen 127.0.0.1:8080`
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use hodoflow_mock::{ClientSeed, Limits, MockServer, TriggerSeed};
+use serde::Deserialize;
+
+/// A Hodoflow-style contract server with fault injection, for rehearsing retries.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A client as ID:SECRET@ORGANIZATION (every scope). Repeatable. Default: the demo client.
+    #[arg(long = "client", value_parser = parse_client)]
+    clients: Vec<ClientSeed>,
+    /// A trigger as TOKEN@ORGANIZATION. Repeatable. Default: the demo trigger.
+    #[arg(long = "trigger", value_parser = parse_trigger)]
+    triggers: Vec<TriggerSeed>,
+    /// A JSON file with {"clients": [...], "triggers": [...]}, added to the flags.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Serve /_mock/faults and /_mock/ledger for fault injection over HTTP.
+    #[arg(long)]
+    control: bool,
+    /// Access-token lifetime in seconds.
+    #[arg(long, default_value_t = 3600)]
+    token_ttl_secs: u64,
+    /// Webhook requests per trigger per window.
+    #[arg(long, default_value_t = 100)]
+    webhook_rate_limit: u32,
+    /// How long a new workflow run stays queued, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    run_queued_ms: u64,
+    /// How long a workflow run stays running, in milliseconds.
+    #[arg(long, default_value_t = 800)]
+    run_running_ms: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedFile {
+    #[serde(default)]
+    clients: Vec<ClientSeed>,
+    #[serde(default)]
+    triggers: Vec<TriggerSeed>,
+}
+
+fn parse_client(text: &str) -> Result<ClientSeed, String> {
+    let (credentials, org) = text.rsplit_once('@').ok_or("expected ID:SECRET@ORGANIZATION")?;
+    let (id, secret) = credentials.split_once(':').ok_or("expected ID:SECRET@ORGANIZATION")?;
+    if id.is_empty() || secret.is_empty() || org.is_empty() {
+        return Err("ID, SECRET and ORGANIZATION must not be empty".to_owned());
+    }
+    Ok(ClientSeed::new(id, secret, org))
+}
+
+fn parse_trigger(text: &str) -> Result<TriggerSeed, String> {
+    match text.rsplit_once('@') {
+        Some((token, org)) if !token.is_empty() && !org.is_empty() => Ok(TriggerSeed::new(token, org)),
+        _ => Err("expected TOKEN@ORGANIZATION".to_owned()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "hodoflow_mock=info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let mut seeds = match &args.config {
+        Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)
+            .map_err(|e| format!("{}: {e}", path.display()))?,
+        None => SeedFile::default(),
+    };
+    seeds.clients.extend(args.clients);
+    seeds.triggers.extend(args.triggers);
+    let demo = seeds.clients.is_empty() && seeds.triggers.is_empty();
+    let limits = Limits {
+        token_ttl: Duration::from_secs(args.token_ttl_secs),
+        webhook_rate_limit: args.webhook_rate_limit,
+        run_queued_for: Duration::from_millis(args.run_queued_ms),
+        run_running_for: Duration::from_millis(args.run_running_ms),
+        ..Limits::default()
+    };
+    let mut builder = MockServer::builder()
+        .listen(args.listen)
+        .limits(limits)
+        .control_routes(args.control);
+    for client in seeds.clients {
+        builder = builder.client(client);
+    }
+    for trigger in seeds.triggers {
+        builder = builder.trigger(trigger);
+    }
+    let server = builder.start().await?;
+    print_banner(&server, demo, args.control);
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
+/// How to call it. Secrets and trigger tokens are the user's own: they are
+/// named, never printed, except the published demo ones.
+fn print_banner(server: &MockServer, demo: bool, control: bool) {
+    let base = server.base_url();
+    let (id, secret, token) = if demo {
+        (
+            hodoflow_mock::DEMO_CLIENT_ID,
+            hodoflow_mock::DEMO_CLIENT_SECRET,
+            hodoflow_mock::DEMO_TRIGGER_TOKEN,
+        )
+    } else {
+        ("$CLIENT_ID", "$CLIENT_SECRET", "$TRIGGER_TOKEN")
+    };
+    println!("hodoflow-mock listening on {base}");
+    println!();
+    println!("  # exchange client credentials for a token");
+    println!(
+        "  curl -s {base}/oauth/token -d grant_type=client_credentials -d client_id={id} -d client_secret={secret}"
+    );
+    println!("  # deliver an event (rehearse a retry: send it twice with the same key)");
+    println!(
+        "  curl -s {base}/api/v1/webhooks/{token} -H \"Authorization: Bearer $TOKEN\" -H 'Idempotency-Key: evt-1' -d '{{\"order\":42}}'"
+    );
+    println!("  # an idempotent write");
+    println!(
+        "  curl -s {base}/api/json/v1/projects -H \"Authorization: Bearer $TOKEN\" -H 'Idempotency-Key: op-1' -d '{{\"data\":{{\"type\":\"projects\",\"attributes\":{{\"name\":\"x\"}}}}}}'"
+    );
+    if control {
+        println!("  # lose the answer of the next delivery after it commits");
+        println!(
+            "  curl -s {base}/_mock/faults -H 'content-type: application/json' -d '{{\"action\":\"execute_then_close\",\"method\":\"POST\",\"path_prefix\":\"/api/v1/webhooks/\"}}'"
+        );
+        println!("  curl -s {base}/_mock/ledger");
+    }
+    println!();
+    println!("Request log follows (trigger tokens redacted; no credentials). Ctrl-C stops.");
+}

@@ -1,0 +1,378 @@
+//! The server: routes, the observing and fault-injecting middleware, and an
+//! accept loop that can close a connection without answering.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+use crate::auth::Denial;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{ClientSeed, Limits, TriggerSeed};
+use crate::fault::{Fault, FaultAction};
+use crate::ledger::{Ledger, RequestRecord};
+use crate::redact::redact_path;
+use crate::state::Shared;
+
+/// Marks a response that must not be sent: the connection is closed instead.
+#[derive(Debug, Clone, Copy)]
+struct CloseConnection;
+
+/// The error the accept loop hands hyper so it drops the connection unanswered.
+#[derive(Debug)]
+struct ConnectionDropped;
+
+impl fmt::Display for ConnectionDropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("connection closed by an injected fault")
+    }
+}
+
+impl std::error::Error for ConnectionDropped {}
+
+/// Builds a [`MockServer`].
+#[derive(Debug)]
+#[must_use]
+pub struct MockServerBuilder {
+    listen: SocketAddr,
+    limits: Limits,
+    clock: Arc<dyn Clock>,
+    clients: Vec<ClientSeed>,
+    triggers: Vec<TriggerSeed>,
+    control_routes: bool,
+}
+
+impl Default for MockServerBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MockServerBuilder {
+    /// A server on `127.0.0.1:0` with the documented limits, the real clock,
+    /// and the demo client and trigger unless others are added.
+    pub fn new() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            limits: Limits::default(),
+            clock: Arc::new(SystemClock),
+            clients: Vec::new(),
+            triggers: Vec::new(),
+            control_routes: false,
+        }
+    }
+
+    /// The address to listen on. Default: `127.0.0.1:0`.
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Every limit and window. Default: [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The clock of every window. Default: [`SystemClock`].
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Adds a client. Default: only [`ClientSeed::demo`].
+    pub fn client(mut self, client: ClientSeed) -> Self {
+        self.clients.push(client);
+        self
+    }
+
+    /// Adds a trigger. Default: only [`TriggerSeed::demo`].
+    pub fn trigger(mut self, trigger: TriggerSeed) -> Self {
+        self.triggers.push(trigger);
+        self
+    }
+
+    /// Serves `/_mock/faults` and `/_mock/ledger` for fault injection over HTTP.
+    /// Default: off.
+    pub fn control_routes(mut self, enabled: bool) -> Self {
+        self.control_routes = enabled;
+        self
+    }
+
+    /// Binds and starts serving in the background.
+    ///
+    /// # Errors
+    ///
+    /// When the address cannot be bound.
+    pub async fn start(mut self) -> io::Result<MockServer> {
+        if self.clients.is_empty() {
+            self.clients.push(ClientSeed::demo());
+        }
+        if self.triggers.is_empty() {
+            self.triggers.push(TriggerSeed::demo());
+        }
+        let body_limit = self
+            .limits
+            .api_body_limit
+            .max(self.limits.webhook_body_limit)
+            .saturating_mul(2)
+            .max(2 << 20);
+        let shared = Arc::new(Shared::new(self.clock, self.limits, self.clients, self.triggers));
+        let mut app = api_routes()
+            .layer(middleware::from_fn_with_state(shared.clone(), observe))
+            .layer(DefaultBodyLimit::max(body_limit));
+        if self.control_routes {
+            app = app.merge(crate::control::routes());
+        }
+        let app = app.with_state(shared.clone());
+        let listener = TcpListener::bind(self.listen).await?;
+        let addr = listener.local_addr()?;
+        let accept = tokio::spawn(accept_loop(listener, app));
+        Ok(MockServer {
+            addr,
+            shared,
+            accept,
+        })
+    }
+}
+
+fn api_routes() -> Router<Arc<Shared>> {
+    use crate::{auth, graphql, jsonapi, runs, webhook};
+    Router::new()
+        .route("/oauth/token", post(auth::exchange))
+        .route("/api/json/v1/workflow_runs/{id}", get(runs::show))
+        .route("/api/json/v1/{kind}", get(jsonapi::list).post(jsonapi::create))
+        .route(
+            "/api/json/v1/{kind}/{id}",
+            get(jsonapi::show)
+                .put(jsonapi::change)
+                .patch(jsonapi::change)
+                .delete(jsonapi::change),
+        )
+        .route("/api/graphql", post(graphql::query))
+        .route("/api/v1/webhooks/{token}", post(webhook::deliver))
+        .route("/api/v1/webhooks/{org}/{token}", post(webhook::deliver_legacy))
+}
+
+async fn accept_loop(listener: TcpListener, app: Router) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let app = app.clone();
+                async move {
+                    let response = match app.oneshot(request).await {
+                        Ok(response) => response,
+                        Err(never) => match never {},
+                    };
+                    if response.extensions().get::<CloseConnection>().is_some() {
+                        return Err(ConnectionDropped);
+                    }
+                    Ok::<_, ConnectionDropped>(response)
+                }
+            });
+            // An error here is a closed connection, injected or the client's.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn closed() -> Response {
+    let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    response.extensions_mut().insert(CloseConnection);
+    response
+}
+
+/// Records the request in the ledger, applies a matching fault, stamps
+/// `x-request-id`, records the answer and logs one redacted line.
+async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = format!("req_{}", uuid::Uuid::new_v4().simple());
+    let method = request.method().as_str().to_owned();
+    let raw_path = request.uri().path().to_owned();
+    let path = redact_path(&raw_path);
+    let index = crate::lock(&shared.ledger).push_request(RequestRecord {
+        seq: 0,
+        method: method.clone(),
+        path: path.clone(),
+        arrived: started,
+        at: shared.clock.now(),
+        request_id: request_id.clone(),
+        idempotency_key: request
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        status: None,
+        fault: None,
+    });
+    let action = crate::lock(&shared.faults).take(&method, &raw_path);
+    let mut response = match &action {
+        None => next.run(request).await,
+        Some(FaultAction::Respond {
+            status,
+            headers,
+            body,
+        }) => respond(*status, headers, body),
+        Some(FaultAction::CloseBeforeExecute) => closed(),
+        Some(FaultAction::ExecuteThenClose) => {
+            next.run(request).await;
+            closed()
+        }
+        Some(FaultAction::ExecuteThenDelay { delay_ms }) => {
+            let response = next.run(request).await;
+            tokio::time::sleep(*delay_ms).await;
+            response
+        }
+        Some(FaultAction::DelayThenHandle { delay_ms }) => {
+            tokio::time::sleep(*delay_ms).await;
+            next.run(request).await
+        }
+        Some(FaultAction::ExpiredToken) => {
+            if raw_path.starts_with("/api/v1/webhooks/") {
+                Denial::Expired.webhook_response()
+            } else {
+                Denial::Expired.api_response()
+            }
+        }
+        Some(execution @ (FaultAction::SlowExecution { .. } | FaultAction::FailExecution { .. })) => {
+            request.extensions_mut().insert(execution.clone());
+            next.run(request).await
+        }
+    };
+    let answered = response.extensions().get::<CloseConnection>().is_none();
+    let status = answered.then(|| response.status().as_u16());
+    let fault = action.as_ref().map(|a| a.name().to_owned());
+    crate::lock(&shared.ledger).answer(index, status, fault.clone());
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    tracing::info!(
+        target: "hodoflow_mock::request",
+        %method,
+        %path,
+        status = status.map_or_else(|| "closed".to_owned(), |s| s.to_string()),
+        %request_id,
+        fault = fault.as_deref().unwrap_or("-"),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+    );
+    response
+}
+
+fn respond(status: u16, headers: &std::collections::BTreeMap<String, String>, body: &str) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, body.to_owned()).into_response();
+    if serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok() {
+        response
+            .headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/json"));
+    }
+    for (name, value) in headers {
+        let name = axum::http::HeaderName::try_from(name.as_str());
+        if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(value)) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// A running contract server. Dropping it stops accepting connections.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// use hodoflow_mock::MockServer;
+///
+/// let server = MockServer::start().await?;
+/// assert!(server.base_url().starts_with("http://127.0.0.1:"));
+/// assert_eq!(server.ledger().requests().len(), 0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+impl MockServer {
+    /// A builder with the documented defaults.
+    pub fn builder() -> MockServerBuilder {
+        MockServerBuilder::new()
+    }
+
+    /// Starts a server with the defaults and the demo seeds on `127.0.0.1:0`.
+    ///
+    /// # Errors
+    ///
+    /// When the address cannot be bound.
+    pub async fn start() -> io::Result<Self> {
+        MockServerBuilder::new().start().await
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The token-only trigger URL of `token`.
+    pub fn webhook_url(&self, token: &str) -> String {
+        format!("{}/api/v1/webhooks/{token}", self.base_url())
+    }
+
+    /// Arms a fault.
+    pub fn inject(&self, fault: Fault) {
+        crate::lock(&self.shared.faults).push(fault);
+    }
+
+    /// Disarms every fault.
+    pub fn clear_faults(&self) {
+        crate::lock(&self.shared.faults).clear();
+    }
+
+    /// A copy of the ledger as it is now.
+    pub fn ledger(&self) -> Ledger {
+        crate::lock(&self.shared.ledger).clone()
+    }
+
+    /// Adds a trigger, or replaces the one with the same token (e.g. to deactivate it).
+    pub fn put_trigger(&self, trigger: TriggerSeed) {
+        crate::lock(&self.shared.triggers).insert(trigger.token.clone(), trigger);
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}

@@ -1,0 +1,236 @@
+//! Webhook deliveries (document 001): identity, deduplication per organization,
+//! `202 accepted` / `202 duplicate`, and the runtime's error answers.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::config::Scope;
+use crate::fault::FaultAction;
+use crate::reply::{webhook_error, with_retry_after};
+use crate::state::Shared;
+
+/// The delivery-ID headers in document 001's order of precedence.
+pub const DELIVERY_HEADERS: [&str; 4] = [
+    "idempotency-key",
+    "x-github-delivery",
+    "x-shopify-webhook-id",
+    "x-twilio-idempotency-token",
+];
+
+/// The identity of a delivery: the first non-empty delivery header, else a
+/// hash of the trigger token and raw body within a time bucket.
+/// `X-Request-Id` is never an identity.
+pub(crate) fn delivery_identity(
+    headers: &HeaderMap,
+    trigger_token: &str,
+    body: &[u8],
+    now: SystemTime,
+    bucket: Duration,
+) -> String {
+    let from_header = DELIVERY_HEADERS.iter().find_map(|name| {
+        headers
+            .get(*name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    });
+    if let Some(id) = from_header {
+        return id.to_owned();
+    }
+    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let bucket_index = since_epoch.as_secs() / bucket.as_secs().max(1);
+    let mut hash = Sha256::new();
+    hash.update((trigger_token.len() as u64).to_be_bytes());
+    hash.update(trigger_token.as_bytes());
+    hash.update(bucket_index.to_be_bytes());
+    hash.update(body);
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("hash:{hex}")
+}
+
+/// Accepted delivery identities per organization, forgotten after the retention.
+#[derive(Debug, Default)]
+pub(crate) struct Deliveries {
+    seen: HashMap<(String, String), SystemTime>,
+    /// (accepted at, key), in time order.
+    accepted: VecDeque<(SystemTime, (String, String))>,
+}
+
+impl Deliveries {
+    /// Records a delivery; false when the identity was already accepted.
+    fn first_time(
+        &mut self,
+        organization: &str,
+        identity: &str,
+        now: SystemTime,
+        retention: Duration,
+    ) -> bool {
+        while let Some((at, _)) = self.accepted.front() {
+            if *at + retention > now {
+                break;
+            }
+            if let Some((at, key)) = self.accepted.pop_front()
+                && self.seen.get(&key) == Some(&at)
+            {
+                self.seen.remove(&key);
+            }
+        }
+        let key = (organization.to_owned(), identity.to_owned());
+        if self.seen.contains_key(&key) {
+            return false;
+        }
+        self.seen.insert(key.clone(), now);
+        self.accepted.push_back((now, key));
+        true
+    }
+}
+
+/// `POST /api/v1/webhooks/<token>`.
+pub(crate) async fn deliver(
+    State(shared): State<Arc<Shared>>,
+    Path(token): Path<String>,
+    fault: Option<axum::Extension<FaultAction>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(&shared, None, &token, fault.map(|f| f.0), &headers, body).await
+}
+
+/// `POST /api/v1/webhooks/<org_domain>/<token>` (deprecated, still routes).
+pub(crate) async fn deliver_legacy(
+    State(shared): State<Arc<Shared>>,
+    Path((org, token)): Path<(String, String)>,
+    fault: Option<axum::Extension<FaultAction>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(&shared, Some(&org), &token, fault.map(|f| f.0), &headers, body).await
+}
+
+async fn handle(
+    shared: &Shared,
+    org_domain: Option<&str>,
+    token: &str,
+    fault: Option<FaultAction>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
+    let principal = match crate::auth::authorize(shared, headers, Scope::Webhooks) {
+        Ok(p) => p,
+        Err(denial) => return denial.webhook_response(),
+    };
+    let trigger = crate::lock(&shared.triggers).get(token).cloned();
+    let Some(trigger) = trigger.filter(|t| {
+        t.active
+            && t.organization == principal.organization
+            && org_domain.is_none_or(|d| d == t.organization)
+    }) else {
+        return webhook_error(StatusCode::NOT_FOUND, "Trigger not found");
+    };
+    let limits = &shared.limits;
+    let now = shared.clock.now();
+    let over = crate::lock(&shared.rates).hit(
+        &format!("trigger:{token}"),
+        limits.webhook_rate_limit,
+        limits.webhook_rate_window,
+        now,
+    );
+    if let Err(wait) = over {
+        return with_retry_after(
+            webhook_error(StatusCode::TOO_MANY_REQUESTS, "Rate limit exceeded"),
+            wait,
+        );
+    }
+    if body.len() > limits.webhook_body_limit {
+        return webhook_error(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large");
+    }
+    if trigger.unsupported_auth {
+        return webhook_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unsupported trigger authentication",
+        );
+    }
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+        return webhook_error(StatusCode::UNPROCESSABLE_ENTITY, "Processing failed");
+    }
+    if let Some(FaultAction::FailExecution { status }) = fault {
+        return webhook_error(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            "Processing temporarily unavailable",
+        );
+    }
+    let identity = delivery_identity(headers, token, &body, now, limits.delivery_hash_bucket);
+    let first = crate::lock(&shared.deliveries).first_time(
+        &trigger.organization,
+        &identity,
+        now,
+        limits.delivery_retention,
+    );
+    if !first {
+        crate::lock(&shared.ledger).duplicate_answered(&identity);
+        return (StatusCode::ACCEPTED, Json(json!({"status": "duplicate"}))).into_response();
+    }
+    let run_id = crate::lock(&shared.runs).create(
+        &trigger.organization,
+        trigger.run_outcome,
+        now,
+        limits.delivery_retention,
+    );
+    crate::lock(&shared.ledger).run_created(&identity, &run_id);
+    if let Some(FaultAction::SlowExecution { delay_ms }) = fault {
+        tokio::time::sleep(delay_ms).await;
+    }
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"status": "accepted", "workflow_run_id": run_id})),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    const TWO_HOURS: Duration = Duration::from_secs(7200);
+
+    #[test]
+    fn identity_follows_header_precedence_and_ignores_request_id() {
+        let now = UNIX_EPOCH;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-request-id", HeaderValue::from_static("req-1"));
+        headers.insert("x-twilio-idempotency-token", HeaderValue::from_static("tw"));
+        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "tw");
+        headers.insert("x-shopify-webhook-id", HeaderValue::from_static("sh"));
+        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "sh");
+        headers.insert("x-github-delivery", HeaderValue::from_static("gh"));
+        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "gh");
+        headers.insert("idempotency-key", HeaderValue::from_static(" "));
+        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "gh");
+        headers.insert("idempotency-key", HeaderValue::from_static("ik"));
+        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "ik");
+    }
+
+    #[test]
+    fn hash_identity_changes_with_token_body_and_bucket() {
+        let headers = HeaderMap::new();
+        let t0 = UNIX_EPOCH + TWO_HOURS * 10;
+        let id = |token: &str, body: &[u8], at| delivery_identity(&headers, token, body, at, TWO_HOURS);
+        let base = id("t", b"{}", t0);
+        assert!(base.starts_with("hash:"));
+        assert_eq!(base, id("t", b"{}", t0 + TWO_HOURS - Duration::from_secs(1)));
+        assert_ne!(base, id("t", b"{}", t0 + TWO_HOURS));
+        assert_ne!(base, id("u", b"{}", t0));
+        assert_ne!(base, id("t", b"{ }", t0));
+    }
+}

@@ -1,0 +1,1 @@
+//! Safe retries for Hodoflow-style APIs (work in progress).
