@@ -1,0 +1,199 @@
+//! The record of one attempt.
+//!
+//! Document 001 asks a sender to record, for every attempt, the response status, the
+//! `x-request-id` when present, and the stable delivery ID. Every outcome and every error of this
+//! crate carries these records, so a caller can log or reconcile without tracing enabled.
+
+use std::time::Duration;
+
+use http::StatusCode;
+
+/// What one attempt came back with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptResult {
+    /// The server answered with this status.
+    Status(StatusCode),
+    /// No answer came back.
+    Transport(TransportKind),
+}
+
+/// Why no answer came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// The connection could not be opened: the request was never sent.
+    Connect,
+    /// The attempt timed out; the request may have reached the server.
+    Timeout,
+    /// The connection was closed or reset after the request left.
+    Closed,
+    /// The status arrived but the body could not be read.
+    Body,
+    /// Any other transport failure.
+    Other,
+}
+
+impl TransportKind {
+    /// Sorts a `reqwest` error into a kind. A connect failure wins over a timeout, since a connect
+    /// timeout means nothing was sent.
+    pub(crate) fn of(error: &reqwest::Error) -> Self {
+        if error.is_connect() {
+            Self::Connect
+        } else if error.is_timeout() {
+            Self::Timeout
+        } else if error.is_body() || error.is_decode() {
+            Self::Body
+        } else if error.is_request() {
+            Self::Closed
+        } else {
+            Self::Other
+        }
+    }
+
+    /// A stable snake_case name for logs, such as `"timeout"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Connect => "connect",
+            Self::Timeout => "timeout",
+            Self::Closed => "closed",
+            Self::Body => "body",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// Why the SDK waited after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum WaitReason {
+    /// No wait followed: the attempt was the last one.
+    #[default]
+    None,
+    /// Exponential backoff with full jitter.
+    Backoff,
+    /// The server's `Retry-After`, plus a small positive jitter.
+    RetryAfter,
+    /// The token was exchanged before the next attempt; no wait.
+    Reexchange,
+}
+
+impl WaitReason {
+    /// A stable snake_case name for logs, such as `"retry_after"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Backoff => "backoff",
+            Self::RetryAfter => "retry_after",
+            Self::Reexchange => "reexchange",
+        }
+    }
+}
+
+/// The record of one attempt: its number, what came back, and the wait chosen after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    number: u32,
+    result: AttemptResult,
+    request_id: Option<String>,
+    wait: Duration,
+    wait_reason: WaitReason,
+}
+
+impl Attempt {
+    /// An attempt the server answered with `status`.
+    pub(crate) fn answered(number: u32, status: StatusCode, request_id: Option<String>) -> Self {
+        Self::with_result(number, AttemptResult::Status(status), request_id)
+    }
+
+    /// An attempt that got no answer.
+    pub(crate) fn unanswered(number: u32, kind: TransportKind) -> Self {
+        Self::with_result(number, AttemptResult::Transport(kind), None)
+    }
+
+    fn with_result(number: u32, result: AttemptResult, request_id: Option<String>) -> Self {
+        Self {
+            number,
+            result,
+            request_id,
+            wait: Duration::ZERO,
+            wait_reason: WaitReason::None,
+        }
+    }
+
+    /// Records the wait chosen after this attempt.
+    pub(crate) fn set_wait(&mut self, wait: Duration, reason: WaitReason) {
+        self.wait = wait;
+        self.wait_reason = reason;
+    }
+
+    /// The attempt number, 1 for the first.
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// What the attempt came back with.
+    pub fn result(&self) -> AttemptResult {
+        self.result
+    }
+
+    /// The answer's status, if there was an answer.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self.result {
+            AttemptResult::Status(status) => Some(status),
+            AttemptResult::Transport(_) => None,
+        }
+    }
+
+    /// The answer's `x-request-id`, if any. It identifies this attempt only, never the operation.
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
+    /// The wait chosen after this attempt; zero when none followed.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Why the wait after this attempt was chosen.
+    pub fn wait_reason(&self) -> WaitReason {
+        self.wait_reason
+    }
+
+    /// Whether this attempt was sent and no answer came back, so it may have taken effect.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self.result, AttemptResult::Transport(kind) if kind != TransportKind::Connect)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connect_failure_never_ran_but_a_timeout_may_have() {
+        assert!(!Attempt::unanswered(1, TransportKind::Connect).may_have_run());
+        assert!(Attempt::unanswered(1, TransportKind::Timeout).may_have_run());
+        assert!(Attempt::unanswered(1, TransportKind::Closed).may_have_run());
+        assert!(Attempt::unanswered(1, TransportKind::Body).may_have_run());
+    }
+
+    #[test]
+    fn an_answered_attempt_is_definite() {
+        let attempt = Attempt::answered(2, StatusCode::CONFLICT, Some("req-2".into()));
+        assert!(!attempt.may_have_run());
+        assert_eq!(attempt.status(), Some(StatusCode::CONFLICT));
+        assert_eq!(attempt.request_id(), Some("req-2"));
+        assert_eq!(attempt.number(), 2);
+    }
+
+    #[test]
+    fn records_the_wait_and_its_reason() {
+        let mut attempt = Attempt::answered(1, StatusCode::TOO_MANY_REQUESTS, None);
+        assert_eq!(attempt.wait_reason(), WaitReason::None);
+
+        attempt.set_wait(Duration::from_secs(3), WaitReason::RetryAfter);
+        assert_eq!(attempt.wait(), Duration::from_secs(3));
+        assert_eq!(attempt.wait_reason(), WaitReason::RetryAfter);
+    }
+}

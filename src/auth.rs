@@ -1,0 +1,917 @@
+//! Bearer tokens: where they come from, and how one token is shared.
+//!
+//! A [`TokenExchanger`] gets a token; [`ClientCredentials`] is a ready one for the OAuth2
+//! client-credentials grant at `/oauth/token`. The engine keeps the token in a cache that
+//! refreshes it shortly before it expires and lets concurrent callers share one exchange: after a
+//! burst of 401 answers, only the first caller exchanges, and the rest use its new token
+//! (document 000: "discard cached token, exchange, retry once").
+//!
+//! Secrets hygiene is manual and happens here: [`Secret`] and [`AccessToken`] print `<redacted>`
+//! in `Debug` and `Display`, a failed exchange never quotes the secret or the token endpoint's
+//! body, and nothing in this module logs.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::{HeaderValue, StatusCode};
+use serde_json::Value;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::attempt::TransportKind;
+use crate::error::{Error, Result};
+
+/// The most a token is refreshed ahead of its expiry.
+const MAX_REFRESH_SKEW: Duration = Duration::from_secs(30);
+
+/// A secret string, such as a client secret or a bearer token.
+///
+/// `Debug` and `Display` print `<redacted>`; only [`Secret::expose`] gives the value.
+///
+/// # Examples
+///
+/// ```
+/// use hodoflow_retry::Secret;
+///
+/// let secret = Secret::new("s3cr3t");
+/// assert_eq!(format!("{secret} {secret:?}"), "<redacted> <redacted>");
+/// assert_eq!(secret.expose(), "s3cr3t");
+/// ```
+#[derive(Clone)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(Arc::from(value.into()))
+    }
+
+    /// The secret value. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Self::new(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self::new(value)
+    }
+}
+
+/// A bearer token and when it expires. `Debug` prints the token as `<redacted>`.
+#[derive(Debug, Clone)]
+pub struct AccessToken {
+    secret: Secret,
+    expires_at: Option<Instant>,
+}
+
+impl AccessToken {
+    /// A token that expires at `expires_at`, or that is only replaced after a 401 when `None`.
+    pub fn new(secret: impl Into<Secret>, expires_at: Option<Instant>) -> Self {
+        Self {
+            secret: secret.into(),
+            expires_at,
+        }
+    }
+
+    /// A token that expires `lifetime` from now, as an `expires_in` answer says.
+    pub fn expiring_in(secret: impl Into<Secret>, lifetime: Duration) -> Self {
+        Self::new(secret, Instant::now().checked_add(lifetime))
+    }
+
+    /// The token. Never log it.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
+    /// When the token expires, if known.
+    pub fn expires_at(&self) -> Option<Instant> {
+        self.expires_at
+    }
+
+    /// The `Authorization: Bearer …` value, marked sensitive.
+    ///
+    /// An [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when the token
+    /// cannot be sent in a header.
+    pub(crate) fn authorization(&self) -> Result<HeaderValue> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.secret.expose()))
+            .map_err(|_| Error::token_exchange("the token cannot be sent in a header"))?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
+}
+
+/// The future a [`TokenExchanger`] returns.
+pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken>> + Send + 'a>>;
+
+/// Gets a fresh access token.
+///
+/// Object-safe, so a client can hold any exchanger as `Arc<dyn TokenExchanger>`. The client
+/// calls it when it has no token, shortly before the token expires, and once after a 401.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use hodoflow_retry::{AccessToken, ExchangeFuture, TokenExchanger};
+///
+/// /// Reads a token another process keeps up to date.
+/// #[derive(Debug)]
+/// struct FromVault;
+///
+/// impl TokenExchanger for FromVault {
+///     fn exchange(&self) -> ExchangeFuture<'_> {
+///         Box::pin(async {
+///             let token = String::from("token-from-the-vault");
+///             Ok(AccessToken::expiring_in(token, Duration::from_secs(300)))
+///         })
+///     }
+/// }
+/// ```
+pub trait TokenExchanger: Send + Sync {
+    /// Exchanges credentials for a new access token.
+    ///
+    /// Return an [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when it
+    /// fails, and never put a secret in it.
+    fn exchange(&self) -> ExchangeFuture<'_>;
+}
+
+/// The OAuth2 client-credentials grant: `POST {base_url}/oauth/token`.
+///
+/// Redirects are not followed, so the client secret goes to the configured host only.
+///
+/// # Examples
+///
+/// ```
+/// use hodoflow_retry::ClientCredentials;
+///
+/// let exchanger = ClientCredentials::new("https://hodoflow.example", "sender-1", "s3cr3t")?
+///     .scope("webhooks");
+/// assert!(!format!("{exchanger:?}").contains("s3cr3t"));
+/// # Ok::<(), hodoflow_retry::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientCredentials {
+    http: reqwest::Client,
+    token_url: reqwest::Url,
+    client_id: String,
+    client_secret: Secret,
+    scope: Option<String>,
+    timeout: Duration,
+}
+
+impl ClientCredentials {
+    /// The default timeout of one exchange: 15 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+
+    /// An exchanger for the token endpoint under `base_url`.
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `base_url` is
+    /// not an `http` or `https` URL, and a
+    /// [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when the HTTP client
+    /// cannot be built.
+    pub fn new(
+        base_url: &str,
+        client_id: impl Into<String>,
+        client_secret: impl Into<Secret>,
+    ) -> Result<Self> {
+        let token_url = format!("{}/oauth/token", base_url.trim_end_matches('/'));
+        let token_url = reqwest::Url::parse(&token_url)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https"))
+            .ok_or_else(|| Error::invalid_input("the token base URL is not an http(s) URL"))?;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|source| {
+                Error::token_exchange("the HTTP client could not be built").with_source(source)
+            })?;
+        Ok(Self {
+            http,
+            token_url,
+            client_id: client_id.into(),
+            client_secret: client_secret.into(),
+            scope: None,
+            timeout: Self::DEFAULT_TIMEOUT,
+        })
+    }
+
+    /// Asks for these scopes, space-separated (`"api_read api_write webhooks"`).
+    ///
+    /// Default: none, so the server grants the client's default scopes.
+    #[must_use]
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// Sets the timeout of one exchange.
+    ///
+    /// Default: 15 s.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sends the exchange through this HTTP client, for example one with a custom root
+    /// certificate. Configure it not to follow redirects.
+    ///
+    /// Default: a client of its own that follows no redirects.
+    #[must_use]
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = http;
+        self
+    }
+
+    async fn request(&self) -> Result<AccessToken> {
+        let mut form = vec![
+            ("grant_type", "client_credentials"),
+            ("client_id", self.client_id.as_str()),
+            ("client_secret", self.client_secret.expose()),
+        ];
+        if let Some(scope) = &self.scope {
+            form.push(("scope", scope.as_str()));
+        }
+        let unanswered = |source: reqwest::Error| {
+            let kind = TransportKind::of(&source);
+            Error::token_exchange(format_args!(
+                "no answer from the token endpoint ({})",
+                kind.as_str()
+            ))
+            .with_source(source)
+        };
+        let response = self
+            .http
+            .post(self.token_url.clone())
+            .timeout(self.timeout)
+            .form(&form)
+            .send()
+            .await
+            .map_err(unanswered)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(unanswered)?;
+        read_token_answer(status, &body, Instant::now(), &self.client_secret)
+    }
+}
+
+impl TokenExchanger for ClientCredentials {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(self.request())
+    }
+}
+
+/// Reads the token endpoint's answer, received at `now`.
+///
+/// `200 {"access_token","token_type","expires_in","scope"}` is a token. Anything else is a
+/// token-exchange error that quotes at most the OAuth error code, and never `secret`.
+fn read_token_answer(
+    status: StatusCode,
+    body: &[u8],
+    now: Instant,
+    secret: &Secret,
+) -> Result<AccessToken> {
+    if status != StatusCode::OK {
+        let code = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|answer| answer.get("error")?.as_str().map(str::to_owned))
+            .filter(|code| is_oauth_error_code(code) && !code.contains(secret.expose()));
+        let what = match code {
+            Some(code) => format!("the token endpoint answered {} {code}", status.as_u16()),
+            None => format!("the token endpoint answered {}", status.as_u16()),
+        };
+        return Err(Error::token_exchange(what).with_status(status));
+    }
+
+    let unreadable = |why: &str| {
+        Error::token_exchange(format_args!("the token answer {why}")).with_status(status)
+    };
+    let answer: Value = serde_json::from_slice(body).map_err(|_| unreadable("is not JSON"))?;
+    let token = answer
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|token| !token.is_empty())
+        .ok_or_else(|| unreadable("has no access_token"))?;
+    let token_type = answer.get("token_type").and_then(Value::as_str);
+    if token_type.is_some_and(|kind| !kind.eq_ignore_ascii_case("bearer")) {
+        return Err(unreadable("is not a Bearer token"));
+    }
+    let expires_at = match answer.get("expires_in") {
+        None | Some(Value::Null) => None,
+        Some(expires_in) => {
+            let seconds = seconds(expires_in).ok_or_else(|| unreadable("has a bad expires_in"))?;
+            now.checked_add(Duration::from_secs(seconds))
+        }
+    };
+    let token = AccessToken::new(token, expires_at);
+    token.authorization()?;
+    Ok(token)
+}
+
+/// `expires_in` as whole seconds: a non-negative number, or digits in a string.
+fn seconds(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(number) => number.as_u64().or_else(|| {
+            let seconds = number.as_f64().filter(|seconds| *seconds >= 0.0)?;
+            // Truncation is the intent: a fraction of a second is dropped.
+            Some(seconds.min(u64::MAX as f64) as u64)
+        }),
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Whether `code` looks like an OAuth error code (`invalid_client`): short, and only the
+/// characters RFC 6749 allows, so quoting it cannot leak a body.
+fn is_oauth_error_code(code: &str) -> bool {
+    (1..=64).contains(&code.len())
+        && code
+            .bytes()
+            .all(|byte| byte.is_ascii_graphic() && byte != b'"' && byte != b'\\')
+}
+
+/// A token handed out by a [`TokenCache`], with the exchange it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct CachedToken {
+    token: AccessToken,
+    generation: u64,
+}
+
+impl CachedToken {
+    /// The token.
+    #[cfg(test)]
+    pub(crate) fn token(&self) -> &AccessToken {
+        &self.token
+    }
+
+    /// The `Authorization: Bearer …` value, marked sensitive.
+    pub(crate) fn authorization(&self) -> Result<HeaderValue> {
+        self.token.authorization()
+    }
+}
+
+/// Caches one token for every caller, refreshes it before it expires, and single-flights the
+/// exchange: concurrent callers queue on one lock and share the first caller's result.
+pub(crate) struct TokenCache {
+    exchanger: Arc<dyn TokenExchanger>,
+    state: Mutex<State>,
+    /// Exchanges finished, mirrored from `State::finished` so a caller can note it before it
+    /// queues for the lock.
+    finished: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    held: Option<Held>,
+    last_failure: Option<Error>,
+    finished: u64,
+}
+
+struct Held {
+    token: CachedToken,
+    refresh_at: Option<Instant>,
+}
+
+impl State {
+    /// The held token, if it need not be refreshed yet.
+    fn fresh(&self, now: Instant) -> Option<CachedToken> {
+        let held = self.held.as_ref()?;
+        held.refresh_at
+            .is_none_or(|refresh_at| now < refresh_at)
+            .then(|| held.token.clone())
+    }
+
+    /// The held token, if it has not expired: good enough when a refresh fails.
+    fn unexpired(&self, now: Instant) -> Option<CachedToken> {
+        let held = self.held.as_ref()?;
+        held.token
+            .token
+            .expires_at
+            .is_none_or(|expires_at| now < expires_at)
+            .then(|| held.token.clone())
+    }
+
+    /// The failure of an exchange that finished after the caller noted `seen`: the caller
+    /// queued behind it and shares its result.
+    fn failure_since(&self, seen: u64) -> Option<Error> {
+        (self.finished > seen)
+            .then(|| self.last_failure.clone())
+            .flatten()
+    }
+}
+
+impl TokenCache {
+    pub(crate) fn new(exchanger: Arc<dyn TokenExchanger>) -> Self {
+        Self {
+            exchanger,
+            state: Mutex::new(State::default()),
+            finished: AtomicU64::new(0),
+        }
+    }
+
+    /// A token to send: the cached one while fresh, else a new one from one shared exchange.
+    ///
+    /// When a refresh ahead of expiry fails, the old token is used while it lasts.
+    pub(crate) async fn get(&self) -> Result<CachedToken> {
+        let seen = self.finished.load(Ordering::Acquire);
+        let mut state = self.state.lock().await;
+        let now = Instant::now();
+        if let Some(token) = state.fresh(now) {
+            return Ok(token);
+        }
+        if let Some(error) = state.failure_since(seen) {
+            return state.unexpired(now).ok_or(error);
+        }
+        match self.exchange(&mut state).await {
+            Ok(token) => Ok(token),
+            Err(error) => state.unexpired(Instant::now()).ok_or(error),
+        }
+    }
+
+    /// A new token after `stale` was refused with a 401. Exchanges only if `stale` is still the
+    /// cached token, so a burst of 401s for one token causes one exchange.
+    pub(crate) async fn refresh_after_unauthorized(
+        &self,
+        stale: &CachedToken,
+    ) -> Result<CachedToken> {
+        let seen = self.finished.load(Ordering::Acquire);
+        let mut state = self.state.lock().await;
+        let newer = state
+            .fresh(Instant::now())
+            .filter(|token| token.generation != stale.generation);
+        if let Some(token) = newer {
+            return Ok(token);
+        }
+        if let Some(error) = state.failure_since(seen) {
+            return Err(error);
+        }
+        state.held = None;
+        self.exchange(&mut state).await
+    }
+
+    /// Runs one exchange while holding the lock, and records its result.
+    async fn exchange(&self, state: &mut State) -> Result<CachedToken> {
+        let result = self.exchanger.exchange().await;
+        state.finished += 1;
+        self.finished.store(state.finished, Ordering::Release);
+        match result {
+            Ok(token) => {
+                let refresh_at = refresh_at(&token, Instant::now());
+                let token = CachedToken {
+                    token,
+                    generation: state.finished,
+                };
+                state.held = Some(Held {
+                    token: token.clone(),
+                    refresh_at,
+                });
+                state.last_failure = None;
+                Ok(token)
+            }
+            Err(error) => {
+                state.last_failure = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for TokenCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenCache").finish_non_exhaustive()
+    }
+}
+
+/// When to refresh `token`, received at `now`: ahead of expiry by a tenth of its lifetime, at
+/// most 30 s. `None` when the expiry is unknown.
+fn refresh_at(token: &AccessToken, now: Instant) -> Option<Instant> {
+    let expires_at = token.expires_at?;
+    let skew = (expires_at.saturating_duration_since(now) / 10).min(MAX_REFRESH_SKEW);
+    Some(expires_at.checked_sub(skew).unwrap_or(expires_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::AtomicUsize;
+
+    const SECRET: &str = "s3cr3t-value";
+
+    /// Counts exchanges; each gives a new token that lives `lifetime`, after `delay`.
+    struct Counting {
+        exchanges: AtomicUsize,
+        lifetime: Option<Duration>,
+        delay: Duration,
+        fail: bool,
+    }
+
+    impl Counting {
+        fn new(lifetime: Option<Duration>) -> Arc<Self> {
+            Arc::new(Self {
+                exchanges: AtomicUsize::new(0),
+                lifetime,
+                delay: Duration::from_millis(5),
+                fail: false,
+            })
+        }
+
+        fn failing() -> Arc<Self> {
+            Arc::new(Self {
+                exchanges: AtomicUsize::new(0),
+                lifetime: None,
+                delay: Duration::from_secs(1),
+                fail: true,
+            })
+        }
+
+        fn count(&self) -> usize {
+            self.exchanges.load(Ordering::SeqCst)
+        }
+    }
+
+    impl TokenExchanger for Counting {
+        fn exchange(&self) -> ExchangeFuture<'_> {
+            Box::pin(async move {
+                let number = self.exchanges.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::time::sleep(self.delay).await;
+                if self.fail {
+                    return Err(Error::token_exchange("the token endpoint answered 503")
+                        .with_status(StatusCode::SERVICE_UNAVAILABLE));
+                }
+                let expires_at = self
+                    .lifetime
+                    .and_then(|life| Instant::now().checked_add(life));
+                Ok(AccessToken::new(format!("token-{number}"), expires_at))
+            })
+        }
+    }
+
+    #[test]
+    fn secrets_and_tokens_print_redacted() {
+        let secret = Secret::new(SECRET);
+        let token = AccessToken::new(SECRET, None);
+        for shown in [
+            format!("{secret}"),
+            format!("{secret:?}"),
+            format!("{token:?}"),
+            format!(
+                "{:?}",
+                ClientCredentials::new("http://127.0.0.1:1", "id", SECRET)
+            ),
+        ] {
+            assert!(!shown.contains(SECRET), "{shown}");
+        }
+        assert!(format!("{token:?}").contains("<redacted>"));
+    }
+
+    #[test]
+    fn authorization_is_a_sensitive_bearer_value() {
+        let value = AccessToken::new("abc", None)
+            .authorization()
+            .expect("valid token");
+        assert_eq!(value, "Bearer abc");
+        assert!(value.is_sensitive());
+        let refused = AccessToken::new("a\nb", None).authorization();
+        assert_eq!(
+            refused.expect_err("invalid").kind(),
+            ErrorKind::TokenExchange
+        );
+    }
+
+    #[test]
+    fn refuses_a_base_url_that_is_not_http() {
+        for base in ["not a url", "ftp://example.com", ""] {
+            let error = ClientCredentials::new(base, "id", SECRET).expect_err("invalid URL");
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{base}");
+        }
+        let ok = ClientCredentials::new("http://127.0.0.1:8080/", "id", SECRET).expect("valid");
+        assert_eq!(ok.token_url.as_str(), "http://127.0.0.1:8080/oauth/token");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_a_token_answer_with_its_expiry() {
+        let now = Instant::now();
+        let body =
+            br#"{"access_token":"t-1","token_type":"Bearer","expires_in":3600,"scope":"webhooks"}"#;
+        let token = read_token_answer(StatusCode::OK, body, now, &Secret::new(SECRET))
+            .expect("valid answer");
+        assert_eq!(token.secret().expose(), "t-1");
+        assert_eq!(token.expires_at(), Some(now + Duration::from_secs(3600)));
+
+        let no_expiry = br#"{"access_token":"t-2","token_type":"bearer"}"#;
+        let token = read_token_answer(StatusCode::OK, no_expiry, now, &Secret::new(SECRET))
+            .expect("valid answer");
+        assert_eq!(token.expires_at(), None);
+
+        let string_expiry = br#"{"access_token":"t-3","expires_in":"60"}"#;
+        let token = read_token_answer(StatusCode::OK, string_expiry, now, &Secret::new(SECRET))
+            .expect("valid answer");
+        assert_eq!(token.expires_at(), Some(now + Duration::from_secs(60)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_exchange_quotes_the_oauth_code_but_never_the_secret() {
+        let secret = Secret::new(SECRET);
+        let now = Instant::now();
+        let answer = |status: u16, body: &str| {
+            let status = StatusCode::from_u16(status).expect("valid status");
+            read_token_answer(status, body.as_bytes(), now, &secret).expect_err("refused")
+        };
+
+        let invalid = answer(
+            401,
+            r#"{"error":"invalid_client","error_description":"secret s3cr3t-value is wrong"}"#,
+        );
+        assert_eq!(invalid.kind(), ErrorKind::TokenExchange);
+        assert_eq!(invalid.status(), Some(StatusCode::UNAUTHORIZED));
+        assert_eq!(
+            invalid.to_string(),
+            "token exchange failed: the token endpoint answered 401 invalid_client"
+        );
+        assert!(!invalid.is_retryable());
+
+        let echoed = answer(400, r#"{"error":"s3cr3t-value"}"#);
+        assert!(!echoed.to_string().contains(SECRET), "{echoed}");
+        assert!(answer(503, "<html>").is_retryable());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreadable_token_answer_is_an_exchange_error() {
+        let secret = Secret::new(SECRET);
+        let now = Instant::now();
+        for body in [
+            "not json",
+            "{}",
+            r#"{"access_token":""}"#,
+            r#"{"access_token":"t","token_type":"mac"}"#,
+            r#"{"access_token":"t","expires_in":-5}"#,
+            r#"{"access_token":"t\nu"}"#,
+        ] {
+            let error = read_token_answer(StatusCode::OK, body.as_bytes(), now, &secret)
+                .expect_err("unreadable");
+            assert_eq!(error.kind(), ErrorKind::TokenExchange, "{body}");
+        }
+    }
+
+    /// Serves one HTTP request on a std socket; hands back the request text.
+    fn serve_once(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, std::thread::JoinHandle<String>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(stream);
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).expect("read");
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().expect("length");
+                }
+                head.push_str(&line);
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut request_body = vec![0; length];
+            reader.read_exact(&mut request_body).expect("body");
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            reader
+                .get_mut()
+                .write_all(answer.as_bytes())
+                .expect("write");
+            head + &String::from_utf8_lossy(&request_body)
+        });
+        (base, server)
+    }
+
+    #[tokio::test]
+    async fn client_credentials_posts_the_form_and_reads_the_token() {
+        let (base, server) = serve_once(
+            "200 OK",
+            r#"{"access_token":"t-9","token_type":"Bearer","expires_in":3600,"scope":"webhooks"}"#,
+        );
+        let exchanger = ClientCredentials::new(&base, "sender-1", SECRET)
+            .expect("valid")
+            .scope("webhooks");
+
+        let token = exchanger.exchange().await.expect("token");
+        let request = server.join().expect("server thread");
+
+        assert_eq!(token.secret().expose(), "t-9");
+        assert!(token.expires_at().is_some());
+        assert!(
+            request.starts_with("POST /oauth/token HTTP/1.1"),
+            "{request}"
+        );
+        assert!(request.contains("application/x-www-form-urlencoded"));
+        assert!(request.ends_with(
+            "grant_type=client_credentials&client_id=sender-1&client_secret=s3cr3t-value&scope=webhooks"
+        ));
+    }
+
+    #[tokio::test]
+    async fn client_credentials_reports_invalid_client_without_the_secret() {
+        let (base, server) = serve_once("401 Unauthorized", r#"{"error":"invalid_client"}"#);
+        let exchanger = ClientCredentials::new(&base, "sender-1", SECRET).expect("valid");
+
+        let error = exchanger.exchange().await.expect_err("refused");
+        server.join().expect("server thread");
+
+        assert_eq!(error.kind(), ErrorKind::TokenExchange);
+        assert!(error.to_string().contains("invalid_client"));
+        assert!(!format!("{error} {error:?}").contains(SECRET));
+    }
+
+    #[tokio::test]
+    async fn client_credentials_reports_an_unreachable_endpoint() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        drop(listener);
+        let exchanger = ClientCredentials::new(&base, "sender-1", SECRET).expect("valid");
+
+        let error = exchanger.exchange().await.expect_err("unreachable");
+        assert_eq!(error.kind(), ErrorKind::TokenExchange);
+        assert!(error.is_retryable());
+        assert!(!format!("{error:?}").contains(SECRET));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thousand_concurrent_401s_cause_one_exchange() {
+        let exchanger = Counting::new(None);
+        let cache = Arc::new(TokenCache::new(exchanger.clone()));
+        let stale = cache.get().await.expect("first token");
+        assert_eq!(exchanger.count(), 1);
+
+        let tasks: Vec<_> = (0..1_000)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                let stale = stale.clone();
+                tokio::spawn(async move { cache.refresh_after_unauthorized(&stale).await })
+            })
+            .collect();
+        for task in tasks {
+            let token = task.await.expect("task").expect("refreshed token");
+            assert_eq!(token.token().secret().expose(), "token-2");
+        }
+
+        assert_eq!(exchanger.count(), 2);
+    }
+
+    /// Runs `callers` concurrent `get()`s on `cache`; their results, in spawn order.
+    async fn concurrent_gets(cache: &Arc<TokenCache>, callers: usize) -> Vec<Result<CachedToken>> {
+        let tasks: Vec<_> = (0..callers)
+            .map(|_| {
+                let cache = Arc::clone(cache);
+                tokio::spawn(async move { cache.get().await })
+            })
+            .collect();
+        let mut results = Vec::with_capacity(callers);
+        for task in tasks {
+            results.push(task.await.expect("task"));
+        }
+        results
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_first_callers_share_one_exchange() {
+        let exchanger = Counting::new(Some(Duration::from_secs(3600)));
+        let cache = Arc::new(TokenCache::new(exchanger.clone()));
+
+        for token in concurrent_gets(&cache, 100).await {
+            token.expect("token");
+        }
+
+        assert_eq!(exchanger.count(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refreshes_the_token_shortly_before_it_expires() {
+        let exchanger = Counting::new(Some(Duration::from_secs(100)));
+        let cache = TokenCache::new(exchanger.clone());
+
+        let first = cache.get().await.expect("token");
+        tokio::time::advance(Duration::from_secs(85)).await;
+        let still = cache.get().await.expect("token");
+        assert_eq!(exchanger.count(), 1);
+        assert_eq!(still.generation, first.generation);
+
+        // A 100 s token is refreshed 10 s (a tenth of its life) before it expires.
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let renewed = cache.get().await.expect("token");
+        assert_eq!(exchanger.count(), 2);
+        assert_ne!(renewed.generation, first.generation);
+    }
+
+    #[test]
+    fn refresh_skew_is_a_tenth_of_the_lifetime_and_at_most_30_s() {
+        let now = Instant::now();
+        let hour = AccessToken::new("t", Some(now + Duration::from_secs(3600)));
+        let minute = AccessToken::new("t", Some(now + Duration::from_secs(60)));
+        assert_eq!(
+            refresh_at(&hour, now),
+            Some(now + Duration::from_secs(3570))
+        );
+        assert_eq!(
+            refresh_at(&minute, now),
+            Some(now + Duration::from_secs(54))
+        );
+        assert_eq!(refresh_at(&AccessToken::new("t", None), now), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refresh_for_an_older_token_reuses_the_newer_one() {
+        let exchanger = Counting::new(None);
+        let cache = TokenCache::new(exchanger.clone());
+        let first = cache.get().await.expect("token");
+        let second = cache
+            .refresh_after_unauthorized(&first)
+            .await
+            .expect("token");
+        let again = cache
+            .refresh_after_unauthorized(&first)
+            .await
+            .expect("token");
+
+        assert_eq!(again.generation, second.generation);
+        assert_eq!(exchanger.count(), 2);
+        cache
+            .refresh_after_unauthorized(&second)
+            .await
+            .expect("token");
+        assert_eq!(exchanger.count(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn callers_queued_behind_a_failed_exchange_share_its_failure() {
+        let exchanger = Counting::failing();
+        let cache = Arc::new(TokenCache::new(exchanger.clone()));
+
+        for token in concurrent_gets(&cache, 50).await {
+            let error = token.expect_err("exchange fails");
+            assert_eq!(error.kind(), ErrorKind::TokenExchange);
+        }
+        assert_eq!(exchanger.count(), 1);
+
+        // A later caller tries again.
+        cache.get().await.expect_err("exchange fails");
+        assert_eq!(exchanger.count(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_refresh_ahead_of_expiry_keeps_the_unexpired_token() {
+        struct FailsSecond(AtomicUsize);
+        impl TokenExchanger for FailsSecond {
+            fn exchange(&self) -> ExchangeFuture<'_> {
+                Box::pin(async move {
+                    if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Ok(AccessToken::expiring_in("t-1", Duration::from_secs(100)))
+                    } else {
+                        Err(Error::token_exchange("the token endpoint answered 503"))
+                    }
+                })
+            }
+        }
+        let cache = TokenCache::new(Arc::new(FailsSecond(AtomicUsize::new(0))));
+        cache.get().await.expect("token");
+
+        tokio::time::advance(Duration::from_secs(95)).await;
+        let kept = cache.get().await.expect("the unexpired token");
+        assert_eq!(kept.token().secret().expose(), "t-1");
+
+        tokio::time::advance(Duration::from_secs(10)).await;
+        cache.get().await.expect_err("expired and not renewed");
+    }
+}

@@ -1,0 +1,226 @@
+//! Per-call builders: what one operation sends and within which budget.
+//!
+//! Input is checked in `send()` before anything goes on the wire: a bad path,
+//! a header the client owns, an oversize webhook body or a missing delivery
+//! ID is an `invalid_input` or `payload_too_large` error with no attempt made.
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+
+use crate::auth::Secret;
+use crate::budget::Budget;
+use crate::client::RetryingClient;
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::{DeliveryId, IdempotencyKey};
+use crate::outcome::{Delivery, Response, WebhookOutcome};
+use crate::request::FixedRequest;
+
+/// What a [`Call`] addresses.
+#[derive(Debug)]
+pub(crate) enum Target {
+    Write {
+        method: Method,
+        path: String,
+        key: IdempotencyKey,
+        body: Bytes,
+    },
+    Read {
+        method: Method,
+        path: String,
+    },
+    GraphQl {
+        body: Bytes,
+    },
+}
+
+/// A write, read or GraphQL call, sent with [`send`](Call::send).
+#[derive(Debug)]
+#[must_use = "a call does nothing until it is sent"]
+pub struct Call<'a> {
+    client: &'a RetryingClient,
+    target: Target,
+    headers: HeaderMap,
+    budget: Budget,
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(client: &'a RetryingClient, target: Target) -> Self {
+        Self {
+            client,
+            target,
+            headers: HeaderMap::new(),
+            budget: client.inner.budget,
+        }
+    }
+
+    /// Adds headers, sent unchanged on every attempt. `Authorization` and
+    /// `Idempotency-Key` are the client's own and refused.
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        self.headers.extend(headers);
+        self
+    }
+
+    /// The budget of this call.
+    ///
+    /// Default: the client's budget.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Sends the call, retrying as the surface's matrix says.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] whose [`kind`](Error::kind) says why it stopped and whose
+    /// [`may_have_run`](Error::may_have_run) says whether the operation may have taken effect.
+    pub async fn send(self) -> Result<Response> {
+        let base = &self.client.inner.base;
+        let request = match self.target {
+            Target::Write {
+                method,
+                path,
+                key,
+                body,
+            } => FixedRequest::write(base, method, &path, &key, body, &self.headers)?,
+            Target::Read { method, path } => {
+                FixedRequest::read(base, method, &path, &self.headers)?
+            }
+            Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
+        };
+        let answered = self.client.inner.engine.run(&request, self.budget).await?;
+        Ok(Response::new(
+            answered.status,
+            answered.headers,
+            answered.body,
+            answered.attempts,
+        ))
+    }
+}
+
+/// A webhook delivery, sent with [`send`](Delivering::send).
+#[derive(Debug)]
+#[must_use = "a delivery does nothing until it is sent"]
+pub struct Delivering<'a> {
+    client: &'a RetryingClient,
+    trigger_token: Secret,
+    body: Bytes,
+    id: Option<DeliveryId>,
+    headers: HeaderMap,
+    legacy_org: Option<String>,
+    budget: Budget,
+}
+
+impl<'a> Delivering<'a> {
+    pub(crate) fn new(client: &'a RetryingClient, trigger_token: Secret, body: Bytes) -> Self {
+        Self {
+            client,
+            trigger_token,
+            body,
+            id: None,
+            headers: HeaderMap::new(),
+            legacy_org: None,
+            budget: client.inner.budget,
+        }
+    }
+
+    /// The stable delivery ID of this event, sent as `Idempotency-Key` (or as the provider
+    /// header it came from) on every attempt. Generate it once per logical event, for example
+    /// with [`IdempotencyKey::from_operation_id`], and persist it with the job.
+    pub fn delivery_id(mut self, id: DeliveryId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Adds headers, sent unchanged on every attempt. A relay passes its provider's
+    /// delivery header here (`X-GitHub-Delivery`, `X-Shopify-Webhook-Id`,
+    /// `X-Twilio-Idempotency-Token`): without an explicit [`delivery_id`](Self::delivery_id),
+    /// the first of them in document 001's order is the delivery ID. `X-Request-Id` never is.
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        self.headers.extend(headers);
+        self
+    }
+
+    /// Sends to the deprecated organization-qualified route
+    /// `/api/v1/webhooks/<org_domain>/<token>`, logging a deprecation warning.
+    ///
+    /// Default: the token-only route `/api/v1/webhooks/<token>`.
+    pub fn legacy_org(mut self, org_domain: impl Into<String>) -> Self {
+        self.legacy_org = Some(org_domain.into());
+        self
+    }
+
+    /// The budget of this delivery.
+    ///
+    /// Default: the client's budget.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Delivers the event.
+    ///
+    /// `202 accepted` and `202 duplicate` are both success: a duplicate means the event was
+    /// already accepted and no second run was created.
+    ///
+    /// # Errors
+    ///
+    /// Before anything is sent: `payload_too_large` over the client's body limit,
+    /// `invalid_input` for a malformed trigger token or route, or a missing delivery ID. After:
+    /// an [`Error`] whose [`may_have_run`](Error::may_have_run) says whether the delivery may
+    /// have started a run.
+    pub async fn send(self) -> Result<Delivery> {
+        let inner = &self.client.inner;
+        if self.body.len() > inner.webhook_body_limit {
+            return Err(Error::new(
+                ErrorKind::PayloadTooLarge,
+                format!(
+                    "payload too large: the body of {} bytes is over the {}-byte webhook limit; nothing was sent",
+                    self.body.len(),
+                    inner.webhook_body_limit
+                ),
+            ));
+        }
+        let token = self.trigger_token.expose();
+        if !is_path_segment(token) {
+            return Err(Error::invalid_input(
+                "the trigger token must be one non-empty URL path segment (it is not shown: it is a secret)",
+            ));
+        }
+        let id = match self.id {
+            Some(id) => id,
+            None => DeliveryId::from_headers(&self.headers)?.ok_or_else(|| {
+                Error::invalid_input(
+                    "a delivery needs a stable delivery ID: set delivery_id(..) or pass a provider delivery header",
+                )
+            })?,
+        };
+        let path = match &self.legacy_org {
+            Some(org) if is_path_segment(org) => {
+                tracing::warn!(
+                    org_domain = %org,
+                    "the organization-qualified webhook route is deprecated: use the token-only route"
+                );
+                format!("/api/v1/webhooks/{org}/{token}")
+            }
+            Some(_) => {
+                return Err(Error::invalid_input(
+                    "the organization domain must be one URL path segment",
+                ));
+            }
+            None => format!("/api/v1/webhooks/{token}"),
+        };
+        let request = FixedRequest::webhook(&inner.base, &path, &id, self.body, &self.headers)?;
+        let answered = inner.engine.run(&request, self.budget).await?;
+        let outcome = WebhookOutcome::from_body(&answered.body);
+        Ok(Delivery::new(outcome, id, answered.attempts))
+    }
+}
+
+/// One non-empty URL path segment with nothing to escape.
+fn is_path_segment(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+}

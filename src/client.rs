@@ -1,0 +1,274 @@
+//! [`RetryingClient`] and its builder: the entry points of every surface.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Method;
+
+use crate::auth::{ClientCredentials, Secret, TokenCache, TokenExchanger};
+use crate::backoff::Backoff;
+use crate::budget::Budget;
+use crate::call::{Call, Delivering, Target};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::key::IdempotencyKey;
+use crate::run::FollowRun;
+
+/// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
+pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
+
+/// Builds a [`RetryingClient`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use hodoflow_retry::{Budget, RetryingClient};
+///
+/// let client = RetryingClient::builder("https://hodoflow.example")
+///     .client_credentials("sender-1", "s3cr3t")
+///     .budget(Budget::new().max_attempts(3).max_elapsed(Duration::from_secs(20)))
+///     .build()?;
+/// # let _ = client;
+/// # Ok::<(), hodoflow_retry::Error>(())
+/// ```
+#[must_use]
+pub struct ClientBuilder {
+    base_url: String,
+    exchanger: Option<Arc<dyn TokenExchanger>>,
+    credentials: Option<(String, Secret)>,
+    budget: Budget,
+    backoff: Backoff,
+    webhook_body_limit: usize,
+    poll_interval: Duration,
+    http: Option<reqwest::Client>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("base_url", &self.base_url)
+            .field("budget", &self.budget)
+            .field("backoff", &self.backoff)
+            .field("webhook_body_limit", &self.webhook_body_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// A builder for the API at `base_url` (scheme, host, port, optional path prefix).
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            exchanger: None,
+            credentials: None,
+            budget: Budget::default(),
+            backoff: Backoff::default(),
+            webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
+            poll_interval: Duration::from_secs(1),
+            http: None,
+        }
+    }
+
+    /// Exchanges these client credentials at `POST <base_url>/oauth/token`.
+    ///
+    /// Default: none; set this or [`exchanger`](Self::exchanger).
+    pub fn client_credentials(
+        mut self,
+        client_id: impl Into<String>,
+        secret: impl Into<Secret>,
+    ) -> Self {
+        self.credentials = Some((client_id.into(), secret.into()));
+        self
+    }
+
+    /// Gets tokens from your own exchanger instead of client credentials.
+    ///
+    /// Default: none; set this or [`client_credentials`](Self::client_credentials).
+    pub fn exchanger(mut self, exchanger: impl TokenExchanger + 'static) -> Self {
+        self.exchanger = Some(Arc::new(exchanger));
+        self
+    }
+
+    /// The attempt and elapsed-time budget of every call, overridable per call.
+    ///
+    /// Default: [`Budget::default`]: 5 attempts, 60 s, 15 s per attempt.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The backoff between retries.
+    ///
+    /// Default: [`Backoff::default`]: 500 ms doubling to 30 s, full jitter.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The largest webhook body sent; a larger one is refused before anything is sent.
+    ///
+    /// Default: 1,048,576 bytes, the server's default limit.
+    pub fn webhook_body_limit(mut self, bytes: usize) -> Self {
+        self.webhook_body_limit = bytes;
+        self
+    }
+
+    /// How often [`RetryingClient::follow_run`] polls a run.
+    ///
+    /// Default: 1 s.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sends through this reqwest client (custom TLS roots, proxies). Configure it not to
+    /// follow redirects: a redirect would carry the bearer token elsewhere.
+    ///
+    /// Default: a client with rustls that follows no redirects.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// Builds the client.
+    ///
+    /// # Errors
+    ///
+    /// An `invalid_input` error when the base URL is not http(s), no exchanger or client
+    /// credentials are set, the budget is invalid, or the poll interval is zero.
+    pub fn build(self) -> Result<RetryingClient> {
+        let base = reqwest::Url::parse(&self.base_url)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+            .ok_or_else(|| {
+                Error::invalid_input("the base URL must be an http(s) URL with a host")
+            })?;
+        self.budget.validate()?;
+        if self.poll_interval.is_zero() {
+            return Err(Error::invalid_input("the poll interval must be positive"));
+        }
+        let exchanger: Arc<dyn TokenExchanger> = match (self.exchanger, self.credentials) {
+            (Some(exchanger), _) => exchanger,
+            (None, Some((id, secret))) => {
+                Arc::new(ClientCredentials::new(&self.base_url, id, secret)?)
+            }
+            (None, None) => {
+                return Err(Error::invalid_input(
+                    "no token source: set client_credentials(..) or exchanger(..)",
+                ));
+            }
+        };
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| {
+                    Error::invalid_input("the HTTP client could not be built").with_source(e)
+                })?,
+        };
+        Ok(RetryingClient {
+            inner: Arc::new(Inner {
+                base,
+                engine: Engine {
+                    http,
+                    tokens: TokenCache::new(exchanger),
+                    backoff: self.backoff,
+                },
+                budget: self.budget,
+                webhook_body_limit: self.webhook_body_limit,
+                poll_interval: self.poll_interval,
+            }),
+        })
+    }
+}
+
+/// A client that makes every call to a Hodoflow-style API safe to retry.
+///
+/// Cheap to clone: clones share the connection pool and the token cache.
+#[derive(Debug, Clone)]
+pub struct RetryingClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) base: reqwest::Url,
+    pub(crate) engine: Engine,
+    pub(crate) budget: Budget,
+    pub(crate) webhook_body_limit: usize,
+    pub(crate) poll_interval: Duration,
+}
+
+impl RetryingClient {
+    /// A builder for the API at `base_url`.
+    pub fn builder(base_url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(base_url)
+    }
+
+    /// A JSON:API unsafe write (`POST`, `PUT`, `PATCH` or `DELETE` under `/api/json/`) with its
+    /// Idempotency-Key, identical on every attempt.
+    pub fn write(
+        &self,
+        method: Method,
+        path: &str,
+        key: IdempotencyKey,
+        body: impl Into<Bytes>,
+    ) -> Call<'_> {
+        Call::new(
+            self,
+            Target::Write {
+                method,
+                path: path.to_owned(),
+                key,
+                body: body.into(),
+            },
+        )
+    }
+
+    /// `POST path` with `key`: create a resource.
+    pub fn create(&self, path: &str, key: IdempotencyKey, body: impl Into<Bytes>) -> Call<'_> {
+        self.write(Method::POST, path, key, body)
+    }
+
+    /// `GET path`: a read, retried with bounded backoff.
+    pub fn get(&self, path: &str) -> Call<'_> {
+        Call::new(
+            self,
+            Target::Read {
+                method: Method::GET,
+                path: path.to_owned(),
+            },
+        )
+    }
+
+    /// A GraphQL `factQuery` document with its variables: read-only, no key.
+    pub fn graphql(&self, query: &str, variables: serde_json::Value) -> Call<'_> {
+        let body = serde_json::json!({"query": query, "variables": variables});
+        Call::new(
+            self,
+            Target::GraphQl {
+                body: Bytes::from(body.to_string()),
+            },
+        )
+    }
+
+    /// Delivers `body` to the webhook trigger with `trigger_token` (a secret: never logged).
+    ///
+    /// Set the delivery ID with [`Delivering::delivery_id`], or pass a relay's provider
+    /// header with [`Delivering::headers`].
+    pub fn deliver(
+        &self,
+        trigger_token: impl Into<Secret>,
+        body: impl Into<Bytes>,
+    ) -> Delivering<'_> {
+        Delivering::new(self, trigger_token.into(), body.into())
+    }
+
+    /// Follows a workflow run until it succeeds, fails or is cancelled.
+    pub fn follow_run(&self, run_id: &str) -> FollowRun<'_> {
+        FollowRun::new(self, run_id)
+    }
+}

@@ -1,0 +1,281 @@
+//! The fixed request: everything an attempt sends, set once before the first.
+//!
+//! Method, URL, body bytes and every header but `Authorization` are fixed
+//! here and cloned by handle on each attempt (the body is a [`Bytes`], so a
+//! clone shares the bytes and nothing is ever re-serialized). Only the bearer
+//! token may change between attempts, after a re-exchange.
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+
+use crate::classify::Surface;
+use crate::error::{Error, Result};
+use crate::key::{DeliveryId, IdempotencyKey};
+use crate::redact::redact_path;
+
+/// The JSON:API media type of write bodies.
+const JSON_API: &str = "application/vnd.api+json";
+
+/// A request whose identity is fixed across attempts.
+#[derive(Debug, Clone)]
+pub(crate) struct FixedRequest {
+    pub(crate) surface: Surface,
+    pub(crate) method: Method,
+    pub(crate) url: reqwest::Url,
+    /// The path for logs: trigger tokens redacted, no query.
+    pub(crate) route: String,
+    /// Every header but `Authorization`, the key or delivery ID included.
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    /// The Idempotency-Key or delivery ID, for logs (keys are not secrets, document 000).
+    pub(crate) identity: Option<String>,
+}
+
+/// Builds the URL of `path` under `base`, refusing anything but an absolute path.
+fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
+    if !path.starts_with('/') || path.starts_with("//") {
+        return Err(Error::invalid_input(
+            "a path must start with a single '/', such as /api/json/v1/projects",
+        ));
+    }
+    let joined = format!("{}{path}", base.as_str().trim_end_matches('/'));
+    reqwest::Url::parse(&joined).map_err(|e| Error::invalid_input(format!("bad path: {e}")))
+}
+
+/// Adds caller headers, refusing the ones the client owns.
+fn add_headers(into: &mut HeaderMap, extra: &HeaderMap) -> Result<()> {
+    for (name, value) in extra {
+        if name == AUTHORIZATION {
+            return Err(Error::invalid_input(
+                "the Authorization header is set by the client from its token exchanger",
+            ));
+        }
+        if name == "idempotency-key" {
+            return Err(Error::invalid_input(
+                "set the Idempotency-Key with an IdempotencyKey or DeliveryId, not as a header",
+            ));
+        }
+        into.append(name.clone(), value.clone());
+    }
+    Ok(())
+}
+
+/// The path as it may be logged: no query, trigger token redacted.
+fn route_of(path: &str) -> String {
+    redact_path(path.split(['?', '#']).next().unwrap_or_default())
+}
+
+fn content_type(headers: &mut HeaderMap, default: &'static str) {
+    if !headers.contains_key(CONTENT_TYPE) {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(default));
+    }
+}
+
+impl FixedRequest {
+    /// A JSON:API unsafe write: POST, PUT, PATCH or DELETE under `/api/json`, with its key.
+    pub(crate) fn write(
+        base: &reqwest::Url,
+        method: Method,
+        path: &str,
+        key: &IdempotencyKey,
+        body: Bytes,
+        extra: &HeaderMap,
+    ) -> Result<Self> {
+        if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(&method) {
+            return Err(Error::invalid_input(format!(
+                "{method} is not an unsafe write: use POST, PUT, PATCH or DELETE"
+            )));
+        }
+        if !path.starts_with("/api/json/") {
+            return Err(Error::invalid_input("JSON:API writes go under /api/json/"));
+        }
+        let url = url_of(base, path)?;
+        let mut headers = HeaderMap::new();
+        add_headers(&mut headers, extra)?;
+        headers.insert(
+            HeaderName::from_static("idempotency-key"),
+            key.to_header_value(),
+        );
+        if !body.is_empty() {
+            content_type(&mut headers, JSON_API);
+        }
+        Ok(Self {
+            surface: Surface::JsonApiWrite,
+            route: route_of(path),
+            method,
+            url,
+            headers,
+            body,
+            identity: Some(key.as_str().to_owned()),
+        })
+    }
+
+    /// A read: GET or HEAD, without a key.
+    pub(crate) fn read(
+        base: &reqwest::Url,
+        method: Method,
+        path: &str,
+        extra: &HeaderMap,
+    ) -> Result<Self> {
+        if method != Method::GET && method != Method::HEAD {
+            return Err(Error::invalid_input(format!(
+                "{method} is not a read: use GET or HEAD"
+            )));
+        }
+        let url = url_of(base, path)?;
+        let mut headers = HeaderMap::new();
+        add_headers(&mut headers, extra)?;
+        Ok(Self {
+            surface: Surface::Read,
+            route: route_of(path),
+            method,
+            url,
+            headers,
+            body: Bytes::new(),
+            identity: None,
+        })
+    }
+
+    /// A GraphQL document for `POST /api/graphql`; read-only, without a key.
+    pub(crate) fn graphql(base: &reqwest::Url, body: Bytes) -> Result<Self> {
+        let url = url_of(base, "/api/graphql")?;
+        let mut headers = HeaderMap::new();
+        content_type(&mut headers, "application/json");
+        Ok(Self {
+            surface: Surface::GraphQl,
+            route: url.path().to_owned(),
+            method: Method::POST,
+            url,
+            headers,
+            body,
+            identity: None,
+        })
+    }
+
+    /// A webhook delivery to a trigger, identified by `id`.
+    ///
+    /// `path` holds the trigger token: it is only ever logged as `route`, redacted.
+    pub(crate) fn webhook(
+        base: &reqwest::Url,
+        path: &str,
+        id: &DeliveryId,
+        body: Bytes,
+        extra: &HeaderMap,
+    ) -> Result<Self> {
+        let url = url_of(base, path)?;
+        let mut headers = HeaderMap::new();
+        add_headers(&mut headers, extra)?;
+        headers.insert(id.header().header_name(), id.key().to_header_value());
+        content_type(&mut headers, "application/json");
+        Ok(Self {
+            surface: Surface::Webhook,
+            route: route_of(path),
+            method: Method::POST,
+            url,
+            headers,
+            body,
+            identity: Some(id.key().as_str().to_owned()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> reqwest::Url {
+        reqwest::Url::parse("http://127.0.0.1:9/prefix/").unwrap()
+    }
+
+    fn key() -> IdempotencyKey {
+        IdempotencyKey::new("op-1").unwrap()
+    }
+
+    #[test]
+    fn keeps_the_base_path_and_the_body_bytes() {
+        let body = Bytes::from_static(br#"{"data":{"type":"projects"}}"#);
+        let request = FixedRequest::write(
+            &base(),
+            Method::POST,
+            "/api/json/v1/projects",
+            &key(),
+            body.clone(),
+            &HeaderMap::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            request.url.as_str(),
+            "http://127.0.0.1:9/prefix/api/json/v1/projects"
+        );
+        assert_eq!(
+            request.body.as_ptr(),
+            body.as_ptr(),
+            "the bytes are shared, not copied"
+        );
+        assert_eq!(request.headers["idempotency-key"], "op-1");
+        assert_eq!(request.headers[CONTENT_TYPE], JSON_API);
+    }
+
+    #[test]
+    fn refuses_authorization_and_key_headers_from_the_caller() {
+        for name in ["authorization", "idempotency-key"] {
+            let mut extra = HeaderMap::new();
+            extra.insert(HeaderName::from_static(name), HeaderValue::from_static("x"));
+            let error =
+                FixedRequest::read(&base(), Method::GET, "/api/json/v1/p", &extra).unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn refuses_paths_that_could_leave_the_base_url() {
+        for path in [
+            "api/json/v1/p",
+            "//evil.example/api/json/v1/p",
+            "http://evil.example/",
+        ] {
+            let error =
+                FixedRequest::read(&base(), Method::GET, path, &HeaderMap::new()).unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::InvalidInput, "{path}");
+        }
+    }
+
+    #[test]
+    fn refuses_a_read_method_as_a_write_and_a_write_outside_json_api() {
+        let empty = HeaderMap::new();
+        let get = FixedRequest::write(
+            &base(),
+            Method::GET,
+            "/api/json/v1/p",
+            &key(),
+            Bytes::new(),
+            &empty,
+        );
+        assert!(get.is_err());
+        let outside = FixedRequest::write(
+            &base(),
+            Method::POST,
+            "/api/v1/x",
+            &key(),
+            Bytes::new(),
+            &empty,
+        );
+        assert!(outside.is_err());
+    }
+
+    #[test]
+    fn logs_the_webhook_route_without_the_trigger_token() {
+        let id = DeliveryId::new(key());
+        let request = FixedRequest::webhook(
+            &base(),
+            "/api/v1/webhooks/trg_secret",
+            &id,
+            Bytes::from_static(b"{}"),
+            &HeaderMap::new(),
+        )
+        .unwrap();
+        assert!(!request.route.contains("trg_secret"));
+        assert_eq!(request.headers["idempotency-key"], "op-1");
+    }
+}

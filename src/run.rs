@@ -1,0 +1,184 @@
+//! Following a workflow run from `accepted` to a terminal state.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::attempt::Attempt;
+use crate::budget::Budget;
+use crate::client::RetryingClient;
+use crate::error::{Error, ErrorKind, Result};
+
+/// The state of a workflow run.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunState {
+    /// Committed and enqueued.
+    Queued,
+    /// Running.
+    Running,
+    /// Finished successfully (terminal).
+    Succeeded,
+    /// Finished with a failure (terminal).
+    Failed,
+    /// Cancelled (terminal).
+    Cancelled,
+}
+
+impl RunState {
+    /// Whether the run has ended.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            RunState::Succeeded | RunState::Failed | RunState::Cancelled
+        )
+    }
+}
+
+/// A workflow run as `GET /api/json/v1/workflow_runs/<id>` shows it.
+#[derive(Debug, Clone)]
+pub struct WorkflowRun {
+    id: String,
+    state: RunState,
+    polls: u32,
+    attempts: Vec<Attempt>,
+}
+
+impl WorkflowRun {
+    /// The run ID.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The state at the last poll.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// How many polls it took.
+    pub fn polls(&self) -> u32 {
+        self.polls
+    }
+
+    /// The attempts of the last poll.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+}
+
+#[derive(Deserialize)]
+struct Document {
+    data: Data,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    attributes: Attributes,
+}
+
+#[derive(Deserialize)]
+struct Attributes {
+    state: RunState,
+}
+
+/// Polls a run, sent with [`send`](FollowRun::send).
+#[derive(Debug)]
+#[must_use = "following does nothing until it is sent"]
+pub struct FollowRun<'a> {
+    client: &'a RetryingClient,
+    run_id: String,
+    interval: Duration,
+    max_elapsed: Duration,
+}
+
+impl<'a> FollowRun<'a> {
+    pub(crate) fn new(client: &'a RetryingClient, run_id: &str) -> Self {
+        Self {
+            client,
+            run_id: run_id.to_owned(),
+            interval: client.inner.poll_interval,
+            max_elapsed: client.inner.budget.max_elapsed,
+        }
+    }
+
+    /// Time between polls.
+    ///
+    /// Default: the client's poll interval (1 s).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// How long to follow before giving up with `budget_exhausted`.
+    ///
+    /// Default: the client budget's elapsed time (60 s).
+    pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
+        self.max_elapsed = max_elapsed;
+        self
+    }
+
+    /// Polls until the run reaches a terminal state. Each poll is a read retried within
+    /// what remains of the budget.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` for a malformed run ID, `budget_exhausted` when the run is still going
+    /// when the time is up, or the error of a poll that failed for good.
+    pub async fn send(self) -> Result<WorkflowRun> {
+        let id_ok = !self.run_id.is_empty()
+            && self.run_id.len() <= 255
+            && self
+                .run_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !id_ok {
+            return Err(Error::invalid_input(
+                "a run ID is 1 to 255 letters, digits, '-' or '_'",
+            ));
+        }
+        if self.interval.is_zero() || self.max_elapsed.is_zero() {
+            return Err(Error::invalid_input(
+                "the poll interval and the budget must be positive",
+            ));
+        }
+        let path = format!("/api/json/v1/workflow_runs/{}", self.run_id);
+        let end = Instant::now() + self.max_elapsed;
+        let client_budget = self.client.inner.budget;
+        let mut polls = 0;
+        loop {
+            let remaining = end.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                let message = format!("follow budget ended after {polls} polls");
+                return Err(Error::new(ErrorKind::BudgetExhausted, message));
+            }
+            let budget = Budget {
+                max_elapsed: remaining,
+                ..client_budget
+            };
+            let response = self.client.get(&path).budget(budget).send().await?;
+            polls += 1;
+            let document: Document = response.json()?;
+            let state = document.data.attributes.state;
+            if state.is_terminal() {
+                let attempts = response.attempts().to_vec();
+                return Ok(WorkflowRun {
+                    id: self.run_id,
+                    state,
+                    polls,
+                    attempts,
+                });
+            }
+            if Instant::now() + self.interval >= end {
+                let message =
+                    format!("run still {state:?} when the follow budget ended after {polls} polls");
+                return Err(Error::new(
+                    ErrorKind::BudgetExhausted,
+                    message.to_lowercase(),
+                ));
+            }
+            tokio::time::sleep(self.interval).await;
+        }
+    }
+}
