@@ -4,6 +4,7 @@
 //! `x-request-id` when present, and the stable delivery ID. Every outcome and every error of this
 //! crate carries these records, so a caller can log or reconcile without tracing enabled.
 
+use std::fmt;
 use std::time::Duration;
 
 use http::StatusCode;
@@ -166,6 +167,29 @@ impl Attempt {
     }
 }
 
+/// `attempt 1: 503 (req_…), waited 1.02s (retry_after)` or `attempt 2: no answer (closed)`.
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "attempt {}: ", self.number)?;
+        match self.result {
+            AttemptResult::Status(status) => write!(f, "{}", status.as_u16())?,
+            AttemptResult::Transport(kind) => write!(f, "no answer ({})", kind.as_str())?,
+        }
+        if let Some(id) = &self.request_id {
+            write!(f, " ({id})")?;
+        }
+        if self.wait_reason != WaitReason::None {
+            write!(
+                f,
+                ", waited {:.2?} ({})",
+                self.wait,
+                self.wait_reason.as_str()
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +209,19 @@ mod tests {
         assert_eq!(attempt.status(), Some(StatusCode::CONFLICT));
         assert_eq!(attempt.request_id(), Some("req-2"));
         assert_eq!(attempt.number(), 2);
+    }
+
+    #[test]
+    fn displays_status_request_id_and_wait() {
+        let mut attempt =
+            Attempt::answered(1, StatusCode::SERVICE_UNAVAILABLE, Some("req-1".into()));
+        attempt.set_wait(Duration::from_millis(1500), WaitReason::RetryAfter);
+        assert_eq!(
+            attempt.to_string(),
+            "attempt 1: 503 (req-1), waited 1.50s (retry_after)"
+        );
+        let lost = Attempt::unanswered(2, TransportKind::Closed);
+        assert_eq!(lost.to_string(), "attempt 2: no answer (closed)");
     }
 
     #[test]

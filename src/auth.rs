@@ -158,6 +158,13 @@ pub trait TokenExchanger: Send + Sync {
     fn exchange(&self) -> ExchangeFuture<'_>;
 }
 
+/// A shared exchanger, so the caller can keep a handle on what it gave the client.
+impl<T: TokenExchanger + ?Sized> TokenExchanger for Arc<T> {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        (**self).exchange()
+    }
+}
+
 /// The OAuth2 client-credentials grant: `POST {base_url}/oauth/token`.
 ///
 /// Redirects are not followed, so the client secret goes to the configured host only.

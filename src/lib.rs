@@ -12,6 +12,36 @@
 //!
 //! # Examples
 //!
+//! Deliver an event to a webhook trigger, here on the embedded contract server whose network
+//! loses the first answer after the server committed it. The retry carries the same delivery ID,
+//! so the server answers `duplicate` and starts no second run:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, Fault, MockServer};
+//! use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, WebhookOutcome};
+//!
+//! let server = MockServer::start().await?;
+//! let client = RetryingClient::builder(server.base_url())
+//!     .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+//!     .build()?;
+//!
+//! server.inject(Fault::execute_then_close().on("POST", "/api/v1/webhooks/"));
+//! let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-4711:shipped"));
+//! let delivery = client
+//!     .deliver(DEMO_TRIGGER_TOKEN, r#"{"order":4711}"#)
+//!     .delivery_id(id.clone())
+//!     .send()
+//!     .await?;
+//!
+//! assert_eq!(delivery.outcome(), &WebhookOutcome::Duplicate);
+//! assert_eq!(delivery.attempts().len(), 2);
+//! assert_eq!(server.ledger().runs_for_delivery(id.key().as_str()).len(), 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Fix the identity of an operation before its first send, from a stable business operation ID,
 //! so that every retry, even one after a restart, repeats the same operation:
 //!
@@ -20,7 +50,6 @@
 //!
 //! let key = IdempotencyKey::from_operation_id("order-4711:create-invoice");
 //! assert_eq!(key, IdempotencyKey::from_operation_id("order-4711:create-invoice"));
-//! assert_eq!(key.to_header_value(), key.as_str());
 //!
 //! // A webhook delivery sends its identity as Idempotency-Key.
 //! let delivery = DeliveryId::new(IdempotencyKey::from_operation_id("order-4711:shipped"));
@@ -30,6 +59,14 @@
 //! let error = IdempotencyKey::new("").unwrap_err();
 //! assert_eq!(error.to_string(), "invalid input: idempotency key is empty");
 //! ```
+//!
+//! # Tracing
+//!
+//! Each operation is a span `hodoflow_retry.request` (surface, method, route with trigger tokens
+//! redacted, key or delivery ID) with one event per attempt (attempt, status or transport error,
+//! `x-request-id`, verdict, wait and its reason). A second 401 after a re-exchange is an
+//! error-level event: alert on it. No bearer token, client secret, trigger token or body is
+//! recorded at any level.
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
@@ -60,3 +97,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
 pub use outcome::{Delivery, Response, WebhookOutcome};
 pub use run::{FollowRun, RunState, WorkflowRun};
+
+/// The README's examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,167 @@
+//! No bearer token, client secret, trigger token or request body reaches any
+//! trace output, at any level, through a run with faults and retries.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hodoflow_mock::{ClientSeed, Fault, MockServer, TriggerSeed};
+use hodoflow_retry::{
+    Backoff, Budget, ClientCredentials, DeliveryId, ExchangeFuture, IdempotencyKey, RetryingClient,
+    TokenExchanger,
+};
+use tracing_subscriber::fmt::MakeWriter;
+
+const CLIENT_SECRET: &str = "cs_SECRET_never_logged_42";
+const TRIGGER_TOKEN: &str = "trg_SECRET_never_logged_77";
+const WEBHOOK_BODY: &str = r#"{"marker":"BODY_SECRET_webhook_9c2"}"#;
+const WRITE_BODY: &str =
+    r#"{"data":{"type":"notes","attributes":{"text":"BODY_SECRET_write_5e1"}}}"#;
+const GRAPHQL_MARKER: &str = "BODY_SECRET_graphql_3a7";
+
+/// Everything written by the subscriber.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Client credentials that remember every token they were issued.
+struct Recording {
+    inner: ClientCredentials,
+    tokens: Arc<Mutex<Vec<String>>>,
+}
+
+impl TokenExchanger for Recording {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(async move {
+            let token = self.inner.exchange().await?;
+            self.tokens
+                .lock()
+                .unwrap()
+                .push(token.secret().expose().to_owned());
+            Ok(token)
+        })
+    }
+}
+
+#[tokio::test]
+async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body() {
+    tracing_log::LogTracer::init().expect("log records are routed into tracing");
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(captured.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let server = MockServer::builder()
+        .client(ClientSeed::new("sender-1", CLIENT_SECRET, "acme"))
+        .trigger(TriggerSeed::new(TRIGGER_TOKEN, "acme"))
+        .start()
+        .await
+        .unwrap();
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let exchanger = Recording {
+        inner: ClientCredentials::new(&server.base_url(), "sender-1", CLIENT_SECRET).unwrap(),
+        tokens: tokens.clone(),
+    };
+    let client = RetryingClient::builder(server.base_url())
+        .exchanger(exchanger)
+        .backoff(
+            Backoff::new()
+                .base(Duration::from_millis(2))
+                .cap(Duration::from_millis(10)),
+        )
+        .budget(
+            Budget::new()
+                .max_attempts(4)
+                .max_elapsed(Duration::from_secs(20)),
+        )
+        .build()
+        .unwrap();
+    let id = |op: &str| DeliveryId::new(IdempotencyKey::from_operation_id(op));
+
+    // A lost 202, an expired token, a 503 with Retry-After: 0 and the legacy route.
+    server.inject(Fault::execute_then_close().on("POST", "/api/v1/webhooks/"));
+    server.inject(Fault::expired_token().on("POST", "/api/v1/webhooks/"));
+    server.inject(Fault::webhook_unavailable(0).on("POST", "/api/v1/webhooks/"));
+    let delivery = client
+        .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
+        .delivery_id(id("e-1"))
+        .send()
+        .await
+        .unwrap();
+    assert!(delivery.is_duplicate());
+    client
+        .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
+        .delivery_id(id("e-2"))
+        .legacy_org("acme")
+        .send()
+        .await
+        .unwrap();
+    // A write whose answer is lost, then a 500 during execution.
+    server.inject(Fault::execute_then_close().on("POST", "/api/json/"));
+    server.inject(Fault::fail_execution(500).on("POST", "/api/json/"));
+    let key = IdempotencyKey::from_operation_id("note-1");
+    let written = client
+        .create("/api/json/v1/notes", key, WRITE_BODY)
+        .send()
+        .await
+        .unwrap();
+    assert!(written.replayed());
+    // A GraphQL query with a marker in its variables, and a permanent 401 on a read.
+    let query = "query($t: String!) { factQuery(type: $t) { id } }";
+    let _ = client
+        .graphql(query, serde_json::json!({"t": GRAPHQL_MARKER}))
+        .send()
+        .await;
+    server.inject(Fault::expired_token().on("GET", "/api/json/").times(10));
+    let error = client.get("/api/json/v1/notes").send().await.unwrap_err();
+    // What a caller might log: the error, the outcome, the client.
+    tracing::error!(?error, %error, ?delivery, ?client, "caller logs everything it has");
+    drop(_guard);
+
+    let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let tokens = tokens.lock().unwrap().clone();
+    assert!(
+        tokens.len() >= 3,
+        "tokens were exchanged and re-exchanged: {}",
+        tokens.len()
+    );
+    assert!(
+        output.contains("attempt will be retried"),
+        "the attempts were traced"
+    );
+    assert!(
+        output.contains("/api/v1/webhooks/<redacted>"),
+        "routes are traced, redacted"
+    );
+    assert!(output.contains("x-request-id") || output.contains("request_id=req_"));
+    assert!(
+        output.contains("starting new connection"),
+        "reqwest's log records are captured too"
+    );
+    let mut secrets = vec![CLIENT_SECRET, TRIGGER_TOKEN, "BODY_SECRET", GRAPHQL_MARKER];
+    secrets.extend(tokens.iter().map(String::as_str));
+    for secret in secrets {
+        assert!(!output.contains(secret), "trace output leaks {secret}");
+    }
+}
