@@ -70,6 +70,9 @@ impl<'a> Call<'a> {
 
     /// Sends the call, retrying as the surface's matrix says.
     ///
+    /// Cancellation is safe: dropping the future stops sending; an attempt already on the
+    /// wire may still run on the server, so resend the same operation with the same key.
+    ///
     /// # Errors
     ///
     /// An [`Error`] whose [`kind`](Error::kind) says why it stopped and whose
@@ -162,6 +165,9 @@ impl<'a> Delivering<'a> {
     ///
     /// `202 accepted` and `202 duplicate` are both success: a duplicate means the event was
     /// already accepted and no second run was created.
+    ///
+    /// Cancellation is safe: dropping the future stops sending; an attempt already on the
+    /// wire may still start a run, so deliver again with the same delivery ID.
     ///
     /// # Errors
     ///

@@ -13,6 +13,7 @@ use crate::call::{Call, Delivering, Target};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::key::IdempotencyKey;
+use crate::rate::{RateBudget, RateGate};
 use crate::run::FollowRun;
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
@@ -42,6 +43,7 @@ pub struct ClientBuilder {
     backoff: Backoff,
     webhook_body_limit: usize,
     poll_interval: Duration,
+    rate_budget: Option<RateBudget>,
     http: Option<reqwest::Client>,
 }
 
@@ -67,6 +69,7 @@ impl ClientBuilder {
             backoff: Backoff::default(),
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
             poll_interval: Duration::from_secs(1),
+            rate_budget: None,
             http: None,
         }
     }
@@ -112,6 +115,17 @@ impl ClientBuilder {
     /// Default: 1,048,576 bytes, the server's default limit.
     pub fn webhook_body_limit(mut self, bytes: usize) -> Self {
         self.webhook_body_limit = bytes;
+        self
+    }
+
+    /// The credential's rate budget: attempts of every operation of this client (and its
+    /// clones) are spaced to fit it, and a wait for a slot that would end past an operation's
+    /// budget stops it with `budget_exhausted`. A 429's `Retry-After` pauses every operation
+    /// of the client, with or without a rate budget.
+    ///
+    /// Default: none (only the server's 429s pace the client).
+    pub fn rate_budget(mut self, budget: RateBudget) -> Self {
+        self.rate_budget = Some(budget);
         self
     }
 
@@ -176,6 +190,7 @@ impl ClientBuilder {
                     http,
                     tokens: TokenCache::new(exchanger),
                     backoff: self.backoff,
+                    gate: RateGate::new(self.rate_budget),
                 },
                 budget: self.budget,
                 webhook_body_limit: self.webhook_body_limit,

@@ -14,7 +14,11 @@ use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
 use crate::classify::{Answer, Surface, Verdict, classify, final_error};
 use crate::error::{Error, ErrorKind, Result};
+use crate::rate::RateGate;
 use crate::request::FixedRequest;
+
+/// The least time an attempt needs: a rate-budget wait must leave this much of the budget.
+const MIN_ATTEMPT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What the engine needs of its client.
 #[derive(Debug)]
@@ -22,6 +26,7 @@ pub(crate) struct Engine {
     pub(crate) http: reqwest::Client,
     pub(crate) tokens: TokenCache,
     pub(crate) backoff: Backoff,
+    pub(crate) gate: RateGate,
 }
 
 /// The final, successful answer and every attempt that led to it.
@@ -62,11 +67,38 @@ impl Engine {
                 );
                 return Err(error.with_attempts(attempts));
             };
+            let now = Instant::now();
+            match self
+                .gate
+                .reserve(now, deadline.remaining(now).saturating_sub(MIN_ATTEMPT))
+            {
+                Ok(wait) if wait.is_zero() => {}
+                Ok(wait) => {
+                    tracing::debug!(
+                        wait_ms = wait.as_millis() as u64,
+                        "waiting for the credential's rate budget"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Err(wait) => {
+                    let message = format!(
+                        "retry budget exhausted: the credential's rate budget has no slot for {wait:?}"
+                    );
+                    return Err(
+                        Error::new(ErrorKind::BudgetExhausted, message).with_attempts(attempts)
+                    );
+                }
+            }
             let authorization = match token.authorization() {
                 Ok(value) => value,
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
             let answer = self.send(request, authorization, timeout).await;
+            if answer.status() == Some(StatusCode::TOO_MANY_REQUESTS)
+                && let Some(wait) = answer.retry_after(SystemTime::now())
+            {
+                self.gate.pause_until(Instant::now() + wait);
+            }
             let mut verdict = classify(request.surface, &answer);
             if budget.wait_for_in_progress {
                 verdict = verdict.waiting_for_in_progress();
@@ -134,6 +166,11 @@ impl Engine {
                 return Err(stopped(request, &answer, attempts));
             }
             let retry_after = answer.retry_after(SystemTime::now());
+            if let (Some(StatusCode::TOO_MANY_REQUESTS), Some(wait)) =
+                (answer.status(), retry_after)
+            {
+                self.gate.pause_until(Instant::now() + wait);
+            }
             let Some((wait, reason)) =
                 self.backoff
                     .wait(verdict, retries, retry_after, &mut rand::rng())

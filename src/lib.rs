@@ -82,6 +82,7 @@ mod engine;
 mod error;
 mod key;
 mod outcome;
+mod rate;
 mod redact;
 mod request;
 mod run;
@@ -96,6 +97,7 @@ pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
 pub use outcome::{Delivery, Response, WebhookOutcome};
+pub use rate::RateBudget;
 pub use run::{FollowRun, RunState, WorkflowRun};
 
 /// The README's examples, compiled as doctests so they stay true.

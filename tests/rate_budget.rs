@@ -1,0 +1,110 @@
+//! The credential's rate budget: attempts are spaced to fit it, and a 429's
+//! Retry-After pauses every operation of the client.
+
+mod support;
+
+use std::time::Duration;
+
+use hodoflow_mock::{Limits, MockServer};
+use hodoflow_retry::{ErrorKind, RateBudget, RetryingClient};
+use support::{budget, fast_backoff, server_with};
+
+fn limited_server(requests: u32, window: Duration) -> hodoflow_mock::MockServerBuilder {
+    MockServer::builder().limits(Limits {
+        api_rate_limit: Some(requests),
+        api_rate_window: window,
+        ..Limits::default()
+    })
+}
+
+fn client_with_rate(server: &MockServer, rate: Option<RateBudget>) -> RetryingClient {
+    let mut builder = RetryingClient::builder(server.base_url())
+        .client_credentials(
+            hodoflow_mock::DEMO_CLIENT_ID,
+            hodoflow_mock::DEMO_CLIENT_SECRET,
+        )
+        .backoff(fast_backoff())
+        .budget(budget(5));
+    if let Some(rate) = rate {
+        builder = builder.rate_budget(rate);
+    }
+    builder.build().unwrap()
+}
+
+#[tokio::test]
+async fn spaces_attempts_to_fit_the_rate_budget_so_the_server_never_answers_429() {
+    let server = server_with(limited_server(5, Duration::from_secs(1))).await;
+    // A little stricter than the server, as a margin for network latency.
+    let rate = RateBudget::new(5, Duration::from_millis(1200)).unwrap();
+    let client = client_with_rate(&server, Some(rate));
+
+    for _ in 0..8 {
+        let read = client.get("/api/json/v1/projects").send().await.unwrap();
+        assert_eq!(read.attempts().len(), 1);
+    }
+
+    let ledger = server.ledger();
+    let reads = ledger.requests_to("GET", "/api/json/v1/projects");
+    assert_eq!(reads.len(), 8);
+    assert!(reads.iter().all(|r| r.status == Some(200)), "no 429");
+    // A burst of 5, then the 6th to 8th wait until 1.2 s after the first ones.
+    let spread = reads[7].arrived.duration_since(reads[0].arrived);
+    assert!(spread >= Duration::from_millis(1100), "spread {spread:?}");
+}
+
+#[tokio::test]
+async fn a_429_retry_after_pauses_every_other_operation_of_the_client() {
+    let server = server_with(limited_server(3, Duration::from_secs(1))).await;
+    let client = client_with_rate(&server, None);
+    for _ in 0..3 {
+        client.get("/api/json/v1/projects").send().await.unwrap();
+    }
+    let refused = client
+        .get("/api/json/v1/projects")
+        .budget(budget(1))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status().map(|s| s.as_u16()), Some(429));
+
+    let reads = (0..3).map(|_| {
+        let client = client.clone();
+        tokio::spawn(async move { client.get("/api/json/v1/projects").send().await })
+    });
+    for read in reads {
+        assert_eq!(
+            read.await.unwrap().unwrap().attempts().len(),
+            1,
+            "sent once, after the pause"
+        );
+    }
+
+    let ledger = server.ledger();
+    let all = ledger.requests_to("GET", "/api/json/v1/projects");
+    assert_eq!(all.len(), 7);
+    assert_eq!(all.iter().filter(|r| r.status == Some(429)).count(), 1);
+    let pause = all[4].arrived.duration_since(all[3].arrived);
+    assert!(
+        pause >= Duration::from_millis(900),
+        "waited out Retry-After: {pause:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_rate_budget_wait_past_the_operation_budget_stops_before_sending() {
+    let server = server_with(MockServer::builder()).await;
+    let rate = RateBudget::new(1, Duration::from_secs(3600)).unwrap();
+    let client = client_with_rate(&server, Some(rate));
+    client.get("/api/json/v1/projects").send().await.unwrap();
+
+    let error = client
+        .get("/api/json/v1/projects")
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted);
+    assert!(error.attempts().is_empty());
+    assert!(!error.may_have_run());
+    assert_eq!(server.ledger().requests_to("GET", "/api/json/").len(), 1);
+}
