@@ -121,7 +121,10 @@ pub(crate) fn authorize(
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or(Denial::Missing)?;
@@ -162,7 +165,12 @@ pub(crate) async fn exchange(
         shared.record_exchange(&client_id, false);
         return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client");
     };
-    let scopes = match form.scope.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    let scopes = match form
+        .scope
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         None => client.scopes.clone(),
         Some(asked) => {
             let parsed: Option<Vec<Scope>> = asked.split_whitespace().map(Scope::parse).collect();
@@ -191,9 +199,10 @@ pub(crate) async fn exchange(
                 expires_at: now + ttl,
             },
         );
-        store
-            .forget
-            .push_back((now + ttl + shared.limits.expired_token_memory, token.clone()));
+        store.forget.push_back((
+            now + ttl + shared.limits.expired_token_memory,
+            token.clone(),
+        ));
     }
     shared.record_exchange(&client_id, true);
     let scope: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();

@@ -51,6 +51,9 @@ pub struct Limits {
     pub graphql_max_fields: usize,
     /// Status of a GraphQL validation, parse or complexity error: 400 or 200. Default: 400.
     pub graphql_error_status: u16,
+    /// Request records the ledger keeps (between this and twice this; executions,
+    /// runs and exchanges are always kept). Default: 100,000.
+    pub ledger_requests_kept: usize,
 }
 
 impl Default for Limits {
@@ -73,6 +76,7 @@ impl Default for Limits {
             run_running_for: Duration::from_millis(800),
             graphql_max_fields: 50,
             graphql_error_status: 400,
+            ledger_requests_kept: 100_000,
         }
     }
 }

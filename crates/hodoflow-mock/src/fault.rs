@@ -289,10 +289,7 @@ impl FaultTable {
             }
             Firing::Probability { p, .. } => {
                 let p = p.clamp(0.0, 1.0);
-                armed
-                    .rng
-                    .random_bool(p)
-                    .then(|| armed.fault.action.clone())
+                armed.rng.random_bool(p).then(|| armed.fault.action.clone())
             }
         }
     }
@@ -305,7 +302,11 @@ mod tests {
     #[test]
     fn times_fires_exactly_n_times_on_matching_requests_only() {
         let mut table = FaultTable::default();
-        table.push(Fault::close_before_execute().on("POST", "/api/v1/webhooks/").times(2));
+        table.push(
+            Fault::close_before_execute()
+                .on("POST", "/api/v1/webhooks/")
+                .times(2),
+        );
         assert_eq!(table.take("GET", "/api/v1/webhooks/t"), None);
         assert_eq!(table.take("POST", "/oauth/token"), None);
         assert!(table.take("POST", "/api/v1/webhooks/t").is_some());
@@ -325,7 +326,10 @@ mod tests {
         let first = draw(7);
         assert_eq!(first, draw(7));
         let fired = first.iter().filter(|f| **f).count();
-        assert!((30..=90).contains(&fired), "fired {fired} of 200 at p = 0.3");
+        assert!(
+            (30..=90).contains(&fired),
+            "fired {fired} of 200 at p = 0.3"
+        );
     }
 
     #[test]

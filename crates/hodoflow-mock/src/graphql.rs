@@ -45,9 +45,7 @@ fn tokenize(text: &str) -> Option<Vec<Token>> {
             c if c.is_whitespace() || c == ',' => {
                 chars.next();
             }
-            '#' => {
-                while chars.next().is_some_and(|c| c != '\n') {}
-            }
+            '#' => while chars.next().is_some_and(|c| c != '\n') {},
             '{' | '}' | '(' | ')' | ':' | '$' | '!' | '[' | ']' => {
                 tokens.push(Token::Punct(c));
                 chars.next();
@@ -185,7 +183,10 @@ fn validate(fields: &[Field], variables: &Value) -> Result<String, String> {
         return Err("Exactly one field, factQuery, may be selected".to_owned());
     };
     if fact_query.name != "factQuery" {
-        return Err(format!("Cannot query field \"{}\" on type \"Query\"", fact_query.name));
+        return Err(format!(
+            "Cannot query field \"{}\" on type \"Query\"",
+            fact_query.name
+        ));
     }
     let kind = match fact_query.args.as_slice() {
         [(name, arg)] if name == "type" => match arg {
@@ -205,13 +206,17 @@ fn validate(fields: &[Field], variables: &Value) -> Result<String, String> {
         .iter()
         .find(|f| !FACT_FIELDS.contains(&f.name.as_str()) || !f.selection.is_empty())
     {
-        return Err(format!("Cannot query field \"{}\" on type \"Fact\"", unknown.name));
+        return Err(format!(
+            "Cannot query field \"{}\" on type \"Fact\"",
+            unknown.name
+        ));
     }
     Ok(kind)
 }
 
 fn graphql_error(shared: &Shared, code: &str, message: &str) -> Response {
-    let status = StatusCode::from_u16(shared.limits.graphql_error_status).unwrap_or(StatusCode::BAD_REQUEST);
+    let status =
+        StatusCode::from_u16(shared.limits.graphql_error_status).unwrap_or(StatusCode::BAD_REQUEST);
     let body = json!({"errors": [{"message": message, "extensions": {"code": code}}]});
     (status, Json(body)).into_response()
 }
@@ -228,11 +233,19 @@ pub(crate) async fn query(
     };
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let Some(text) = request["query"].as_str() else {
-        return graphql_error(&shared, "GRAPHQL_PARSE_FAILED", "Body must be {\"query\": \"...\"}");
+        return graphql_error(
+            &shared,
+            "GRAPHQL_PARSE_FAILED",
+            "Body must be {\"query\": \"...\"}",
+        );
     };
     let parsed = tokenize(text).and_then(|tokens| Parser { tokens, at: 0 }.document());
     let Some(fields) = parsed else {
-        return graphql_error(&shared, "GRAPHQL_PARSE_FAILED", "Syntax Error: could not parse the document");
+        return graphql_error(
+            &shared,
+            "GRAPHQL_PARSE_FAILED",
+            "Syntax Error: could not parse the document",
+        );
     };
     let complexity = count_fields(&fields);
     if complexity > shared.limits.graphql_max_fields {
@@ -246,7 +259,11 @@ pub(crate) async fn query(
         Ok(kind) => kind,
         Err(message) => return graphql_error(&shared, "GRAPHQL_VALIDATION_FAILED", &message),
     };
-    let selected: Vec<&str> = fields[0].selection.iter().map(|f| f.name.as_str()).collect();
+    let selected: Vec<&str> = fields[0]
+        .selection
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
     let org = principal.organization;
     let facts: Vec<Value> = {
         let resources = crate::lock(&shared.resources);
@@ -256,7 +273,10 @@ pub(crate) async fn query(
             .take_while(|((o, k, _), _)| *o == org && *k == kind)
             .map(|((_, k, id), attrs)| {
                 let full = json!({"id": id, "type": k, "attributes": attrs});
-                selected.iter().map(|f| ((*f).to_owned(), full[*f].clone())).collect()
+                selected
+                    .iter()
+                    .map(|f| ((*f).to_owned(), full[*f].clone()))
+                    .collect()
             })
             .collect()
     };
@@ -273,9 +293,13 @@ mod tests {
 
     #[test]
     fn parses_named_queries_with_variables() {
-        let fields = parse("query Facts($t: String!) { factQuery(type: $t) { id attributes } }").unwrap();
+        let fields =
+            parse("query Facts($t: String!) { factQuery(type: $t) { id attributes } }").unwrap();
         assert_eq!(count_fields(&fields), 3);
-        assert_eq!(validate(&fields, &json!({"t": "projects"})), Ok("projects".to_owned()));
+        assert_eq!(
+            validate(&fields, &json!({"t": "projects"})),
+            Ok("projects".to_owned())
+        );
     }
 
     #[test]

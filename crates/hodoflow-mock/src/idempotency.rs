@@ -85,8 +85,7 @@ impl KeyStore {
                 break;
             }
             if let Some((at, key)) = self.reservations.pop_front() {
-                let stale =
-                    matches!(self.entries.get(&key), Some(Entry::Reserved { reserved_at, .. }) if *reserved_at == at);
+                let stale = matches!(self.entries.get(&key), Some(Entry::Reserved { reserved_at, .. }) if *reserved_at == at);
                 if stale {
                     self.entries.remove(&key);
                 }
@@ -212,10 +211,17 @@ mod tests {
             store.complete(&k, stored(), t0);
         }
         let later = t0 + Duration::from_secs(3600);
-        assert!(matches!(store.claim(&key("fresh"), fp, later, FIVE_MIN, DAY), Claim::Run));
+        assert!(matches!(
+            store.claim(&key("fresh"), fp, later, FIVE_MIN, DAY),
+            Claim::Run
+        ));
         assert_eq!(store.len(), 101);
         store.prune(t0 + DAY, FIVE_MIN, DAY);
-        assert_eq!(store.len(), 0, "the 100 answers expired and the fresh reservation went stale");
+        assert_eq!(
+            store.len(),
+            0,
+            "the 100 answers expired and the fresh reservation went stale"
+        );
     }
 
     #[test]
@@ -223,9 +229,15 @@ mod tests {
         let mut store = KeyStore::default();
         let now = SystemTime::UNIX_EPOCH + DAY;
         let fp = fingerprint("POST", "/a", b"x");
-        assert!(matches!(store.claim(&key("k"), fp, now, FIVE_MIN, DAY), Claim::Run));
+        assert!(matches!(
+            store.claim(&key("k"), fp, now, FIVE_MIN, DAY),
+            Claim::Run
+        ));
         store.release(&key("k"));
-        assert!(matches!(store.claim(&key("k"), fp, now, FIVE_MIN, DAY), Claim::Run));
+        assert!(matches!(
+            store.claim(&key("k"), fp, now, FIVE_MIN, DAY),
+            Claim::Run
+        ));
     }
 
     #[test]
@@ -234,6 +246,9 @@ mod tests {
         assert_ne!(base, fingerprint("PUT", "/a", b"x"));
         assert_ne!(base, fingerprint("POST", "/b", b"x"));
         assert_ne!(base, fingerprint("POST", "/a", b"x "));
-        assert_ne!(fingerprint("POST", "/ab", b""), fingerprint("POST", "/a", b"b"));
+        assert_ne!(
+            fingerprint("POST", "/ab", b""),
+            fingerprint("POST", "/a", b"b")
+        );
     }
 }

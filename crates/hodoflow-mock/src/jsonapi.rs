@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +16,7 @@ use crate::auth::{Denial, Principal};
 use crate::config::Scope;
 use crate::fault::FaultAction;
 use crate::idempotency::{Claim, ScopedKey, Stored, fingerprint};
-use crate::reply::{api_document, api_error, with_retry_after};
+use crate::reply::{BodyRefusal, api_document, api_error, body_within, with_retry_after};
 use crate::state::Shared;
 
 /// Resources by (organization, type, id) -> attributes.
@@ -33,8 +34,11 @@ impl IntoResponse for Refusal {
         match self {
             Refusal::Denied(denial) => denial.api_response(),
             Refusal::RateLimited(wait) => {
-                let refused =
-                    api_error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded");
+                let refused = api_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "Rate limit exceeded",
+                );
                 with_retry_after(refused, wait)
             }
         }
@@ -103,7 +107,10 @@ pub(crate) async fn show(
     let key = (principal.organization, kind, id);
     let found = crate::lock(&shared.resources).get(&key).cloned();
     match found {
-        Some(attrs) => api_document(StatusCode::OK, &json!({"data": resource(&key.1, &key.2, &attrs)})),
+        Some(attrs) => api_document(
+            StatusCode::OK,
+            &json!({"data": resource(&key.1, &key.2, &attrs)}),
+        ),
         None => not_found(),
     }
 }
@@ -115,10 +122,19 @@ pub(crate) async fn create(
     fault: Option<axum::Extension<FaultAction>>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let target = Target { kind, id: None };
-    write(&shared, Method::POST, &uri, target, fault.map(|f| f.0), &headers, body).await
+    write(
+        &shared,
+        Method::POST,
+        &uri,
+        target,
+        fault.map(|f| f.0),
+        &headers,
+        body,
+    )
+    .await
 }
 
 /// `PUT`, `PATCH` or `DELETE /api/json/v1/<type>/<id>`.
@@ -129,10 +145,19 @@ pub(crate) async fn change(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let target = Target { kind, id: Some(id) };
-    write(&shared, method, &uri, target, fault.map(|f| f.0), &headers, body).await
+    write(
+        &shared,
+        method,
+        &uri,
+        target,
+        fault.map(|f| f.0),
+        &headers,
+        body,
+    )
+    .await
 }
 
 /// What a write addresses.
@@ -154,15 +179,23 @@ async fn write(
     target: Target,
     fault: Option<FaultAction>,
     headers: &HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let principal = match api_gate(shared, headers, Scope::ApiWrite) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
-    if body.len() > shared.limits.api_body_limit {
-        return api_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "Request body too large");
-    }
+    let body = match body_within(body, shared.limits.api_body_limit) {
+        Ok(body) => body,
+        Err(BodyRefusal::TooLarge) => {
+            return api_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Request body too large",
+            );
+        }
+        Err(BodyRefusal::Unreadable(rejection)) => return rejection.into_response(),
+    };
     let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
         None => None,
         Some(Ok(k)) if valid_key(k) => Some(ScopedKey {
@@ -214,7 +247,11 @@ async fn write(
                 crate::lock(&shared.keys).release(key);
             }
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let code = if status == StatusCode::SERVICE_UNAVAILABLE { "unavailable" } else { "internal_error" };
+            let code = if status == StatusCode::SERVICE_UNAVAILABLE {
+                "unavailable"
+            } else {
+                "internal_error"
+            };
             return api_error(status, code, "The write failed and was not retained");
         }
         _ => {}
@@ -226,7 +263,9 @@ async fn write(
     let stored = Stored {
         status,
         content_type: document.as_ref().map(|_| crate::reply::JSON_API.to_owned()),
-        body: document.map(|d| Bytes::from(d.to_string())).unwrap_or_default(),
+        body: document
+            .map(|d| Bytes::from(d.to_string()))
+            .unwrap_or_default(),
     };
     if let Some(key) = &key {
         crate::lock(&shared.keys).complete(key, stored.clone(), shared.clock.now());
@@ -236,7 +275,10 @@ async fn write(
 
 fn stored_response(stored: Stored) -> Response {
     let mut response = (stored.status, stored.body).into_response();
-    if let Some(kind) = stored.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
+    if let Some(kind) = stored
+        .content_type
+        .and_then(|c| HeaderValue::from_str(&c).ok())
+    {
         response.headers_mut().insert(header::CONTENT_TYPE, kind);
     }
     response
@@ -259,7 +301,8 @@ fn execute(
     body: &[u8],
 ) -> (StatusCode, Option<Value>) {
     let invalid = |title: &str| {
-        let errors = json!({"errors": [{"status": "422", "code": "validation_failed", "title": title}]});
+        let errors =
+            json!({"errors": [{"status": "422", "code": "validation_failed", "title": title}]});
         (StatusCode::UNPROCESSABLE_ENTITY, Some(errors))
     };
     let missing = || {
@@ -307,7 +350,10 @@ fn execute(
             } else {
                 *current = attributes;
             }
-            (StatusCode::OK, Some(json!({"data": resource(&key.1, &key.2, current)})))
+            (
+                StatusCode::OK,
+                Some(json!({"data": resource(&key.1, &key.2, current)})),
+            )
         }
     }
 }

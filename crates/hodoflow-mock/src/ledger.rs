@@ -46,9 +46,18 @@ pub struct ExchangeRecord {
 }
 
 /// Everything recorded so far.
-#[derive(Debug, Clone, Default, Serialize)]
+///
+/// Executions, runs and exchanges are all kept. Request records are kept up to
+/// [`Limits::ledger_requests_kept`](crate::Limits::ledger_requests_kept) and at
+/// most twice that, the oldest dropped in bulk, so recording costs the same
+/// after a million requests as after ten.
+#[derive(Debug, Clone, Serialize)]
 pub struct Ledger {
     requests: Vec<RequestRecord>,
+    /// Records dropped from the front of `requests`.
+    dropped: u64,
+    #[serde(skip)]
+    keep: usize,
     /// Idempotency-Key (or `""` for a keyless write) -> writes executed.
     writes: HashMap<String, u32>,
     /// Delivery identity -> runs created.
@@ -59,22 +68,46 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub(crate) fn push_request(&mut self, mut record: RequestRecord) -> usize {
-        let index = self.requests.len();
-        record.seq = index as u64;
-        self.requests.push(record);
-        index
+    pub(crate) fn new(keep: usize) -> Self {
+        Self {
+            requests: Vec::new(),
+            dropped: 0,
+            keep: keep.max(1),
+            writes: HashMap::new(),
+            deliveries: HashMap::new(),
+            duplicates: HashMap::new(),
+            exchanges: Vec::new(),
+        }
     }
 
-    pub(crate) fn answer(&mut self, index: usize, status: Option<u16>, fault: Option<String>) {
-        if let Some(record) = self.requests.get_mut(index) {
+    /// Records a request; its `seq`, for [`answer`](Self::answer).
+    pub(crate) fn push_request(&mut self, mut record: RequestRecord) -> u64 {
+        if self.requests.len() >= 2 * self.keep {
+            let excess = self.requests.len() - self.keep;
+            self.requests.drain(..excess);
+            self.dropped += excess as u64;
+        }
+        let seq = self.dropped + self.requests.len() as u64;
+        record.seq = seq;
+        self.requests.push(record);
+        seq
+    }
+
+    /// Records the status answered to request `seq` (`None`: closed without an answer).
+    pub(crate) fn answer(&mut self, seq: u64, status: Option<u16>) {
+        let index = seq
+            .checked_sub(self.dropped)
+            .and_then(|i| usize::try_from(i).ok());
+        if let Some(record) = index.and_then(|i| self.requests.get_mut(i)) {
             record.status = status;
-            record.fault = fault;
         }
     }
 
     pub(crate) fn write_executed(&mut self, key: Option<&str>) {
-        *self.writes.entry(key.unwrap_or_default().to_owned()).or_default() += 1;
+        *self
+            .writes
+            .entry(key.unwrap_or_default().to_owned())
+            .or_default() += 1;
     }
 
     pub(crate) fn run_created(&mut self, identity: &str, run_id: &str) {
@@ -92,7 +125,7 @@ impl Ledger {
         self.exchanges.push(record);
     }
 
-    /// Every request, in arrival order.
+    /// Every request kept, in arrival order.
     pub fn requests(&self) -> &[RequestRecord] {
         &self.requests
     }
@@ -148,5 +181,42 @@ impl Ledger {
     /// Exchanges that issued a token.
     pub fn tokens_issued(&self) -> usize {
         self.exchanges.iter().filter(|e| e.granted).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RequestRecord {
+        RequestRecord {
+            seq: 0,
+            method: "GET".into(),
+            path: "/".into(),
+            arrived: Instant::now(),
+            at: SystemTime::UNIX_EPOCH,
+            request_id: String::new(),
+            idempotency_key: None,
+            status: None,
+            fault: None,
+        }
+    }
+
+    #[test]
+    fn keeps_between_one_and_two_times_the_configured_records_and_answers_by_seq() {
+        let mut ledger = Ledger::new(10);
+        let seqs: Vec<u64> = (0..25).map(|_| ledger.push_request(record())).collect();
+        assert_eq!(seqs, (0..25).collect::<Vec<_>>());
+        assert!((10..=20).contains(&ledger.requests().len()));
+        ledger.answer(24, Some(200));
+        ledger.answer(0, Some(500));
+        let last = ledger.requests().last().unwrap();
+        assert_eq!((last.seq, last.status), (24, Some(200)));
+        assert!(
+            ledger
+                .requests()
+                .iter()
+                .all(|r| r.seq == 24 || r.status.is_none())
+        );
     }
 }

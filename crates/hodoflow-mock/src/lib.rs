@@ -46,8 +46,8 @@ mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, DEMO_TRIGGER_TOKEN,
-    Limits, RunOutcome, Scope, TriggerSeed,
+    ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, DEMO_TRIGGER_TOKEN, Limits,
+    RunOutcome, Scope, TriggerSeed,
 };
 pub use fault::{Fault, FaultAction, Firing};
 pub use ledger::{ExchangeRecord, Ledger, RequestRecord};
@@ -57,5 +57,7 @@ pub use webhook::DELIVERY_HEADERS;
 
 /// Locks a store; a panic elsewhere does not poison the server for later requests.
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

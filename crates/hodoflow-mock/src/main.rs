@@ -53,8 +53,12 @@ struct SeedFile {
 }
 
 fn parse_client(text: &str) -> Result<ClientSeed, String> {
-    let (credentials, org) = text.rsplit_once('@').ok_or("expected ID:SECRET@ORGANIZATION")?;
-    let (id, secret) = credentials.split_once(':').ok_or("expected ID:SECRET@ORGANIZATION")?;
+    let (credentials, org) = text
+        .rsplit_once('@')
+        .ok_or("expected ID:SECRET@ORGANIZATION")?;
+    let (id, secret) = credentials
+        .split_once(':')
+        .ok_or("expected ID:SECRET@ORGANIZATION")?;
     if id.is_empty() || secret.is_empty() || org.is_empty() {
         return Err("ID, SECRET and ORGANIZATION must not be empty".to_owned());
     }
@@ -63,7 +67,9 @@ fn parse_client(text: &str) -> Result<ClientSeed, String> {
 
 fn parse_trigger(text: &str) -> Result<TriggerSeed, String> {
     match text.rsplit_once('@') {
-        Some((token, org)) if !token.is_empty() && !org.is_empty() => Ok(TriggerSeed::new(token, org)),
+        Some((token, org)) if !token.is_empty() && !org.is_empty() => {
+            Ok(TriggerSeed::new(token, org))
+        }
         _ => Err("expected TOKEN@ORGANIZATION".to_owned()),
     }
 }

@@ -19,10 +19,7 @@ impl FixedWindows {
         window: Duration,
         now: SystemTime,
     ) -> Result<(), Duration> {
-        let (start, count) = self
-            .windows
-            .entry(subject.to_owned())
-            .or_insert((now, 0));
+        let (start, count) = self.windows.entry(subject.to_owned()).or_insert((now, 0));
         let elapsed = now.duration_since(*start).unwrap_or_default();
         if elapsed >= window {
             *start = now;
@@ -50,7 +47,10 @@ mod tests {
             assert_eq!(windows.hit("t", 100, minute, t0), Ok(()));
         }
         let later = t0 + Duration::from_secs(45);
-        assert_eq!(windows.hit("t", 100, minute, later), Err(Duration::from_secs(15)));
+        assert_eq!(
+            windows.hit("t", 100, minute, later),
+            Err(Duration::from_secs(15))
+        );
         assert_eq!(windows.hit("other", 100, minute, later), Ok(()));
         assert_eq!(windows.hit("t", 100, minute, t0 + minute), Ok(()));
     }

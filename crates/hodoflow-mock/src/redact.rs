@@ -22,11 +22,17 @@ mod tests {
 
     #[test]
     fn redacts_the_token_of_both_webhook_routes() {
-        assert_eq!(redact_path("/api/v1/webhooks/trg_secret"), "/api/v1/webhooks/<redacted>");
+        assert_eq!(
+            redact_path("/api/v1/webhooks/trg_secret"),
+            "/api/v1/webhooks/<redacted>"
+        );
         assert_eq!(
             redact_path("/api/v1/webhooks/acme/trg_secret"),
             "/api/v1/webhooks/acme/<redacted>"
         );
-        assert_eq!(redact_path("/api/json/v1/projects/1"), "/api/json/v1/projects/1");
+        assert_eq!(
+            redact_path("/api/json/v1/projects/1"),
+            "/api/json/v1/projects/1"
+        );
     }
 }

@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde_json::json;
 
 /// The JSON:API media type.
@@ -28,6 +30,33 @@ pub(crate) fn api_document(status: StatusCode, body: &serde_json::Value) -> Resp
 /// `{"error": "<runtime body>"}`, the webhook error form.
 pub(crate) fn webhook_error(status: StatusCode, runtime_body: &str) -> Response {
     (status, Json(json!({"error": runtime_body}))).into_response()
+}
+
+/// Why a request body cannot be used.
+#[derive(Debug)]
+pub(crate) enum BodyRefusal {
+    /// Over the surface's limit, or over axum's buffer limit: the surface's own 413.
+    TooLarge,
+    /// It could not be read; axum's rejection answers it.
+    Unreadable(BytesRejection),
+}
+
+/// The raw body when it was read in full and is at most `limit` bytes.
+///
+/// A body far over the limit is cut off by axum's buffer limit; it must still
+/// get the surface's own 413 body, not axum's plain text.
+pub(crate) fn body_within(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+) -> Result<Bytes, BodyRefusal> {
+    match body {
+        Ok(body) if body.len() <= limit => Ok(body),
+        Ok(_) => Err(BodyRefusal::TooLarge),
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            Err(BodyRefusal::TooLarge)
+        }
+        Err(rejection) => Err(BodyRefusal::Unreadable(rejection)),
+    }
 }
 
 /// Adds `Retry-After` in delay-seconds, rounded up so a client never comes back early.

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::config::{RunOutcome, Scope};
@@ -69,9 +69,10 @@ pub(crate) async fn show(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let principal = match crate::auth::authorize(&shared, &headers, Scope::ApiRead) {
+    // A JSON:API read: it counts against the credential's rate budget too.
+    let principal = match crate::jsonapi::api_gate(&shared, &headers, Scope::ApiRead) {
         Ok(p) => p,
-        Err(denial) => return denial.api_response(),
+        Err(refused) => return refused.into_response(),
     };
     let run = crate::lock(&shared.runs).runs.get(&id).cloned();
     let Some(run) = run.filter(|r| r.organization == principal.organization) else {

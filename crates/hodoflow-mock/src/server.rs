@@ -129,7 +129,12 @@ impl MockServerBuilder {
             .max(self.limits.webhook_body_limit)
             .saturating_mul(2)
             .max(2 << 20);
-        let shared = Arc::new(Shared::new(self.clock, self.limits, self.clients, self.triggers));
+        let shared = Arc::new(Shared::new(
+            self.clock,
+            self.limits,
+            self.clients,
+            self.triggers,
+        ));
         let mut app = api_routes()
             .layer(middleware::from_fn_with_state(shared.clone(), observe))
             .layer(DefaultBodyLimit::max(body_limit));
@@ -153,7 +158,10 @@ fn api_routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/oauth/token", post(auth::exchange))
         .route("/api/json/v1/workflow_runs/{id}", get(runs::show))
-        .route("/api/json/v1/{kind}", get(jsonapi::list).post(jsonapi::create))
+        .route(
+            "/api/json/v1/{kind}",
+            get(jsonapi::list).post(jsonapi::create),
+        )
         .route(
             "/api/json/v1/{kind}/{id}",
             get(jsonapi::show)
@@ -163,7 +171,10 @@ fn api_routes() -> Router<Arc<Shared>> {
         )
         .route("/api/graphql", post(graphql::query))
         .route("/api/v1/webhooks/{token}", post(webhook::deliver))
-        .route("/api/v1/webhooks/{org}/{token}", post(webhook::deliver_legacy))
+        .route(
+            "/api/v1/webhooks/{org}/{token}",
+            post(webhook::deliver_legacy),
+        )
 }
 
 async fn accept_loop(listener: TcpListener, app: Router) {
@@ -208,7 +219,9 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
     let method = request.method().as_str().to_owned();
     let raw_path = request.uri().path().to_owned();
     let path = redact_path(&raw_path);
-    let index = crate::lock(&shared.ledger).push_request(RequestRecord {
+    let action = crate::lock(&shared.faults).take(&method, &raw_path);
+    let fault = action.as_ref().map(|a| a.name());
+    let seq = crate::lock(&shared.ledger).push_request(RequestRecord {
         seq: 0,
         method: method.clone(),
         path: path.clone(),
@@ -221,9 +234,8 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
         status: None,
-        fault: None,
+        fault: fault.map(str::to_owned),
     });
-    let action = crate::lock(&shared.faults).take(&method, &raw_path);
     let mut response = match &action {
         None => next.run(request).await,
         Some(FaultAction::Respond {
@@ -252,15 +264,16 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
                 Denial::Expired.api_response()
             }
         }
-        Some(execution @ (FaultAction::SlowExecution { .. } | FaultAction::FailExecution { .. })) => {
+        Some(
+            execution @ (FaultAction::SlowExecution { .. } | FaultAction::FailExecution { .. }),
+        ) => {
             request.extensions_mut().insert(execution.clone());
             next.run(request).await
         }
     };
     let answered = response.extensions().get::<CloseConnection>().is_none();
     let status = answered.then(|| response.status().as_u16());
-    let fault = action.as_ref().map(|a| a.name().to_owned());
-    crate::lock(&shared.ledger).answer(index, status, fault.clone());
+    crate::lock(&shared.ledger).answer(seq, status);
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
     }
@@ -270,13 +283,17 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
         %path,
         status = status.map_or_else(|| "closed".to_owned(), |s| s.to_string()),
         %request_id,
-        fault = fault.as_deref().unwrap_or("-"),
+        fault = fault.unwrap_or("-"),
         elapsed_ms = started.elapsed().as_millis() as u64,
     );
     response
 }
 
-fn respond(status: u16, headers: &std::collections::BTreeMap<String, String>, body: &str) -> Response {
+fn respond(
+    status: u16,
+    headers: &std::collections::BTreeMap<String, String>,
+    body: &str,
+) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, body.to_owned()).into_response();
     if serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok() {

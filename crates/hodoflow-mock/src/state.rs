@@ -40,10 +40,14 @@ impl Shared {
         clients: Vec<ClientSeed>,
         triggers: Vec<TriggerSeed>,
     ) -> Self {
+        let keep = limits.ledger_requests_kept;
         Self {
             clock,
             limits,
-            clients: clients.into_iter().map(|c| (c.client_id.clone(), c)).collect(),
+            clients: clients
+                .into_iter()
+                .map(|c| (c.client_id.clone(), c))
+                .collect(),
             triggers: Mutex::new(triggers.into_iter().map(|t| (t.token.clone(), t)).collect()),
             tokens: Mutex::default(),
             keys: Mutex::default(),
@@ -52,7 +56,7 @@ impl Shared {
             runs: Mutex::default(),
             rates: Mutex::default(),
             faults: Mutex::default(),
-            ledger: Mutex::default(),
+            ledger: Mutex::new(Ledger::new(keep)),
         }
     }
 

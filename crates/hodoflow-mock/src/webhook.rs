@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Scope;
 use crate::fault::FaultAction;
-use crate::reply::{webhook_error, with_retry_after};
+use crate::reply::{BodyRefusal, body_within, webhook_error, with_retry_after};
 use crate::state::Shared;
 
 /// The delivery-ID headers in document 001's order of precedence.
@@ -101,7 +102,7 @@ pub(crate) async fn deliver(
     Path(token): Path<String>,
     fault: Option<axum::Extension<FaultAction>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     handle(&shared, None, &token, fault.map(|f| f.0), &headers, body).await
 }
@@ -112,9 +113,17 @@ pub(crate) async fn deliver_legacy(
     Path((org, token)): Path<(String, String)>,
     fault: Option<axum::Extension<FaultAction>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(&shared, Some(&org), &token, fault.map(|f| f.0), &headers, body).await
+    handle(
+        &shared,
+        Some(&org),
+        &token,
+        fault.map(|f| f.0),
+        &headers,
+        body,
+    )
+    .await
 }
 
 async fn handle(
@@ -123,7 +132,7 @@ async fn handle(
     token: &str,
     fault: Option<FaultAction>,
     headers: &HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let principal = match crate::auth::authorize(shared, headers, Scope::Webhooks) {
         Ok(p) => p,
@@ -151,9 +160,13 @@ async fn handle(
             wait,
         );
     }
-    if body.len() > limits.webhook_body_limit {
-        return webhook_error(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large");
-    }
+    let body = match body_within(body, limits.webhook_body_limit) {
+        Ok(body) => body,
+        Err(BodyRefusal::TooLarge) => {
+            return webhook_error(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large");
+        }
+        Err(BodyRefusal::Unreadable(rejection)) => return rejection.into_response(),
+    };
     if trigger.unsupported_auth {
         return webhook_error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -164,10 +177,14 @@ async fn handle(
         return webhook_error(StatusCode::UNPROCESSABLE_ENTITY, "Processing failed");
     }
     if let Some(FaultAction::FailExecution { status }) = fault {
-        return webhook_error(
-            StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-            "Processing temporarily unavailable",
-        );
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let failed = webhook_error(status, "Processing temporarily unavailable");
+        // Document 001: a 503 always says when to come back.
+        return if status == StatusCode::SERVICE_UNAVAILABLE {
+            with_retry_after(failed, Duration::from_secs(1))
+        } else {
+            failed
+        };
     }
     let identity = delivery_identity(headers, token, &body, now, limits.delivery_hash_bucket);
     let first = crate::lock(&shared.deliveries).first_time(
@@ -210,25 +227,44 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("x-request-id", HeaderValue::from_static("req-1"));
         headers.insert("x-twilio-idempotency-token", HeaderValue::from_static("tw"));
-        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "tw");
+        assert_eq!(
+            delivery_identity(&headers, "t", b"{}", now, TWO_HOURS),
+            "tw"
+        );
         headers.insert("x-shopify-webhook-id", HeaderValue::from_static("sh"));
-        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "sh");
+        assert_eq!(
+            delivery_identity(&headers, "t", b"{}", now, TWO_HOURS),
+            "sh"
+        );
         headers.insert("x-github-delivery", HeaderValue::from_static("gh"));
-        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "gh");
+        assert_eq!(
+            delivery_identity(&headers, "t", b"{}", now, TWO_HOURS),
+            "gh"
+        );
         headers.insert("idempotency-key", HeaderValue::from_static(" "));
-        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "gh");
+        assert_eq!(
+            delivery_identity(&headers, "t", b"{}", now, TWO_HOURS),
+            "gh"
+        );
         headers.insert("idempotency-key", HeaderValue::from_static("ik"));
-        assert_eq!(delivery_identity(&headers, "t", b"{}", now, TWO_HOURS), "ik");
+        assert_eq!(
+            delivery_identity(&headers, "t", b"{}", now, TWO_HOURS),
+            "ik"
+        );
     }
 
     #[test]
     fn hash_identity_changes_with_token_body_and_bucket() {
         let headers = HeaderMap::new();
         let t0 = UNIX_EPOCH + TWO_HOURS * 10;
-        let id = |token: &str, body: &[u8], at| delivery_identity(&headers, token, body, at, TWO_HOURS);
+        let id =
+            |token: &str, body: &[u8], at| delivery_identity(&headers, token, body, at, TWO_HOURS);
         let base = id("t", b"{}", t0);
         assert!(base.starts_with("hash:"));
-        assert_eq!(base, id("t", b"{}", t0 + TWO_HOURS - Duration::from_secs(1)));
+        assert_eq!(
+            base,
+            id("t", b"{}", t0 + TWO_HOURS - Duration::from_secs(1))
+        );
         assert_ne!(base, id("t", b"{}", t0 + TWO_HOURS));
         assert_ne!(base, id("u", b"{}", t0));
         assert_ne!(base, id("t", b"{ }", t0));
