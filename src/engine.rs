@@ -68,10 +68,11 @@ impl Engine {
                 return Err(error.with_attempts(attempts));
             };
             let now = Instant::now();
-            match self
-                .gate
-                .reserve(now, deadline.remaining(now).saturating_sub(MIN_ATTEMPT))
-            {
+            match self.gate.reserve(
+                request.lane,
+                now,
+                deadline.remaining(now).saturating_sub(MIN_ATTEMPT),
+            ) {
                 Ok(wait) if wait.is_zero() => {}
                 Ok(wait) => {
                     tracing::debug!(
@@ -97,7 +98,7 @@ impl Engine {
             if answer.status() == Some(StatusCode::TOO_MANY_REQUESTS)
                 && let Some(wait) = answer.retry_after(SystemTime::now())
             {
-                self.gate.pause_until(Instant::now() + wait);
+                self.gate.pause_until(request.lane, Instant::now() + wait);
             }
             let mut verdict = classify(request.surface, &answer);
             if budget.wait_for_in_progress {
@@ -166,11 +167,6 @@ impl Engine {
                 return Err(stopped(request, &answer, attempts));
             }
             let retry_after = answer.retry_after(SystemTime::now());
-            if let (Some(StatusCode::TOO_MANY_REQUESTS), Some(wait)) =
-                (answer.status(), retry_after)
-            {
-                self.gate.pause_until(Instant::now() + wait);
-            }
             let Some((wait, reason)) =
                 self.backoff
                     .wait(verdict, retries, retry_after, &mut rand::rng())

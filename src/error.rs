@@ -162,7 +162,20 @@ impl Error {
     }
 
     /// An [`ErrorKind::TokenExchange`] error: "token exchange failed: {what}".
-    pub(crate) fn token_exchange(what: impl fmt::Display) -> Self {
+    ///
+    /// For your own [`TokenExchanger`](crate::TokenExchanger). Never put a secret in `what`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hodoflow_retry::{Error, ErrorKind};
+    ///
+    /// let io = std::io::Error::other("secret store unreachable");
+    /// let error = Error::token_exchange("no client secret").with_source(io);
+    /// assert_eq!(error.kind(), ErrorKind::TokenExchange);
+    /// assert_eq!(error.to_string(), "token exchange failed: no client secret");
+    /// ```
+    pub fn token_exchange(what: impl fmt::Display) -> Self {
         Self::new(
             ErrorKind::TokenExchange,
             format!("token exchange failed: {what}"),
@@ -170,7 +183,7 @@ impl Error {
     }
 
     /// Attaches the underlying cause, returned by `source()`.
-    pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         self.0.source = Some(Arc::new(source));
         self
     }

@@ -3,11 +3,14 @@
 //! Document 000: "Respect the credential-wide rate budget." A client sends
 //! for one credential, so one gate per client spaces its attempts: never more
 //! than `requests` in any span of `per` (a sliding log, so a server counting in
-//! fixed windows of any alignment never sees more), and a pause for everyone
-//! when the server answers 429 with `Retry-After`, so concurrent operations do
-//! not each discover the limit on their own.
+//! fixed windows of any alignment never sees more). A 429 with `Retry-After`
+//! pauses every operation of its lane, so concurrent operations do not each
+//! discover the limit on their own: the API's limit is the credential's, a
+//! webhook's is its trigger's (document 001), so each trigger is a lane of its own.
 
-use std::collections::VecDeque;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -66,10 +69,28 @@ struct Log {
     sent: VecDeque<Instant>,
 }
 
+/// Who a 429 speaks for: the credential's API budget, or one webhook trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Lane {
+    /// JSON:API reads and writes, GraphQL.
+    Api,
+    /// One trigger, by a hash of its path: the token itself is never kept here.
+    Trigger(u64),
+}
+
+impl Lane {
+    /// The lane of the webhook trigger at `path`.
+    pub(crate) fn trigger(path: &str) -> Self {
+        let mut hasher = DefaultHasher::new();
+        path.hash(&mut hasher);
+        Lane::Trigger(hasher.finish())
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     log: Option<Log>,
-    paused_until: Option<Instant>,
+    paused_until: HashMap<Lane, Instant>,
 }
 
 /// Spaces the attempts of one client.
@@ -87,20 +108,23 @@ impl RateGate {
         Self {
             state: Mutex::new(State {
                 log,
-                paused_until: None,
+                paused_until: HashMap::new(),
             }),
         }
     }
 
     /// Reserves a slot for an attempt at `now` and returns the wait before it may be
     /// sent, or `Err(wait)` without reserving when the wait would exceed `max_wait`.
-    pub(crate) fn reserve(&self, now: Instant, max_wait: Duration) -> Result<Duration, Duration> {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pub(crate) fn reserve(
+        &self,
+        lane: Lane,
+        now: Instant,
+        max_wait: Duration,
+    ) -> Result<Duration, Duration> {
+        let mut state = self.lock();
         let paused = state
             .paused_until
+            .get(&lane)
             .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
         let Some(log) = &mut state.log else {
             return if paused <= max_wait {
@@ -126,15 +150,19 @@ impl RateGate {
         Ok(wait)
     }
 
-    /// Holds every attempt of the client until `until` (a 429's `Retry-After`).
-    pub(crate) fn pause_until(&self, until: Instant) {
-        let mut state = self
-            .state
+    /// Holds every attempt in `lane` until `until` (a 429's `Retry-After`).
+    pub(crate) fn pause_until(&self, lane: Lane, until: Instant) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.paused_until.retain(|_, paused| *paused > now);
+        let paused = state.paused_until.entry(lane).or_insert(until);
+        *paused = (*paused).max(until);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.paused_until.is_none_or(|current| current < until) {
-            state.paused_until = Some(until);
-        }
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -155,7 +183,10 @@ mod tests {
     fn never_lets_more_than_the_budget_into_any_span_of_the_period() {
         let now = Instant::now();
         let gate = RateGate::new(Some(RateBudget::new(3, 4 * SECOND).unwrap()));
-        let at = |offset: Duration| gate.reserve(now + offset, FOREVER).map(|w| offset + w);
+        let at = |offset: Duration| {
+            gate.reserve(Lane::Api, now + offset, FOREVER)
+                .map(|w| offset + w)
+        };
         assert_eq!(at(Duration::ZERO), Ok(Duration::ZERO));
         assert_eq!(at(SECOND), Ok(SECOND));
         assert_eq!(at(SECOND), Ok(SECOND));
@@ -170,28 +201,51 @@ mod tests {
     fn does_not_reserve_a_slot_it_refuses() {
         let now = Instant::now();
         let gate = RateGate::new(Some(RateBudget::new(1, SECOND).unwrap()));
-        assert_eq!(gate.reserve(now, Duration::ZERO), Ok(Duration::ZERO));
-        assert_eq!(gate.reserve(now, Duration::from_millis(500)), Err(SECOND));
         assert_eq!(
-            gate.reserve(now, FOREVER),
+            gate.reserve(Lane::Api, now, Duration::ZERO),
+            Ok(Duration::ZERO)
+        );
+        assert_eq!(
+            gate.reserve(Lane::Api, now, Duration::from_millis(500)),
+            Err(SECOND)
+        );
+        assert_eq!(
+            gate.reserve(Lane::Api, now, FOREVER),
             Ok(SECOND),
             "the refused slot was not taken"
         );
     }
 
     #[test]
+    fn a_429_pause_holds_only_its_own_lane() {
+        let now = Instant::now();
+        let gate = RateGate::new(None);
+        let (trigger, other) = (
+            Lane::trigger("/api/v1/webhooks/a"),
+            Lane::trigger("/api/v1/webhooks/b"),
+        );
+        gate.pause_until(trigger, now + SECOND);
+        assert_eq!(gate.reserve(trigger, now, FOREVER), Ok(SECOND));
+        assert_eq!(gate.reserve(other, now, FOREVER), Ok(Duration::ZERO));
+        assert_eq!(gate.reserve(Lane::Api, now, FOREVER), Ok(Duration::ZERO));
+    }
+
+    #[test]
     fn a_429_pause_holds_every_attempt_without_a_bucket() {
         let now = Instant::now();
         let gate = RateGate::new(None);
-        assert_eq!(gate.reserve(now, FOREVER), Ok(Duration::ZERO));
-        gate.pause_until(now + 3 * SECOND);
-        gate.pause_until(now + SECOND);
+        assert_eq!(gate.reserve(Lane::Api, now, FOREVER), Ok(Duration::ZERO));
+        gate.pause_until(Lane::Api, now + 3 * SECOND);
+        gate.pause_until(Lane::Api, now + SECOND);
         assert_eq!(
-            gate.reserve(now, FOREVER),
+            gate.reserve(Lane::Api, now, FOREVER),
             Ok(3 * SECOND),
             "a shorter pause never shortens a longer one"
         );
-        assert_eq!(gate.reserve(now, SECOND), Err(3 * SECOND));
-        assert_eq!(gate.reserve(now + 3 * SECOND, FOREVER), Ok(Duration::ZERO));
+        assert_eq!(gate.reserve(Lane::Api, now, SECOND), Err(3 * SECOND));
+        assert_eq!(
+            gate.reserve(Lane::Api, now + 3 * SECOND, FOREVER),
+            Ok(Duration::ZERO)
+        );
     }
 }

@@ -12,6 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use crate::classify::Surface;
 use crate::error::{Error, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
+use crate::rate::Lane;
 use crate::redact::redact_path;
 
 /// The JSON:API media type of write bodies.
@@ -30,6 +31,8 @@ pub(crate) struct FixedRequest {
     pub(crate) body: Bytes,
     /// The Idempotency-Key or delivery ID, for logs (keys are not secrets, document 000).
     pub(crate) identity: Option<String>,
+    /// Whose rate limit a 429 speaks for.
+    pub(crate) lane: Lane,
 }
 
 /// Builds the URL of `path` under `base`, refusing anything but an absolute path.
@@ -108,6 +111,7 @@ impl FixedRequest {
             headers,
             body,
             identity: Some(key.as_str().to_owned()),
+            lane: Lane::Api,
         })
     }
 
@@ -134,6 +138,7 @@ impl FixedRequest {
             headers,
             body: Bytes::new(),
             identity: None,
+            lane: Lane::Api,
         })
     }
 
@@ -150,6 +155,7 @@ impl FixedRequest {
             headers,
             body,
             identity: None,
+            lane: Lane::Api,
         })
     }
 
@@ -176,6 +182,7 @@ impl FixedRequest {
             headers,
             body,
             identity: Some(id.key().as_str().to_owned()),
+            lane: Lane::trigger(path),
         })
     }
 }

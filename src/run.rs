@@ -120,7 +120,8 @@ impl<'a> FollowRun<'a> {
     }
 
     /// Polls until the run reaches a terminal state. Each poll is a read retried within
-    /// what remains of the budget.
+    /// what remains of the budget (and the client's attempt budget); a `budget_exhausted`
+    /// error carries the attempts of the last poll.
     ///
     /// # Errors
     ///
@@ -173,10 +174,8 @@ impl<'a> FollowRun<'a> {
             if Instant::now() + self.interval >= end {
                 let message =
                     format!("run still {state:?} when the follow budget ended after {polls} polls");
-                return Err(Error::new(
-                    ErrorKind::BudgetExhausted,
-                    message.to_lowercase(),
-                ));
+                let error = Error::new(ErrorKind::BudgetExhausted, message.to_lowercase());
+                return Err(error.with_attempts(response.attempts().to_vec()));
             }
             tokio::time::sleep(self.interval).await;
         }

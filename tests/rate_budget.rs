@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Limits, MockServer};
-use hodoflow_retry::{ErrorKind, RateBudget, RetryingClient};
+use hodoflow_retry::{DeliveryId, ErrorKind, IdempotencyKey, RateBudget, RetryingClient};
 use support::{budget, fast_backoff, server_with};
 
 fn limited_server(requests: u32, window: Duration) -> hodoflow_mock::MockServerBuilder {
@@ -107,4 +107,42 @@ async fn a_rate_budget_wait_past_the_operation_budget_stops_before_sending() {
     assert!(error.attempts().is_empty());
     assert!(!error.may_have_run());
     assert_eq!(server.ledger().requests_to("GET", "/api/json/").len(), 1);
+}
+
+#[tokio::test]
+async fn a_webhook_429_pauses_its_trigger_only_not_the_api() {
+    let server = server_with(MockServer::builder().limits(Limits {
+        webhook_rate_limit: 1,
+        ..Limits::default()
+    }))
+    .await;
+    let client = client_with_rate(&server, None);
+    let deliver = |event: &str| {
+        let id = DeliveryId::new(IdempotencyKey::from_operation_id(event));
+        client.deliver(support::TRIGGER, "{}").delivery_id(id)
+    };
+    deliver("e-1").send().await.unwrap();
+    let limited = deliver("e-2").budget(budget(1)).send().await.unwrap_err();
+    assert_eq!(limited.status().map(|s| s.as_u16()), Some(429));
+
+    // The trigger's window has about a minute left: within 2 s nothing more is sent to it...
+    let short = budget(3).max_elapsed(Duration::from_secs(2));
+    let paused = deliver("e-3").budget(short).send().await.unwrap_err();
+    assert_eq!(paused.kind(), ErrorKind::BudgetExhausted);
+    assert!(paused.attempts().is_empty());
+    // ...while the API, limited separately, goes on at once.
+    let read = client
+        .get("/api/json/v1/projects")
+        .budget(short)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.attempts().len(), 1);
+    assert_eq!(
+        server
+            .ledger()
+            .requests_to("POST", "/api/v1/webhooks/")
+            .len(),
+        2
+    );
 }

@@ -1,13 +1,33 @@
-//! Shared by the integration tests: a contract server on 127.0.0.1:0 and a client for it.
+//! Shared by the integration tests: a contract server on 127.0.0.1:0, clients for it, and the
+//! assertions every feature file makes about outcomes, attempts and the server's ledger.
 
 #![allow(dead_code, reason = "each test file uses a part of the support module")]
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
-use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Limits, MockServer, MockServerBuilder};
-use hodoflow_retry::{Backoff, Budget, RetryingClient};
+use hodoflow_mock::{
+    ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, Limits, MockServer,
+    MockServerBuilder, RequestRecord, Scope,
+};
+use hodoflow_retry::{
+    AccessToken, Attempt, Backoff, Budget, ClientBuilder, Delivery, DeliveryId, Error, ErrorKind,
+    ExchangeFuture, IdempotencyKey, RetryingClient, TokenExchanger,
+};
 
-pub use hodoflow_mock::DEMO_TRIGGER_TOKEN as TRIGGER;
+/// The demo webhook trigger's token.
+pub const TRIGGER: &str = hodoflow_mock::DEMO_TRIGGER_TOKEN;
+
+/// The JSON:API collection the tests write to.
+pub const PROJECTS: &str = "/api/json/v1/projects";
+/// The path prefix of every JSON:API route, for faults and ledger queries.
+pub const JSON_API: &str = "/api/json/";
+/// The path prefix of both webhook routes, for faults and ledger queries.
+pub const WEBHOOKS: &str = "/api/v1/webhooks/";
+/// The token endpoint.
+pub const TOKEN: &str = "/oauth/token";
+/// The GraphQL route.
+pub const GRAPHQL: &str = "/api/graphql";
 
 /// Millisecond backoff, so real-socket tests stay fast.
 pub fn fast_backoff() -> Backoff {
@@ -46,6 +66,20 @@ pub async fn server_with(builder: MockServerBuilder) -> MockServer {
         .expect("the contract server starts on 127.0.0.1:0")
 }
 
+/// A server with the demo seeds and [`fast_limits`] as `change` leaves them.
+pub async fn server_where(change: impl FnOnce(&mut Limits)) -> MockServer {
+    let mut limits = fast_limits();
+    change(&mut limits);
+    server_with(MockServer::builder().limits(limits)).await
+}
+
+/// A builder for `server` with fast backoff and a 5-attempt budget, but no token source yet.
+pub fn builder(server: &MockServer) -> ClientBuilder {
+    RetryingClient::builder(server.base_url())
+        .backoff(fast_backoff())
+        .budget(budget(5))
+}
+
 /// A client of `server` with the demo credentials, fast backoff and a 5-attempt budget.
 pub fn client(server: &MockServer) -> RetryingClient {
     client_with(server, budget(5))
@@ -53,10 +87,147 @@ pub fn client(server: &MockServer) -> RetryingClient {
 
 /// A client of `server` with `budget`.
 pub fn client_with(server: &MockServer, budget: Budget) -> RetryingClient {
-    RetryingClient::builder(server.base_url())
+    demo(builder(server).budget(budget))
+}
+
+/// Builds a client from `builder` with the demo credentials.
+pub fn demo(builder: ClientBuilder) -> RetryingClient {
+    builder
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
-        .backoff(fast_backoff())
-        .budget(budget)
         .build()
         .expect("a valid client")
+}
+
+/// A server whose only service account may be granted no more than `scopes`, and a client of it.
+pub async fn scoped(scopes: &[Scope]) -> (MockServer, RetryingClient) {
+    const ID: &str = "scoped-client";
+    const SECRET: &str = "scoped-secret";
+    let account = ClientSeed::new(ID, SECRET, DEMO_ORGANIZATION).scopes(scopes);
+    let server = server_with(MockServer::builder().client(account)).await;
+    let client = builder(&server)
+        .client_credentials(ID, SECRET)
+        .build()
+        .expect("a valid client");
+    (server, client)
+}
+
+/// A token exchanger that hands out a token no server issued, without asking any.
+#[derive(Debug)]
+pub struct Forged;
+
+impl TokenExchanger for Forged {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        let token = AccessToken::expiring_in("hft_forged", Duration::from_secs(600));
+        Box::pin(async { Ok(token) })
+    }
+}
+
+/// The body of a webhook event.
+pub const EVENT: &[u8] = br#"{"order":4711,"event":"shipped"}"#;
+
+/// Delivers [`EVENT`] to the demo trigger as the business event `event`, and expects it taken.
+pub async fn deliver(client: &RetryingClient, event: &str) -> Delivery {
+    client
+        .deliver(TRIGGER, EVENT)
+        .delivery_id(delivery(event))
+        .send()
+        .await
+        .expect("the delivery is taken")
+}
+
+/// The identity the server's ledger keys `delivery` by.
+pub fn identity(delivery: &Delivery) -> String {
+    delivery.delivery_id().key().as_str().to_owned()
+}
+
+/// The run an accepted `delivery` started.
+pub fn run_id(delivery: &Delivery) -> String {
+    let run_id = delivery.run_id().expect("accepted with a run ID");
+    run_id.to_owned()
+}
+
+/// The idempotency key of a business operation.
+pub fn key(operation: &str) -> IdempotencyKey {
+    IdempotencyKey::from_operation_id(operation)
+}
+
+/// The delivery ID of a business event, sent as `Idempotency-Key`.
+pub fn delivery(event: &str) -> DeliveryId {
+    DeliveryId::new(key(event))
+}
+
+/// A JSON:API document that creates a project called `name`.
+pub fn project(name: &str) -> String {
+    format!(r#"{{"data":{{"type":"projects","attributes":{{"name":"{name}"}}}}}}"#)
+}
+
+/// The status of each attempt; `None` where no answer came back.
+pub fn statuses(attempts: &[Attempt]) -> Vec<Option<u16>> {
+    attempts
+        .iter()
+        .map(|attempt| attempt.status().map(|status| status.as_u16()))
+        .collect()
+}
+
+/// The time between consecutive arrivals of `requests` on the server.
+pub fn gaps(requests: &[&RequestRecord]) -> Vec<Duration> {
+    requests
+        .windows(2)
+        .map(|pair| pair[1].arrived.duration_since(pair[0].arrived))
+        .collect()
+}
+
+/// The error stopped after its single attempt with `kind`, on a definite answer: the operation
+/// did not run, and the server saw no request after the one that was refused.
+#[track_caller]
+pub fn assert_stopped_at_once(error: &Error, kind: ErrorKind, server: &MockServer) {
+    assert_eq!(error.kind(), kind, "{error}");
+    assert_eq!(error.attempts().len(), 1, "exactly one attempt: {error:?}");
+    assert!(!error.may_have_run(), "a definite answer: {error:?}");
+    let ledger = server.ledger();
+    let last = ledger
+        .requests()
+        .iter()
+        .rev()
+        .find(|request| request.path != TOKEN)
+        .expect("the refused request reached the server");
+    assert_eq!(Some(last.request_id.as_str()), error.request_id());
+    assert_eq!(last.status, error.status().map(|status| status.as_u16()));
+}
+
+/// The error came after `attempts` attempts that were all sent and never answered: the operation
+/// may have run.
+#[track_caller]
+pub fn assert_every_answer_lost(error: &Error, attempts: usize) {
+    assert_eq!(error.kind(), ErrorKind::Transport, "{error}");
+    assert!(error.may_have_run(), "sent, and no answer came back");
+    assert_eq!(statuses(error.attempts()), vec![None; attempts]);
+}
+
+/// The error was raised before anything was sent: no attempt, and no request, not even a token
+/// exchange, reached the server.
+#[track_caller]
+pub fn assert_nothing_sent(error: &Error, kind: ErrorKind, server: &MockServer) {
+    assert_eq!(error.kind(), kind, "{error}");
+    assert!(error.attempts().is_empty(), "{error:?}");
+    assert!(!error.may_have_run(), "{error:?}");
+    let ledger = server.ledger();
+    assert!(ledger.requests().is_empty(), "{:?}", ledger.requests());
+    assert!(ledger.exchanges().is_empty(), "{:?}", ledger.exchanges());
+}
+
+/// Polls `condition` every few milliseconds until it holds; panics after 10 s.
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < give_up, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Runs `future` and returns its output with the wall-clock time it took.
+pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let output = future.await;
+    (output, started.elapsed())
 }

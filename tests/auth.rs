@@ -1,0 +1,207 @@
+//! Tokens: one cached token, one re-exchange and one retry after a 401, a second 401 stops, a
+//! failed exchange sends nothing, custom exchangers are used, and concurrent 401s share one
+//! exchange.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, ManualClock, MockServer};
+use hodoflow_retry::{ClientCredentials, ErrorKind, ExchangeFuture, TokenExchanger, WaitReason};
+use support::{JSON_API, PROJECTS, client, key, project, server, statuses};
+
+/// Hands out what `source` gives and counts how often it was asked.
+struct Counting<S> {
+    source: S,
+    exchanges: Arc<AtomicUsize>,
+}
+
+impl<S> Counting<S> {
+    fn new(source: S) -> (Self, Arc<AtomicUsize>) {
+        let exchanges = Arc::new(AtomicUsize::new(0));
+        let counting = Self {
+            source,
+            exchanges: exchanges.clone(),
+        };
+        (counting, exchanges)
+    }
+}
+
+impl<S: TokenExchanger> TokenExchanger for Counting<S> {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        self.exchanges.fetch_add(1, Ordering::SeqCst);
+        self.source.exchange()
+    }
+}
+
+#[tokio::test]
+async fn one_token_serves_every_call_while_it_is_fresh() {
+    let server = server().await;
+    let client = client(&server);
+
+    for _ in 0..3 {
+        client.get(PROJECTS).send().await.unwrap();
+    }
+
+    assert_eq!(server.ledger().tokens_issued(), 1);
+}
+
+#[tokio::test]
+async fn an_expired_token_is_exchanged_again_once_and_the_write_succeeds() {
+    let server = server().await;
+    server.inject(Fault::expired_token().on("POST", JSON_API));
+    let key = key("project-orion:create");
+
+    let response = client(&server)
+        .create(PROJECTS, key.clone(), project("Orion"))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(statuses(response.attempts()), [Some(401), Some(201)]);
+    assert_eq!(response.attempts()[0].wait_reason(), WaitReason::Reexchange);
+    let ledger = server.ledger();
+    assert_eq!(ledger.tokens_issued(), 2);
+    assert_eq!(ledger.writes_executed(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_401_on_every_attempt_stops_after_exactly_two_attempts_as_unauthorized() {
+    let server = server().await;
+    server.inject(Fault::expired_token().on("POST", JSON_API).times(100));
+    let key = key("project-lyra:create");
+
+    let error = client(&server)
+        .create(PROJECTS, key.clone(), project("Lyra"))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(error.kind(), ErrorKind::Unauthorized, "{error}");
+    assert_eq!(statuses(error.attempts()), [Some(401), Some(401)]);
+    assert!(!error.may_have_run());
+    let ledger = server.ledger();
+    assert_eq!(ledger.tokens_issued(), 2, "one exchange, one re-exchange");
+    assert_eq!(ledger.requests_with_key(key.as_str()).len(), 2);
+    assert_eq!(ledger.writes_executed(key.as_str()), 0);
+}
+
+#[tokio::test]
+async fn a_bad_client_secret_fails_the_token_exchange_and_nothing_reaches_the_api() {
+    const WRONG: &str = "not-the-demo-secret";
+    let server = server().await;
+    let client = support::builder(&server)
+        .client_credentials(DEMO_CLIENT_ID, WRONG)
+        .build()
+        .unwrap();
+
+    let error = client.get(PROJECTS).send().await.unwrap_err();
+
+    assert_eq!(error.kind(), ErrorKind::TokenExchange, "{error}");
+    assert_eq!(error.status().map(|s| s.as_u16()), Some(401));
+    assert!(error.attempts().is_empty());
+    assert!(!error.may_have_run());
+    assert!(!error.is_retryable(), "wrong credentials stay wrong");
+    assert!(!format!("{error} {error:?}").contains(WRONG));
+    let ledger = server.ledger();
+    assert_eq!(ledger.exchanges().len(), 1);
+    assert_eq!(ledger.tokens_issued(), 0);
+    assert!(ledger.requests_to("GET", JSON_API).is_empty());
+}
+
+#[tokio::test]
+async fn a_custom_exchanger_is_asked_for_the_token_and_again_after_a_401() {
+    let server = server().await;
+    server.inject(Fault::expired_token().on("GET", JSON_API));
+    let credentials =
+        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET).unwrap();
+    let (exchanger, exchanges) = Counting::new(credentials);
+    let client = support::builder(&server)
+        .exchanger(exchanger)
+        .build()
+        .unwrap();
+
+    let response = client.get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(statuses(response.attempts()), [Some(401), Some(200)]);
+    assert_eq!(exchanges.load(Ordering::SeqCst), 2);
+    assert_eq!(server.ledger().tokens_issued(), 2);
+}
+
+#[tokio::test]
+async fn a_custom_exchanger_whose_token_the_server_refuses_is_asked_twice_then_unauthorized() {
+    let server = server().await;
+    let (exchanger, exchanges) = Counting::new(support::Forged);
+    let client = support::builder(&server)
+        .exchanger(exchanger)
+        .build()
+        .unwrap();
+
+    let error = client.get(PROJECTS).send().await.unwrap_err();
+
+    assert_eq!(error.kind(), ErrorKind::Unauthorized, "{error}");
+    assert_eq!(statuses(error.attempts()), [Some(401), Some(401)]);
+    assert_eq!(exchanges.load(Ordering::SeqCst), 2);
+    let ledger = server.ledger();
+    assert!(
+        ledger.exchanges().is_empty(),
+        "the client never used /oauth/token"
+    );
+    assert_eq!(ledger.requests_to("GET", PROJECTS).len(), 2);
+}
+
+/// Every call starts with the cached token, which the server's clock has expired; each 401 asks
+/// for a new token, and all but the first find it already exchanged. A fault would not do here:
+/// `expired_token().times(N)` could also refuse a retry that arrives before the last first
+/// attempt, and a second 401 stops the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_calls_refused_with_401_share_one_token_exchange() {
+    const CALLS: usize = 1000;
+    let clock = ManualClock::new();
+    let server = support::server_with(MockServer::builder().clock(clock.clone())).await;
+    let client = client(&server);
+    client.get(PROJECTS).send().await.unwrap();
+    clock.advance(Duration::from_secs(2 * 3600));
+    // Hold each first answer back a little, so every call has sent the stale token before the
+    // first 401 comes back. A retry that meets the delay is only slower.
+    server.inject(
+        Fault::delay_then_handle(Duration::from_millis(200))
+            .on("GET", PROJECTS)
+            .times(CALLS as u32),
+    );
+
+    let calls: Vec<_> = (0..CALLS)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(PROJECTS).send().await })
+        })
+        .collect();
+    let mut refused_once = 0;
+    for call in calls {
+        let response = call.await.unwrap().expect("every call succeeds");
+        match statuses(response.attempts()).as_slice() {
+            [Some(200)] => {}
+            [Some(401), Some(200)] => refused_once += 1,
+            other => panic!("unexpected attempts {other:?}"),
+        }
+    }
+
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.tokens_issued(),
+        2,
+        "{refused_once} calls met a 401; one exchange before them, one after"
+    );
+    let answered_401 = ledger
+        .requests_to("GET", PROJECTS)
+        .iter()
+        .filter(|request| request.status == Some(401))
+        .count();
+    assert_eq!(answered_401, refused_once);
+    assert!(
+        refused_once >= 1,
+        "the first answer to the stale token is a 401"
+    );
+}

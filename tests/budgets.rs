@@ -1,0 +1,186 @@
+//! Budgets and waits: `Retry-After` is honoured in both forms and never undercut, a wait that would
+//! end past the budget stops at once, attempts and elapsed time are capped, per call too.
+
+mod support;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use hodoflow_mock::Fault;
+use hodoflow_retry::{AttemptResult, ErrorKind, TransportKind, WaitReason};
+use support::{
+    JSON_API, PROJECTS, TRIGGER, WEBHOOKS, budget, client, client_with, delivery, key, project,
+    server, statuses, timed,
+};
+
+const RATE_LIMITED: &str =
+    r#"{"errors":[{"status":"429","code":"rate_limited","title":"Rate limit exceeded"}]}"#;
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_budget_stops_at_once_with_the_servers_wait() {
+    let server = server().await;
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "30")
+            .body(RATE_LIMITED)
+            .on("POST", JSON_API),
+    );
+    let key = key("project-helios:create");
+    let short = budget(5).max_elapsed(Duration::from_secs(2));
+
+    let (result, took) = timed(
+        client(&server)
+            .create(PROJECTS, key.clone(), project("Helios"))
+            .budget(short)
+            .send(),
+    )
+    .await;
+
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
+    assert_eq!(error.status().map(|s| s.as_u16()), Some(429));
+    assert_eq!(statuses(error.attempts()), [Some(429)]);
+    assert!(!error.may_have_run());
+    assert!(error.is_retryable(), "the same request may succeed later");
+    // The 30 s wait was refused, not slept; 10 s leaves a slow machine plenty of room.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_with_key(key.as_str()).len(), 1);
+    assert_eq!(ledger.writes_executed(key.as_str()), 0);
+}
+
+#[tokio::test]
+async fn a_real_webhook_rate_limit_longer_than_the_budget_stops_with_the_time_to_the_window_end() {
+    let server = support::server_where(|limits| limits.webhook_rate_limit = 1).await;
+    let client = client(&server);
+    client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(delivery("event-1"))
+        .send()
+        .await
+        .unwrap();
+
+    let error = client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(delivery("event-2"))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    let retry_after = error.retry_after().expect("the server's Retry-After");
+    assert!(
+        (Duration::from_secs(50)..=Duration::from_secs(60)).contains(&retry_after),
+        "{retry_after:?} to the end of the 60 s window, well past the 20 s budget"
+    );
+    assert_eq!(statuses(error.attempts()), [Some(429)]);
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 2);
+    assert_eq!(ledger.total_runs(), 1);
+}
+
+/// The date is written as now + 2 s, cut to whole seconds, so it lies between 1 and 2 s after
+/// the moment it was written. The retry must not arrive before the date: on the wall clock
+/// that is exact; on the monotonic clock it is at least 1 s after the date was written (so the
+/// gap between the two arrivals is at least 1 s less the few milliseconds before the first).
+#[tokio::test]
+async fn a_429_with_an_http_date_is_retried_no_earlier_than_that_date() {
+    let server = server().await;
+    let written = Instant::now();
+    let header = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2));
+    let date = httpdate::parse_http_date(&header).unwrap();
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", &header)
+            .body(RATE_LIMITED)
+            .on("GET", PROJECTS),
+    );
+
+    let response = client(&server).get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(statuses(response.attempts()), [Some(429), Some(200)]);
+    assert_eq!(response.attempts()[0].wait_reason(), WaitReason::RetryAfter);
+    let ledger = server.ledger();
+    let sent = ledger.requests_to("GET", PROJECTS);
+    assert_eq!(sent.len(), 2);
+    assert!(
+        sent[1].at >= date,
+        "the retry arrived before the Retry-After date"
+    );
+    let after_writing = sent[1].arrived.duration_since(written);
+    assert!(
+        after_writing >= Duration::from_secs(1),
+        "the retry came {after_writing:?} after a date at least 1 s ahead was written"
+    );
+}
+
+#[tokio::test]
+async fn max_attempts_caps_the_attempts_the_first_included() {
+    for attempts in [1, 4] {
+        let server = server().await;
+        server.inject(Fault::respond(503).on("GET", PROJECTS).times(100));
+
+        let error = client_with(&server, budget(attempts))
+            .get(PROJECTS)
+            .send()
+            .await
+            .unwrap_err();
+
+        assert_eq!(error.kind(), ErrorKind::Server, "{error}");
+        assert_eq!(error.attempts().len(), attempts as usize);
+        let sent = server.ledger().requests_to("GET", PROJECTS).len();
+        assert_eq!(sent, attempts as usize);
+    }
+}
+
+#[tokio::test]
+async fn a_per_call_budget_overrides_the_clients_both_ways() {
+    let server = server().await;
+    server.inject(Fault::respond(503).on("GET", PROJECTS).times(2));
+    let stingy = client_with(&server, budget(1));
+    let generous = client_with(&server, budget(5));
+
+    let widened = stingy.get(PROJECTS).budget(budget(3)).send().await.unwrap();
+    server.inject(Fault::respond(503).on("GET", PROJECTS).times(100));
+    let narrowed = generous
+        .get(PROJECTS)
+        .budget(budget(2))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(
+        statuses(widened.attempts()),
+        [Some(503), Some(503), Some(200)]
+    );
+    assert_eq!(statuses(narrowed.attempts()), [Some(503), Some(503)]);
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 5);
+}
+
+#[tokio::test]
+async fn an_elapsed_budget_spent_on_timeouts_stops_and_says_the_call_may_have_run() {
+    let server = server().await;
+    server.inject(
+        Fault::delay_then_handle(Duration::from_millis(500))
+            .on("GET", PROJECTS)
+            .times(100),
+    );
+    let tight = budget(10)
+        .max_elapsed(Duration::from_millis(300))
+        .attempt_timeout(Duration::from_millis(100));
+
+    let (result, took) = timed(client(&server).get(PROJECTS).budget(tight).send()).await;
+
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    assert!(
+        error.may_have_run(),
+        "requests left and no answer came back"
+    );
+    assert!(error.attempts().len() >= 2, "{:?}", error.attempts());
+    for attempt in error.attempts() {
+        let timed_out = AttemptResult::Transport(TransportKind::Timeout);
+        assert_eq!(attempt.result(), timed_out, "{attempt}");
+    }
+    assert!(took >= Duration::from_millis(200), "took {took:?}");
+}
