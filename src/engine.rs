@@ -60,132 +60,68 @@ impl Engine {
         let mut retries = 0;
         loop {
             let number = attempts.len() as u32 + 1;
+            if let Err(error) = self.take_rate_slot(request, &deadline).await {
+                return Err(error.with_attempts(attempts));
+            }
             let Some(timeout) = deadline.attempt_timeout(Instant::now()) else {
-                let error = Error::new(
-                    ErrorKind::BudgetExhausted,
-                    "retry budget exhausted: no time left for another attempt",
-                );
+                let error = exhausted("no time left for another attempt".to_owned());
                 return Err(error.with_attempts(attempts));
             };
-            let now = Instant::now();
-            match self.gate.reserve(
-                request.lane,
-                now,
-                deadline.remaining(now).saturating_sub(MIN_ATTEMPT),
-            ) {
-                Ok(wait) if wait.is_zero() => {}
-                Ok(wait) => {
-                    tracing::debug!(
-                        wait_ms = wait.as_millis() as u64,
-                        "waiting for the credential's rate budget"
-                    );
-                    tokio::time::sleep(wait).await;
-                }
-                Err(wait) => {
-                    let message = format!(
-                        "retry budget exhausted: the credential's rate budget has no slot for {wait:?}"
-                    );
-                    return Err(
-                        Error::new(ErrorKind::BudgetExhausted, message).with_attempts(attempts)
-                    );
-                }
-            }
             let authorization = match token.authorization() {
                 Ok(value) => value,
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
             let answer = self.send(request, authorization, timeout).await;
-            if answer.status() == Some(StatusCode::TOO_MANY_REQUESTS)
-                && let Some(wait) = answer.retry_after(SystemTime::now())
-            {
-                self.gate.pause_until(request.lane, Instant::now() + wait);
-            }
+            self.note_rate_limit(request, &answer);
             let mut verdict = classify(request.surface, &answer);
             if budget.wait_for_in_progress {
                 verdict = verdict.waiting_for_in_progress();
             }
-            attempts.push(match answer.status() {
-                Some(status) => {
-                    Attempt::answered(number, status, answer.request_id().map(str::to_owned))
-                }
-                None => {
-                    Attempt::unanswered(number, answer.transport().unwrap_or(TransportKind::Other))
-                }
-            });
-            match verdict {
-                Verdict::Success => {
-                    trace_attempt(
-                        &answer,
-                        number,
-                        verdict,
-                        None,
-                        deadline.elapsed(Instant::now()),
-                    );
-                    // A success always has an answer: only a status is classified as one.
-                    if let Some((status, headers, body)) = answer.into_parts() {
-                        return Ok(Answered {
-                            status,
-                            headers,
-                            body,
-                            attempts,
-                        });
-                    }
-                    return Err(Error::new(
-                        ErrorKind::Transport,
-                        "no answer from the server",
-                    ));
-                }
-                Verdict::ReexchangeOnce if reexchanged => {
-                    tracing::error!(
-                        attempt = number,
-                        status = 401,
-                        request_id = answer.request_id().unwrap_or("-"),
-                        "unauthorized again after a token re-exchange: stopping; alert an operator",
-                    );
-                    return Err(stopped(request, &answer, attempts));
-                }
-                Verdict::Stop(_) => {
-                    trace_attempt(
-                        &answer,
-                        number,
-                        verdict,
-                        None,
-                        deadline.elapsed(Instant::now()),
-                    );
-                    return Err(stopped(request, &answer, attempts));
-                }
-                _ => {}
-            }
-            if deadline.attempts_left(number) == 0 {
-                trace_attempt(
-                    &answer,
-                    number,
-                    verdict,
-                    None,
-                    deadline.elapsed(Instant::now()),
+            attempts.push(record(number, &answer));
+            let elapsed = deadline.elapsed(Instant::now());
+            if verdict == Verdict::ReexchangeOnce && reexchanged {
+                tracing::error!(
+                    attempt = number,
+                    status = 401,
+                    request_id = answer.request_id().unwrap_or("-"),
+                    "unauthorized again after a token re-exchange: stopping; alert an operator",
                 );
                 return Err(stopped(request, &answer, attempts));
             }
             let retry_after = answer.retry_after(SystemTime::now());
-            let Some((wait, reason)) =
-                self.backoff
-                    .wait(verdict, retries, retry_after, &mut rand::rng())
-            else {
+            let next = match verdict {
+                Verdict::Success => {
+                    trace_attempt(&answer, number, verdict, None, elapsed);
+                    // Only an answer with a status is classified a success.
+                    let Some((status, headers, body)) = answer.into_parts() else {
+                        return Err(Error::new(
+                            ErrorKind::Transport,
+                            "no answer from the server",
+                        ));
+                    };
+                    return Ok(Answered {
+                        status,
+                        headers,
+                        body,
+                        attempts,
+                    });
+                }
+                _ if deadline.attempts_left(number) == 0 => None,
+                _ => self
+                    .backoff
+                    .wait(verdict, retries, retry_after, &mut rand::rng()),
+            };
+            let Some((wait, reason)) = next else {
+                trace_attempt(&answer, number, verdict, None, elapsed);
                 return Err(stopped(request, &answer, attempts));
             };
-            if let Err(exhausted) = deadline.check_wait(wait, Instant::now()) {
-                trace_attempt(
-                    &answer,
-                    number,
-                    verdict,
-                    None,
-                    deadline.elapsed(Instant::now()),
-                );
+            if let Err(refused) = deadline.check_wait(wait, Instant::now()) {
+                trace_attempt(&answer, number, verdict, None, elapsed);
                 let message = format!(
-                    "retry budget exhausted: the next wait of {:?} ends past the {:?} left",
-                    exhausted.wait, exhausted.remaining
+                    "the next wait of {:?} ends past the {:?} left",
+                    refused.wait, refused.remaining
                 );
-                let mut error = Error::new(ErrorKind::BudgetExhausted, message)
+                let mut error = exhausted(message)
                     .with_retry_after(retry_after)
                     .with_attempts(attempts);
                 if let Some(status) = answer.status() {
@@ -201,7 +137,7 @@ impl Engine {
                 number,
                 verdict,
                 Some((wait, reason.as_str())),
-                deadline.elapsed(Instant::now()),
+                elapsed,
             );
             if verdict == Verdict::ReexchangeOnce {
                 reexchanged = true;
@@ -213,6 +149,36 @@ impl Engine {
                 retries += 1;
                 tokio::time::sleep(wait).await;
             }
+        }
+    }
+
+    /// Waits for a slot of the credential's rate budget, or refuses when the wait would
+    /// leave no time for the attempt.
+    async fn take_rate_slot(&self, request: &FixedRequest, deadline: &Deadline) -> Result<()> {
+        let now = Instant::now();
+        let max_wait = deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
+        match self.gate.reserve(request.lane, now, max_wait) {
+            Ok(wait) if wait.is_zero() => Ok(()),
+            Ok(wait) => {
+                tracing::debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting for the rate budget"
+                );
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Err(wait) => Err(exhausted(format!(
+                "the rate budget has no slot for {wait:?}"
+            ))),
+        }
+    }
+
+    /// A 429 with `Retry-After` pauses every operation of its lane.
+    fn note_rate_limit(&self, request: &FixedRequest, answer: &Answer) {
+        if answer.status() == Some(StatusCode::TOO_MANY_REQUESTS)
+            && let Some(wait) = answer.retry_after(SystemTime::now())
+        {
+            self.gate.pause_until(request.lane, Instant::now() + wait);
         }
     }
 
@@ -248,6 +214,22 @@ impl Engine {
             Err(error) => Answer::no_response(TransportKind::of(&error)),
         }
     }
+}
+
+/// The record of attempt `number`.
+fn record(number: u32, answer: &Answer) -> Attempt {
+    match answer.status() {
+        Some(status) => Attempt::answered(number, status, answer.request_id().map(str::to_owned)),
+        None => Attempt::unanswered(number, answer.transport().unwrap_or(TransportKind::Other)),
+    }
+}
+
+/// A `budget_exhausted` error: `retry budget exhausted: {why}`.
+fn exhausted(why: String) -> Error {
+    Error::new(
+        ErrorKind::BudgetExhausted,
+        format!("retry budget exhausted: {why}"),
+    )
 }
 
 /// The error of the answer the engine stopped on, with every attempt.
