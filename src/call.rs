@@ -4,6 +4,8 @@
 //! a header the client owns, an oversize webhook body or a missing delivery
 //! ID is an `invalid_input` or `payload_too_large` error with no attempt made.
 
+use std::fmt;
+
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 
@@ -13,10 +15,10 @@ use crate::client::RetryingClient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
+use crate::redact::{BodyLen, redact_path};
 use crate::request::FixedRequest;
 
 /// What a [`Call`] addresses.
-#[derive(Debug)]
 pub(crate) enum Target {
     Write {
         method: Method,
@@ -31,6 +33,34 @@ pub(crate) enum Target {
     GraphQl {
         body: Bytes,
     },
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Write {
+                method,
+                path,
+                key,
+                body,
+            } => f
+                .debug_struct("Write")
+                .field("method", method)
+                .field("path", &redact_path(path))
+                .field("key", key)
+                .field("body", &BodyLen(body.len()))
+                .finish(),
+            Target::Read { method, path } => f
+                .debug_struct("Read")
+                .field("method", method)
+                .field("path", &redact_path(path))
+                .finish(),
+            Target::GraphQl { body } => f
+                .debug_struct("GraphQl")
+                .field("body", &BodyLen(body.len()))
+                .finish(),
+        }
+    }
 }
 
 /// A write, read or GraphQL call, sent with [`send`](Call::send).
@@ -102,7 +132,6 @@ impl<'a> Call<'a> {
 }
 
 /// A webhook delivery, sent with [`send`](Delivering::send).
-#[derive(Debug)]
 #[must_use = "a delivery does nothing until it is sent"]
 pub struct Delivering<'a> {
     client: &'a RetryingClient,
@@ -112,6 +141,18 @@ pub struct Delivering<'a> {
     headers: HeaderMap,
     legacy_org: Option<String>,
     budget: Budget,
+}
+
+impl fmt::Debug for Delivering<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivering")
+            .field("trigger_token", &self.trigger_token)
+            .field("body", &BodyLen(self.body.len()))
+            .field("id", &self.id)
+            .field("legacy_org", &self.legacy_org)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> Delivering<'a> {

@@ -110,12 +110,25 @@ impl Delivery {
 }
 
 /// A successful answer to a write, a read or a GraphQL query.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` shows the body's length, not the body.
+#[derive(Clone)]
 pub struct Response {
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
     attempts: Vec<Attempt>,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("replayed", &self.replayed())
+            .field("body", &crate::redact::BodyLen(self.body.len()))
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Response {

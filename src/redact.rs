@@ -3,6 +3,16 @@
 //! A webhook URL holds its trigger token, a secret (document 001: "redact URL path tokens"), and a
 //! query string may hold anything. So the engine logs routes only through [`redact_path`].
 
+/// A body in a `Debug` line: its length, never its bytes (document 000: never log
+/// sensitive bodies).
+pub(crate) struct BodyLen(pub(crate) usize);
+
+impl std::fmt::Debug for BodyLen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes>", self.0)
+    }
+}
+
 /// The placeholder that stands for a removed secret.
 pub(crate) const REDACTED: &str = "<redacted>";
 

@@ -19,7 +19,7 @@ use crate::redact::redact_path;
 const JSON_API: &str = "application/vnd.api+json";
 
 /// A request whose identity is fixed across attempts.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct FixedRequest {
     pub(crate) surface: Surface,
     pub(crate) method: Method,
@@ -33,6 +33,19 @@ pub(crate) struct FixedRequest {
     pub(crate) identity: Option<String>,
     /// Whose rate limit a 429 speaks for.
     pub(crate) lane: Lane,
+}
+
+/// Shows the route, never the URL (it may hold a trigger token) or the body.
+impl std::fmt::Debug for FixedRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FixedRequest")
+            .field("surface", &self.surface)
+            .field("method", &self.method)
+            .field("route", &self.route)
+            .field("identity", &self.identity)
+            .field("body", &crate::redact::BodyLen(self.body.len()))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Builds the URL of `path` under `base`, refusing anything but an absolute path.

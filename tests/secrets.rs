@@ -135,8 +135,21 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
         .await;
     server.inject(Fault::expired_token().on("GET", "/api/json/").times(10));
     let error = client.get("/api/json/v1/notes").send().await.unwrap_err();
-    // What a caller might log: the error, the outcome, the client.
-    tracing::error!(?error, %error, ?delivery, ?client, "caller logs everything it has");
+    // What a caller might log: the error, the outcomes, the client, the unsent builders.
+    let pending_delivery = client
+        .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
+        .delivery_id(id("e-3"));
+    let pending_write = client.create("/api/json/v1/notes", IdempotencyKey::random(), WRITE_BODY);
+    tracing::error!(
+        ?error,
+        %error,
+        ?delivery,
+        ?written,
+        ?client,
+        ?pending_delivery,
+        ?pending_write,
+        "caller logs everything it has"
+    );
     drop(_guard);
 
     let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
