@@ -80,11 +80,20 @@ struct Issued {
 }
 
 /// Issued tokens, forgotten `expired_token_memory` after they expire.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct TokenStore {
     tokens: HashMap<String, Issued>,
     /// (forget at, token), in issue order; the TTL is fixed, so also in time order.
     forget: VecDeque<(SystemTime, String)>,
+}
+
+/// Counts only: the keys are bearer tokens.
+impl std::fmt::Debug for TokenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenStore")
+            .field("tokens", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl TokenStore {

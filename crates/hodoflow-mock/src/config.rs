@@ -113,7 +113,9 @@ impl Scope {
 }
 
 /// A service account allowed to exchange client credentials for tokens.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+///
+/// Its `Debug` prints the secret as `<redacted>`.
+#[derive(Clone, Serialize, Deserialize)]
 pub struct ClientSeed {
     /// The client ID; also the service-account principal that scopes keys.
     pub client_id: String,
@@ -124,6 +126,17 @@ pub struct ClientSeed {
     /// Scopes the account may be granted.
     #[serde(default = "all_scopes")]
     pub scopes: Vec<Scope>,
+}
+
+impl std::fmt::Debug for ClientSeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSeed")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("organization", &self.organization)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
 }
 
 fn all_scopes() -> Vec<Scope> {
@@ -179,7 +192,9 @@ impl RunOutcome {
 }
 
 /// A webhook trigger that starts a workflow.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+///
+/// Its `Debug` prints the token as `<redacted>`.
+#[derive(Clone, Serialize, Deserialize)]
 pub struct TriggerSeed {
     /// The secret token in the trigger URL. Never logged.
     pub token: String,
@@ -195,6 +210,18 @@ pub struct TriggerSeed {
     /// The state the workflow runs it starts end in.
     #[serde(default)]
     pub run_outcome: RunOutcome,
+}
+
+impl std::fmt::Debug for TriggerSeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TriggerSeed")
+            .field("token", &"<redacted>")
+            .field("organization", &self.organization)
+            .field("active", &self.active)
+            .field("unsupported_auth", &self.unsupported_auth)
+            .field("run_outcome", &self.run_outcome)
+            .finish()
+    }
 }
 
 fn yes() -> bool {
@@ -237,5 +264,18 @@ impl TriggerSeed {
     /// The demo trigger of `acme`.
     pub fn demo() -> Self {
         Self::new(DEMO_TRIGGER_TOKEN, DEMO_ORGANIZATION)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_prints_a_client_secret_or_trigger_token() {
+        let client = format!("{:?}", ClientSeed::new("svc", "s3cr3t", "acme"));
+        let trigger = format!("{:?}", TriggerSeed::new("trg_s3cr3t", "acme"));
+        assert!(client.contains("svc") && !client.contains("s3cr3t"), "{client}");
+        assert!(trigger.contains("acme") && !trigger.contains("s3cr3t"), "{trigger}");
     }
 }

@@ -325,11 +325,19 @@ fn respond(
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct MockServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
     accept: JoinHandle<()>,
+}
+
+/// Shows the address only: the state holds secrets and tokens.
+impl fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MockServer {
