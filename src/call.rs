@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method};
 
 use crate::auth::Secret;
+use crate::backoff::Backoff;
 use crate::budget::Budget;
 use crate::client::RetryingClient;
 use crate::error::{Error, ErrorKind, Result};
@@ -71,6 +72,7 @@ pub struct Call<'a> {
     target: Target,
     headers: HeaderMap,
     budget: Budget,
+    backoff: Backoff,
 }
 
 impl<'a> Call<'a> {
@@ -80,6 +82,7 @@ impl<'a> Call<'a> {
             target,
             headers: HeaderMap::new(),
             budget: client.inner.budget,
+            backoff: client.inner.backoff,
         }
     }
 
@@ -95,6 +98,14 @@ impl<'a> Call<'a> {
     /// Default: the client's budget.
     pub fn budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// The backoff of this call.
+    ///
+    /// Default: the client's backoff.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
         self
     }
 
@@ -121,7 +132,12 @@ impl<'a> Call<'a> {
             }
             Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
         };
-        let answered = self.client.inner.engine.run(&request, self.budget).await?;
+        let answered = self
+            .client
+            .inner
+            .engine
+            .run(&request, self.budget, self.backoff)
+            .await?;
         Ok(Response::new(
             answered.status,
             answered.headers,
@@ -141,6 +157,7 @@ pub struct Delivering<'a> {
     headers: HeaderMap,
     legacy_org: Option<String>,
     budget: Budget,
+    backoff: Backoff,
 }
 
 impl fmt::Debug for Delivering<'_> {
@@ -165,6 +182,7 @@ impl<'a> Delivering<'a> {
             headers: HeaderMap::new(),
             legacy_org: None,
             budget: client.inner.budget,
+            backoff: client.inner.backoff,
         }
     }
 
@@ -199,6 +217,14 @@ impl<'a> Delivering<'a> {
     /// Default: the client's budget.
     pub fn budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// The backoff of this delivery.
+    ///
+    /// Default: the client's backoff.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
         self
     }
 
@@ -258,7 +284,10 @@ impl<'a> Delivering<'a> {
             None => format!("/api/v1/webhooks/{token}"),
         };
         let request = FixedRequest::webhook(&inner.base, &path, &id, self.body, &self.headers)?;
-        let answered = inner.engine.run(&request, self.budget).await?;
+        let answered = inner
+            .engine
+            .run(&request, self.budget, self.backoff)
+            .await?;
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }

@@ -102,7 +102,7 @@ impl ClientBuilder {
         self
     }
 
-    /// The backoff between retries.
+    /// The backoff between retries, overridable per call.
     ///
     /// Default: [`Backoff::default`]: 500 ms doubling to 30 s, full jitter.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
@@ -189,10 +189,10 @@ impl ClientBuilder {
                 engine: Engine {
                     http,
                     tokens: TokenCache::new(exchanger),
-                    backoff: self.backoff,
                     gate: RateGate::new(self.rate_budget),
                 },
                 budget: self.budget,
+                backoff: self.backoff,
                 webhook_body_limit: self.webhook_body_limit,
                 poll_interval: self.poll_interval,
             }),
@@ -213,6 +213,7 @@ pub(crate) struct Inner {
     pub(crate) base: reqwest::Url,
     pub(crate) engine: Engine,
     pub(crate) budget: Budget,
+    pub(crate) backoff: Backoff,
     pub(crate) webhook_body_limit: usize,
     pub(crate) poll_interval: Duration,
 }

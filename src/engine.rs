@@ -25,7 +25,6 @@ const MIN_ATTEMPT: std::time::Duration = std::time::Duration::from_millis(1);
 pub(crate) struct Engine {
     pub(crate) http: reqwest::Client,
     pub(crate) tokens: TokenCache,
-    pub(crate) backoff: Backoff,
     pub(crate) gate: RateGate,
 }
 
@@ -40,7 +39,12 @@ pub(crate) struct Answered {
 
 impl Engine {
     /// Runs `request` until the matrix says stop or the budget ends.
-    pub(crate) async fn run(&self, request: &FixedRequest, budget: Budget) -> Result<Answered> {
+    pub(crate) async fn run(
+        &self,
+        request: &FixedRequest,
+        budget: Budget,
+        backoff: Backoff,
+    ) -> Result<Answered> {
         budget.validate()?;
         let span = tracing::info_span!(
             "hodoflow_retry.request",
@@ -49,10 +53,17 @@ impl Engine {
             route = %request.route,
             key = request.identity.as_deref().unwrap_or("-"),
         );
-        self.attempts(request, budget).instrument(span).await
+        self.attempts(request, budget, backoff)
+            .instrument(span)
+            .await
     }
 
-    async fn attempts(&self, request: &FixedRequest, budget: Budget) -> Result<Answered> {
+    async fn attempts(
+        &self,
+        request: &FixedRequest,
+        budget: Budget,
+        backoff: Backoff,
+    ) -> Result<Answered> {
         let mut token = self.tokens.get().await?;
         let deadline = Deadline::start(budget, Instant::now());
         let mut attempts: Vec<Attempt> = Vec::new();
@@ -107,9 +118,7 @@ impl Engine {
                     });
                 }
                 _ if deadline.attempts_left(number) == 0 => None,
-                _ => self
-                    .backoff
-                    .wait(verdict, retries, retry_after, &mut rand::rng()),
+                _ => backoff.wait(verdict, retries, retry_after, &mut rand::rng()),
             };
             let Some((wait, reason)) = next else {
                 trace_attempt(&answer, number, verdict, None, elapsed);

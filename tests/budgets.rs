@@ -6,7 +6,9 @@ mod support;
 use std::time::{Duration, Instant, SystemTime};
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{AttemptResult, ErrorKind, TransportKind, WaitReason};
+use hodoflow_retry::{
+    AttemptResult, Backoff, ErrorKind, RetryingClient, TransportKind, WaitReason,
+};
 use support::{
     JSON_API, PROJECTS, TRIGGER, WEBHOOKS, budget, client, client_with, delivery, key, project,
     server, statuses, timed,
@@ -183,4 +185,34 @@ async fn an_elapsed_budget_spent_on_timeouts_stops_and_says_the_call_may_have_ru
         assert_eq!(attempt.result(), timed_out, "{attempt}");
     }
     assert!(took >= Duration::from_millis(200), "took {took:?}");
+}
+
+#[tokio::test]
+async fn a_per_call_backoff_overrides_the_clients() {
+    let server = server().await;
+    server.inject(Fault::respond(500).on("GET", PROJECTS).times(2));
+    let slow = Backoff::new()
+        .base(Duration::from_secs(10))
+        .cap(Duration::from_secs(10));
+    let client = RetryingClient::builder(server.base_url())
+        .client_credentials(
+            hodoflow_mock::DEMO_CLIENT_ID,
+            hodoflow_mock::DEMO_CLIENT_SECRET,
+        )
+        .backoff(slow)
+        .budget(budget(3).max_elapsed(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let quick = Backoff::new()
+        .base(Duration::from_millis(1))
+        .cap(Duration::from_millis(4));
+
+    let read = client.get(PROJECTS).backoff(quick).send().await.unwrap();
+
+    assert_eq!(statuses(read.attempts()), [Some(500), Some(500), Some(200)]);
+    for waited in &read.attempts()[..2] {
+        assert_eq!(waited.wait_reason(), WaitReason::Backoff);
+        assert!(waited.wait() <= Duration::from_millis(4), "{waited}");
+    }
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 3);
 }

@@ -275,7 +275,13 @@ mod tests {
     fn debug_never_prints_a_client_secret_or_trigger_token() {
         let client = format!("{:?}", ClientSeed::new("svc", "s3cr3t", "acme"));
         let trigger = format!("{:?}", TriggerSeed::new("trg_s3cr3t", "acme"));
-        assert!(client.contains("svc") && !client.contains("s3cr3t"), "{client}");
-        assert!(trigger.contains("acme") && !trigger.contains("s3cr3t"), "{trigger}");
+        assert!(
+            client.contains("svc") && !client.contains("s3cr3t"),
+            "{client}"
+        );
+        assert!(
+            trigger.contains("acme") && !trigger.contains("s3cr3t"),
+            "{trigger}"
+        );
     }
 }
