@@ -260,6 +260,17 @@ impl RetryingClient {
         )
     }
 
+    /// `HEAD path`: a read without a body, retried like `GET`.
+    pub fn head(&self, path: &str) -> Call<'_> {
+        Call::new(
+            self,
+            Target::Read {
+                method: Method::HEAD,
+                path: path.to_owned(),
+            },
+        )
+    }
+
     /// A GraphQL `factQuery` document with its variables: read-only, no key.
     pub fn graphql(&self, query: &str, variables: serde_json::Value) -> Call<'_> {
         let body = serde_json::json!({"query": query, "variables": variables});

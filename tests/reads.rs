@@ -99,3 +99,18 @@ async fn a_path_that_could_leave_the_base_url_is_refused_and_nothing_is_sent() {
         assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
     }
 }
+
+#[tokio::test]
+async fn a_head_is_a_read_retried_after_a_503_without_a_key() {
+    let server = server().await;
+    server.inject(Fault::respond(503).on("HEAD", PROJECTS));
+
+    let head = client(&server).head(PROJECTS).send().await.unwrap();
+
+    assert_eq!(statuses(head.attempts()), [Some(503), Some(200)]);
+    assert!(head.body().is_empty());
+    let ledger = server.ledger();
+    let sent = ledger.requests_to("HEAD", PROJECTS);
+    assert_eq!(sent.len(), 2);
+    assert!(sent.iter().all(|request| request.idempotency_key.is_none()));
+}
