@@ -13,6 +13,7 @@ use crate::auth::Secret;
 use crate::backoff::Backoff;
 use crate::budget::Budget;
 use crate::client::RetryingClient;
+use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
@@ -71,8 +72,7 @@ pub struct Call<'a> {
     client: &'a RetryingClient,
     target: Target,
     headers: HeaderMap,
-    budget: Budget,
-    backoff: Backoff,
+    policy: Policy,
 }
 
 impl<'a> Call<'a> {
@@ -81,8 +81,7 @@ impl<'a> Call<'a> {
             client,
             target,
             headers: HeaderMap::new(),
-            budget: client.inner.budget,
-            backoff: client.inner.backoff,
+            policy: client.inner.policy,
         }
     }
 
@@ -97,7 +96,7 @@ impl<'a> Call<'a> {
     ///
     /// Default: the client's budget.
     pub fn budget(mut self, budget: Budget) -> Self {
-        self.budget = budget;
+        self.policy.budget = budget;
         self
     }
 
@@ -105,7 +104,7 @@ impl<'a> Call<'a> {
     ///
     /// Default: the client's backoff.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.policy.backoff = backoff;
         self
     }
 
@@ -132,12 +131,7 @@ impl<'a> Call<'a> {
             }
             Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
         };
-        let answered = self
-            .client
-            .inner
-            .engine
-            .run(&request, self.budget, self.backoff)
-            .await?;
+        let answered = self.client.inner.engine.run(&request, self.policy).await?;
         Ok(Response::new(
             answered.status,
             answered.headers,
@@ -156,8 +150,7 @@ pub struct Delivering<'a> {
     id: Option<DeliveryId>,
     headers: HeaderMap,
     legacy_org: Option<String>,
-    budget: Budget,
-    backoff: Backoff,
+    policy: Policy,
 }
 
 impl fmt::Debug for Delivering<'_> {
@@ -167,7 +160,7 @@ impl fmt::Debug for Delivering<'_> {
             .field("body", &BodyLen(self.body.len()))
             .field("id", &self.id)
             .field("legacy_org", &self.legacy_org)
-            .field("budget", &self.budget)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
@@ -181,8 +174,7 @@ impl<'a> Delivering<'a> {
             id: None,
             headers: HeaderMap::new(),
             legacy_org: None,
-            budget: client.inner.budget,
-            backoff: client.inner.backoff,
+            policy: client.inner.policy,
         }
     }
 
@@ -216,7 +208,7 @@ impl<'a> Delivering<'a> {
     ///
     /// Default: the client's budget.
     pub fn budget(mut self, budget: Budget) -> Self {
-        self.budget = budget;
+        self.policy.budget = budget;
         self
     }
 
@@ -224,7 +216,7 @@ impl<'a> Delivering<'a> {
     ///
     /// Default: the client's backoff.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.policy.backoff = backoff;
         self
     }
 
@@ -284,10 +276,7 @@ impl<'a> Delivering<'a> {
             None => format!("/api/v1/webhooks/{token}"),
         };
         let request = FixedRequest::webhook(&inner.base, &path, &id, self.body, &self.headers)?;
-        let answered = inner
-            .engine
-            .run(&request, self.budget, self.backoff)
-            .await?;
+        let answered = inner.engine.run(&request, self.policy).await?;
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }

@@ -10,7 +10,7 @@ use crate::auth::{ClientCredentials, Secret, TokenCache, TokenExchanger};
 use crate::backoff::Backoff;
 use crate::budget::Budget;
 use crate::call::{Call, Delivering, Target};
-use crate::engine::Engine;
+use crate::engine::{Engine, Policy};
 use crate::error::{Error, Result};
 use crate::key::IdempotencyKey;
 use crate::rate::{RateBudget, RateGate};
@@ -39,8 +39,7 @@ pub struct ClientBuilder {
     base_url: String,
     exchanger: Option<Arc<dyn TokenExchanger>>,
     credentials: Option<(String, Secret)>,
-    budget: Budget,
-    backoff: Backoff,
+    policy: Policy,
     webhook_body_limit: usize,
     poll_interval: Duration,
     rate_budget: Option<RateBudget>,
@@ -51,8 +50,7 @@ impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientBuilder")
             .field("base_url", &self.base_url)
-            .field("budget", &self.budget)
-            .field("backoff", &self.backoff)
+            .field("policy", &self.policy)
             .field("webhook_body_limit", &self.webhook_body_limit)
             .finish_non_exhaustive()
     }
@@ -65,8 +63,10 @@ impl ClientBuilder {
             base_url: base_url.into(),
             exchanger: None,
             credentials: None,
-            budget: Budget::default(),
-            backoff: Backoff::default(),
+            policy: Policy {
+                budget: Budget::default(),
+                backoff: Backoff::default(),
+            },
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
             poll_interval: Duration::from_secs(1),
             rate_budget: None,
@@ -98,7 +98,7 @@ impl ClientBuilder {
     ///
     /// Default: [`Budget::default`]: 5 attempts, 60 s, 15 s per attempt.
     pub fn budget(mut self, budget: Budget) -> Self {
-        self.budget = budget;
+        self.policy.budget = budget;
         self
     }
 
@@ -106,7 +106,7 @@ impl ClientBuilder {
     ///
     /// Default: [`Backoff::default`]: 500 ms doubling to 30 s, full jitter.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.policy.backoff = backoff;
         self
     }
 
@@ -159,7 +159,7 @@ impl ClientBuilder {
             .ok_or_else(|| {
                 Error::invalid_input("the base URL must be an http(s) URL with a host")
             })?;
-        self.budget.validate()?;
+        self.policy.budget.validate()?;
         if self.poll_interval.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
         }
@@ -191,8 +191,7 @@ impl ClientBuilder {
                     tokens: TokenCache::new(exchanger),
                     gate: RateGate::new(self.rate_budget),
                 },
-                budget: self.budget,
-                backoff: self.backoff,
+                policy: self.policy,
                 webhook_body_limit: self.webhook_body_limit,
                 poll_interval: self.poll_interval,
             }),
@@ -212,8 +211,7 @@ pub struct RetryingClient {
 pub(crate) struct Inner {
     pub(crate) base: reqwest::Url,
     pub(crate) engine: Engine,
-    pub(crate) budget: Budget,
-    pub(crate) backoff: Backoff,
+    pub(crate) policy: Policy,
     pub(crate) webhook_body_limit: usize,
     pub(crate) poll_interval: Duration,
 }

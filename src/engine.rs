@@ -1,7 +1,7 @@
 //! The one attempt loop every surface runs:
 //! fixed request -> attempt -> classify -> wait -> next attempt -> outcome.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -18,7 +18,14 @@ use crate::rate::RateGate;
 use crate::request::FixedRequest;
 
 /// The least time an attempt needs: a rate-budget wait must leave this much of the budget.
-const MIN_ATTEMPT: std::time::Duration = std::time::Duration::from_millis(1);
+const MIN_ATTEMPT: Duration = Duration::from_millis(1);
+
+/// How one operation retries: its budget and its backoff, set per client and per call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    pub(crate) budget: Budget,
+    pub(crate) backoff: Backoff,
+}
 
 /// What the engine needs of its client.
 #[derive(Debug)]
@@ -39,13 +46,8 @@ pub(crate) struct Answered {
 
 impl Engine {
     /// Runs `request` until the matrix says stop or the budget ends.
-    pub(crate) async fn run(
-        &self,
-        request: &FixedRequest,
-        budget: Budget,
-        backoff: Backoff,
-    ) -> Result<Answered> {
-        budget.validate()?;
+    pub(crate) async fn run(&self, request: &FixedRequest, policy: Policy) -> Result<Answered> {
+        policy.budget.validate()?;
         let span = tracing::info_span!(
             "hodoflow_retry.request",
             surface = request.surface.as_str(),
@@ -53,16 +55,13 @@ impl Engine {
             route = %request.route,
             key = request.identity.as_deref().unwrap_or("-"),
         );
-        self.attempts(request, budget, backoff)
-            .instrument(span)
-            .await
+        self.attempts(request, policy).instrument(span).await
     }
 
     async fn attempts(
         &self,
         request: &FixedRequest,
-        budget: Budget,
-        backoff: Backoff,
+        Policy { budget, backoff }: Policy,
     ) -> Result<Answered> {
         let mut token = self.tokens.get().await?;
         let deadline = Deadline::start(budget, Instant::now());
@@ -83,7 +82,8 @@ impl Engine {
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
             let answer = self.send(request, authorization, timeout).await;
-            self.note_rate_limit(request, &answer);
+            let retry_after = answer.retry_after(SystemTime::now());
+            self.note_rate_limit(request, &answer, retry_after);
             let mut verdict = classify(request.surface, &answer);
             if budget.wait_for_in_progress {
                 verdict = verdict.waiting_for_in_progress();
@@ -99,7 +99,6 @@ impl Engine {
                 );
                 return Err(stopped(request, &answer, attempts));
             }
-            let retry_after = answer.retry_after(SystemTime::now());
             let next = match verdict {
                 Verdict::Success => {
                     trace_attempt(&answer, number, verdict, None, elapsed);
@@ -183,9 +182,14 @@ impl Engine {
     }
 
     /// A 429 with `Retry-After` pauses every operation of its lane.
-    fn note_rate_limit(&self, request: &FixedRequest, answer: &Answer) {
+    fn note_rate_limit(
+        &self,
+        request: &FixedRequest,
+        answer: &Answer,
+        retry_after: Option<Duration>,
+    ) {
         if answer.status() == Some(StatusCode::TOO_MANY_REQUESTS)
-            && let Some(wait) = answer.retry_after(SystemTime::now())
+            && let Some(wait) = retry_after
         {
             self.gate.pause_until(request.lane, Instant::now() + wait);
         }
@@ -196,7 +200,7 @@ impl Engine {
         &self,
         request: &FixedRequest,
         authorization: http::HeaderValue,
-        timeout: std::time::Duration,
+        timeout: Duration,
     ) -> Answer {
         let sent = self
             .http
@@ -252,8 +256,8 @@ fn trace_attempt(
     answer: &Answer,
     number: u32,
     verdict: Verdict,
-    wait: Option<(std::time::Duration, &str)>,
-    elapsed: std::time::Duration,
+    wait: Option<(Duration, &str)>,
+    elapsed: Duration,
 ) {
     let elapsed_ms = elapsed.as_millis() as u64;
     let result = match (answer.status(), answer.transport()) {

@@ -99,7 +99,7 @@ impl<'a> FollowRun<'a> {
             client,
             run_id: run_id.to_owned(),
             interval: client.inner.poll_interval,
-            max_elapsed: client.inner.budget.max_elapsed,
+            max_elapsed: client.inner.policy.budget.max_elapsed,
         }
     }
 
@@ -146,7 +146,7 @@ impl<'a> FollowRun<'a> {
         }
         let path = format!("/api/json/v1/workflow_runs/{}", self.run_id);
         let end = Instant::now() + self.max_elapsed;
-        let client_budget = self.client.inner.budget;
+        let client_budget = self.client.inner.policy.budget;
         let mut polls = 0;
         loop {
             let remaining = end.saturating_duration_since(Instant::now());
