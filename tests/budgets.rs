@@ -185,6 +185,17 @@ async fn an_elapsed_budget_spent_on_timeouts_stops_and_says_the_call_may_have_ru
         assert_eq!(attempt.result(), timed_out, "{attempt}");
     }
     assert!(took >= Duration::from_millis(200), "took {took:?}");
+    let ledger = server.ledger();
+    let arrived = ledger.requests_to("GET", PROJECTS);
+    assert_eq!(
+        arrived.len(),
+        error.attempts().len(),
+        "every attempt reached the server"
+    );
+    assert!(
+        arrived.iter().all(|request| request.status != Some(200)),
+        "none was answered in time"
+    );
 }
 
 #[tokio::test]
