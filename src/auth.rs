@@ -207,9 +207,7 @@ impl ClientCredentials {
         client_secret: impl Into<Secret>,
     ) -> Result<Self> {
         let token_url = format!("{}/oauth/token", base_url.trim_end_matches('/'));
-        let token_url = reqwest::Url::parse(&token_url)
-            .ok()
-            .filter(|url| matches!(url.scheme(), "http" | "https"))
+        let token_url = http_url(&token_url)
             .ok_or_else(|| Error::invalid_input("the token base URL is not an http(s) URL"))?;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -225,6 +223,21 @@ impl ClientCredentials {
             scope: None,
             timeout: Self::DEFAULT_TIMEOUT,
         })
+    }
+
+    /// Exchanges at this URL instead of `{base_url}/oauth/token`, for a token endpoint on
+    /// another host.
+    ///
+    /// Default: `{base_url}/oauth/token`.
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `token_url` is
+    /// not an `http` or `https` URL with a host.
+    pub fn token_url(mut self, token_url: &str) -> Result<Self> {
+        self.token_url = http_url(token_url)
+            .ok_or_else(|| Error::invalid_input("the token URL is not an http(s) URL"))?;
+        Ok(self)
     }
 
     /// Asks for these scopes, space-separated (`"api_read api_write webhooks"`).
@@ -354,6 +367,13 @@ fn seconds(value: &Value) -> Option<u64> {
 
 /// Whether `code` looks like an OAuth error code (`invalid_client`): short, and only the
 /// characters RFC 6749 allows, so quoting it cannot leak a body.
+/// `url` parsed, when it is an `http` or `https` URL with a host.
+fn http_url(url: &str) -> Option<reqwest::Url> {
+    reqwest::Url::parse(url)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+}
+
 fn is_oauth_error_code(code: &str) -> bool {
     (1..=64).contains(&code.len())
         && code
@@ -609,6 +629,23 @@ mod tests {
             refused.expect_err("invalid").kind(),
             ErrorKind::TokenExchange
         );
+    }
+
+    #[test]
+    fn a_token_url_replaces_the_default_and_must_be_http() {
+        let credentials = ClientCredentials::new("http://127.0.0.1:8080", "id", SECRET)
+            .expect("valid")
+            .token_url("https://login.example/oauth2/token")
+            .expect("valid token URL");
+        assert_eq!(
+            credentials.token_url.as_str(),
+            "https://login.example/oauth2/token"
+        );
+        let error = ClientCredentials::new("http://127.0.0.1:8080", "id", SECRET)
+            .expect("valid")
+            .token_url("file:///etc/passwd")
+            .expect_err("not http");
+        assert_eq!(error.kind(), ErrorKind::InvalidInput);
     }
 
     #[test]
