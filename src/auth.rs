@@ -460,6 +460,11 @@ impl TokenCache {
         }
     }
 
+    /// Exchanges finished, failed ones included.
+    pub(crate) fn exchanges(&self) -> u64 {
+        self.finished.load(Ordering::Acquire)
+    }
+
     /// A token to send: the cached one while fresh, else a new one from one shared exchange.
     ///
     /// When a refresh ahead of expiry fails, the old token is used while it lasts.

@@ -19,6 +19,7 @@ use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::FixedRequest;
+use crate::trigger_limit::TriggerKey;
 
 /// What a [`Call`] addresses.
 pub(crate) enum Target {
@@ -275,7 +276,9 @@ impl<'a> Delivering<'a> {
             }
             None => format!("/api/v1/webhooks/{token}"),
         };
-        let request = FixedRequest::webhook(&inner.base, &path, &id, self.body, &self.headers)?;
+        let trigger = TriggerKey::of(token);
+        let request =
+            FixedRequest::webhook(&inner.base, &path, trigger, &id, self.body, &self.headers)?;
         let answered = inner.engine.run(&request, self.policy).await?;
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))

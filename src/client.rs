@@ -1,5 +1,6 @@
 //! [`RetryingClient`] and its builder: the entry points of every surface.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,10 @@ use crate::engine::{Engine, Policy};
 use crate::error::{Error, Result};
 use crate::key::IdempotencyKey;
 use crate::rate::{RateBudget, RateGate};
+use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
+use crate::stats::{Counters, Stats};
+use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
 pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
@@ -43,6 +47,9 @@ pub struct ClientBuilder {
     webhook_body_limit: usize,
     poll_interval: Duration,
     rate_budget: Option<RateBudget>,
+    retry_budget: RetryBudget,
+    trigger_limit: Option<TriggerLimit>,
+    trigger_limits: HashMap<TriggerKey, TriggerLimit>,
     http: Option<reqwest::Client>,
 }
 
@@ -52,6 +59,9 @@ impl std::fmt::Debug for ClientBuilder {
             .field("base_url", &self.base_url)
             .field("policy", &self.policy)
             .field("webhook_body_limit", &self.webhook_body_limit)
+            .field("rate_budget", &self.rate_budget)
+            .field("retry_budget", &self.retry_budget)
+            .field("trigger_limit", &self.trigger_limit)
             .finish_non_exhaustive()
     }
 }
@@ -70,6 +80,9 @@ impl ClientBuilder {
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
             poll_interval: Duration::from_secs(1),
             rate_budget: None,
+            retry_budget: RetryBudget::new(),
+            trigger_limit: None,
+            trigger_limits: HashMap::new(),
             http: None,
         }
     }
@@ -118,14 +131,45 @@ impl ClientBuilder {
         self
     }
 
-    /// The credential's rate budget: attempts of every operation of this client (and its
-    /// clones) are spaced to fit it, and a wait for a slot that would end past an operation's
-    /// budget stops it with `budget_exhausted`. A 429's `Retry-After` pauses every operation
-    /// of the client, with or without a rate budget.
+    /// The credential's rate budget: attempts of every call of this client (and its
+    /// clones) are spaced to fit it, and a wait for a slot that would end past a call's
+    /// budget stops it with `budget_exhausted`. With or without it, a 429 or 503 with
+    /// `Retry-After` (or a `RateLimit` field with nothing remaining) closes the gate for every
+    /// call of the client until that instant.
     ///
-    /// Default: none (only the server's 429s pace the client).
+    /// Default: none (only the server's answers pace the client).
     pub fn rate_budget(mut self, budget: RateBudget) -> Self {
         self.rate_budget = Some(budget);
+        self
+    }
+
+    /// The token bucket that caps the retries of every call of this client, shared with every
+    /// other client given a clone of `budget`. [`RetryBudget::disabled`] turns it off.
+    ///
+    /// Default: a bucket of this client's own, [`RetryBudget::new`]: 500 tokens, 5 a retry, 10
+    /// a retry after a timeout.
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    /// Paces the deliveries to every webhook trigger to `limit` on the client, so a burst
+    /// waits here instead of bouncing off 429s. [`TriggerLimit::DOCUMENTED`] is document 001's
+    /// default of 100 requests per 60 s.
+    ///
+    /// Default: no pacing (only the server's 429s pace deliveries).
+    pub fn trigger_limit(mut self, limit: TriggerLimit) -> Self {
+        self.trigger_limit = Some(limit);
+        self
+    }
+
+    /// Paces the deliveries to the trigger with `trigger_token` to `limit`, whatever
+    /// [`trigger_limit`](Self::trigger_limit) says. The token is kept only as a hash.
+    ///
+    /// Default: none.
+    pub fn trigger_limit_for(mut self, trigger_token: &str, limit: TriggerLimit) -> Self {
+        self.trigger_limits
+            .insert(TriggerKey::of(trigger_token), limit);
         self
     }
 
@@ -190,6 +234,9 @@ impl ClientBuilder {
                     http,
                     tokens: TokenCache::new(exchanger),
                     gate: RateGate::new(self.rate_budget),
+                    triggers: TriggerLimiter::new(self.trigger_limit, self.trigger_limits),
+                    retry_budget: self.retry_budget,
+                    counters: Counters::default(),
                 },
                 policy: self.policy,
                 webhook_body_limit: self.webhook_body_limit,
@@ -290,6 +337,16 @@ impl RetryingClient {
         body: impl Into<Bytes>,
     ) -> Delivering<'_> {
         Delivering::new(self, trigger_token.into(), body.into())
+    }
+
+    /// What this client and its clones have done so far: calls, attempts, retries by cause,
+    /// retry tokens left, time waited, exchanges. Cheap: a few atomic loads.
+    pub fn stats(&self) -> Stats {
+        let engine = &self.inner.engine;
+        let mut stats = engine.counters.snapshot();
+        stats.retry_budget_tokens = engine.retry_budget.tokens();
+        stats.exchanges = engine.tokens.exchanges();
+        stats
     }
 
     /// Follows a workflow run until it succeeds, fails or is cancelled.

@@ -15,7 +15,11 @@ use crate::budget::{Budget, Deadline};
 use crate::classify::{Answer, Surface, Verdict, classify, final_error};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rate::RateGate;
+use crate::rate_limit_field;
 use crate::request::FixedRequest;
+use crate::retry_budget::{Refused, RetryBudget};
+use crate::stats::{Counters, RetryCause};
+use crate::trigger_limit::{Slot, TriggerLimiter};
 
 /// The least time an attempt needs: a rate-budget wait must leave this much of the budget.
 const MIN_ATTEMPT: Duration = Duration::from_millis(1);
@@ -33,6 +37,9 @@ pub(crate) struct Engine {
     pub(crate) http: reqwest::Client,
     pub(crate) tokens: TokenCache,
     pub(crate) gate: RateGate,
+    pub(crate) triggers: TriggerLimiter,
+    pub(crate) retry_budget: RetryBudget,
+    pub(crate) counters: Counters,
 }
 
 /// The final, successful answer and every attempt that led to it.
@@ -48,6 +55,7 @@ impl Engine {
     /// Runs `request` until the matrix says stop or the budget ends.
     pub(crate) async fn run(&self, request: &FixedRequest, policy: Policy) -> Result<Answered> {
         policy.budget.validate()?;
+        self.counters.call_started();
         let span = tracing::info_span!(
             "hodoflow_retry.request",
             surface = request.surface.as_str(),
@@ -55,7 +63,35 @@ impl Engine {
             route = %request.route,
             key = request.identity.as_deref().unwrap_or("-"),
         );
-        self.attempts(request, policy).instrument(span).await
+        let result = self
+            .attempts(request, policy)
+            .instrument(span.clone())
+            .await;
+        self.counters.call_ended(result.is_ok());
+        span.in_scope(|| self.trace_call(&result));
+        result
+    }
+
+    /// One event per call with the client's counters, for dashboards built on tracing.
+    fn trace_call(&self, result: &Result<Answered>) {
+        let (attempts, outcome) = match result {
+            Ok(answered) => (answered.attempts.len(), "ok"),
+            Err(error) => (error.attempts().len(), error.kind().as_str()),
+        };
+        let stats = self.counters.snapshot();
+        tracing::debug!(
+            attempts,
+            outcome,
+            client_calls = stats.calls,
+            client_attempts = stats.attempts,
+            client_retries = stats.retries.total(),
+            client_retry_refusals = stats.retry_budget_refusals,
+            retry_tokens_left = self.retry_budget.tokens().map(i64::from).unwrap_or(-1),
+            gate_wait_ms = stats.gate_wait.as_millis() as u64,
+            trigger_wait_ms = stats.trigger_wait.as_millis() as u64,
+            exchanges = self.tokens.exchanges(),
+            "call finished"
+        );
     }
 
     async fn attempts(
@@ -68,11 +104,14 @@ impl Engine {
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut reexchanged = false;
         let mut retries = 0;
+        // Retry tokens this call took, refunded if it succeeds.
+        let mut spent = 0;
         loop {
             let number = attempts.len() as u32 + 1;
-            if let Err(error) = self.take_rate_slot(request, &deadline).await {
-                return Err(error.with_attempts(attempts));
-            }
+            let slot = match self.take_slots(request, &deadline).await {
+                Ok(slot) => slot,
+                Err(error) => return Err(error.with_attempts(attempts)),
+            };
             let Some(timeout) = deadline.attempt_timeout(Instant::now()) else {
                 let error = exhausted("no time left for another attempt".to_owned());
                 return Err(error.with_attempts(attempts));
@@ -81,9 +120,13 @@ impl Engine {
                 Ok(value) => value,
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
+            self.counters.attempt_sent();
             let answer = self.send(request, authorization, timeout).await;
+            if let Some(slot) = slot {
+                slot.release_after_window();
+            }
             let retry_after = answer.retry_after(SystemTime::now());
-            self.note_rate_limit(request, &answer, retry_after);
+            self.note_rate_limit(&answer, retry_after);
             let mut verdict = classify(request.surface, &answer);
             if budget.wait_for_in_progress {
                 verdict = verdict.waiting_for_in_progress();
@@ -102,6 +145,7 @@ impl Engine {
             let next = match verdict {
                 Verdict::Success => {
                     trace_attempt(&answer, number, verdict, None, elapsed);
+                    self.retry_budget.succeeded(spent);
                     // Only an answer with a status is classified a success.
                     let Some((status, headers, body)) = answer.into_parts() else {
                         return Err(Error::new(
@@ -137,6 +181,25 @@ impl Engine {
                 }
                 return Err(error);
             }
+            if verdict != Verdict::ReexchangeOnce {
+                let after_timeout = answer.transport() == Some(TransportKind::Timeout);
+                match self.retry_budget.acquire(after_timeout) {
+                    Ok(cost) => spent += cost,
+                    Err(refused) => {
+                        trace_attempt(&answer, number, verdict, None, elapsed);
+                        self.counters.retry_refused();
+                        let mut error = retry_budget_exhausted(refused)
+                            .with_retry_after(retry_after)
+                            .with_attempts(attempts);
+                        if let Some(status) = answer.status() {
+                            error = error.with_status(status);
+                        }
+                        return Err(error);
+                    }
+                }
+            }
+            let cause = RetryCause::of(answer.status(), answer.transport());
+            self.counters.retried(cause);
             if let Some(last) = attempts.last_mut() {
                 last.set_wait(wait, reason);
             }
@@ -144,7 +207,7 @@ impl Engine {
                 &answer,
                 number,
                 verdict,
-                Some((wait, reason.as_str())),
+                Some((wait, reason.as_str(), cause.as_str())),
                 elapsed,
             );
             if verdict == Verdict::ReexchangeOnce {
@@ -160,38 +223,82 @@ impl Engine {
         }
     }
 
-    /// Waits for a slot of the credential's rate budget, or refuses when the wait would
-    /// leave no time for the attempt.
-    async fn take_rate_slot(&self, request: &FixedRequest, deadline: &Deadline) -> Result<()> {
-        let now = Instant::now();
-        let max_wait = deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
-        match self.gate.reserve(request.lane, now, max_wait) {
-            Ok(wait) if wait.is_zero() => Ok(()),
-            Ok(wait) => {
-                tracing::debug!(
-                    wait_ms = wait.as_millis() as u64,
-                    "waiting for the rate budget"
-                );
-                tokio::time::sleep(wait).await;
-                Ok(())
-            }
-            Err(wait) => Err(exhausted(format!(
-                "the rate budget has no slot for {wait:?}"
-            ))),
-        }
-    }
-
-    /// A 429 with `Retry-After` pauses every operation of its lane.
-    fn note_rate_limit(
+    /// Waits for a slot of the trigger's window (when paced), then for the credential's gate;
+    /// refuses when a wait would leave no time for the attempt.
+    async fn take_slots(
         &self,
         request: &FixedRequest,
-        answer: &Answer,
-        retry_after: Option<Duration>,
-    ) {
-        if answer.status() == Some(StatusCode::TOO_MANY_REQUESTS)
-            && let Some(wait) = retry_after
-        {
-            self.gate.pause_until(request.lane, Instant::now() + wait);
+        deadline: &Deadline,
+    ) -> Result<Option<Slot>> {
+        let max_wait = |now| deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
+        let slot = match request.trigger {
+            None => None,
+            Some(trigger) => match self
+                .triggers
+                .acquire(trigger, max_wait(Instant::now()))
+                .await
+            {
+                Ok(None) => None,
+                Ok(Some((slot, waited))) => {
+                    if !waited.is_zero() {
+                        self.counters.waited_for_trigger(waited);
+                        tracing::debug!(
+                            wait_ms = waited.as_millis() as u64,
+                            "waited for a slot of the trigger's window"
+                        );
+                    }
+                    Some(slot)
+                }
+                Err(()) => {
+                    return Err(exhausted(
+                        "the trigger's window had no free slot in the time left".to_owned(),
+                    ));
+                }
+            },
+        };
+        let now = Instant::now();
+        let reserved = self.gate.reserve(now, max_wait(now), &mut rand::rng());
+        match reserved {
+            Ok(wait) if wait.is_zero() => {}
+            Ok(wait) => {
+                self.counters.waited_at_gate(wait);
+                tracing::debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting at the credential's gate"
+                );
+                tokio::time::sleep(wait).await;
+            }
+            Err(wait) => {
+                return Err(exhausted(format!(
+                    "the credential's gate stays closed for {wait:?}, past the time left"
+                )));
+            }
+        }
+        Ok(slot)
+    }
+
+    /// A 429 or 503 with `Retry-After`, or a `RateLimit` field with nothing remaining, closes
+    /// the credential's gate. `Retry-After` wins when both are present.
+    fn note_rate_limit(&self, answer: &Answer, retry_after: Option<Duration>) {
+        let Some(headers) = answer.headers() else {
+            return;
+        };
+        let slow_down = matches!(
+            answer.status(),
+            Some(StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE)
+        );
+        let exhausted = rate_limit_field::exhausted_for(headers);
+        let closed_for = match retry_after {
+            Some(wait) if slow_down || exhausted.is_some() => Some(wait),
+            _ => exhausted,
+        };
+        if let Some(wait) = closed_for.filter(|wait| !wait.is_zero()) {
+            let now = Instant::now();
+            self.gate.close_until(now, now + wait);
+            tracing::debug!(
+                wait_ms = wait.as_millis() as u64,
+                "the server asked the credential to slow down: gate closed"
+            );
         }
     }
 
@@ -237,11 +344,22 @@ fn record(number: u32, answer: &Answer) -> Attempt {
     }
 }
 
-/// A `budget_exhausted` error: `retry budget exhausted: {why}`.
+/// A `budget_exhausted` error: `call budget exhausted: {why}`.
 fn exhausted(why: String) -> Error {
     Error::new(
         ErrorKind::BudgetExhausted,
-        format!("retry budget exhausted: {why}"),
+        format!("call budget exhausted: {why}"),
+    )
+}
+
+/// A `retry_budget_exhausted` error: the shared bucket could not pay for a retry.
+fn retry_budget_exhausted(refused: Refused) -> Error {
+    Error::new(
+        ErrorKind::RetryBudgetExhausted,
+        format!(
+            "client retry budget exhausted: a retry costs {} tokens and {} are left; most calls are failing, so this one stops instead of adding load",
+            refused.cost, refused.left
+        ),
     )
 }
 
@@ -256,7 +374,7 @@ fn trace_attempt(
     answer: &Answer,
     number: u32,
     verdict: Verdict,
-    wait: Option<(Duration, &str)>,
+    wait: Option<(Duration, &str, &str)>,
     elapsed: Duration,
 ) {
     let elapsed_ms = elapsed.as_millis() as u64;
@@ -265,10 +383,12 @@ fn trace_attempt(
         (None, Some(kind)) => kind.as_str().to_owned(),
         (None, None) => "-".to_owned(),
     };
-    let (wait_ms, reason) = wait.map_or((0, "none"), |(d, r)| (d.as_millis() as u64, r));
+    let (wait_ms, reason, cause) = wait.map_or((0, "none", "none"), |(d, r, c)| {
+        (d.as_millis() as u64, r, c)
+    });
     let request_id = answer.request_id().unwrap_or("-");
     if wait.is_some() {
-        tracing::warn!(attempt = number, result = %result, request_id, verdict = ?verdict, wait_ms, reason, elapsed_ms, "attempt will be retried");
+        tracing::warn!(attempt = number, result = %result, request_id, verdict = ?verdict, wait_ms, reason, cause, elapsed_ms, "attempt will be retried");
     } else {
         tracing::info!(attempt = number, result = %result, request_id, verdict = ?verdict, elapsed_ms, "attempt finished");
     }

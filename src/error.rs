@@ -44,8 +44,12 @@ pub enum ErrorKind {
     Unprocessable,
     /// 401 that a token exchange did not cure, or a webhook `401 Unauthorized`.
     Unauthorized,
-    /// The next wait would end past the elapsed-time budget, or no time was left for an attempt.
+    /// The call's own [`Budget`](crate::Budget) ran out: the next wait would end past the
+    /// elapsed-time budget, or no time was left for an attempt.
     BudgetExhausted,
+    /// The client's shared [`RetryBudget`](crate::RetryBudget) had too few tokens for a retry:
+    /// most calls are failing, and retrying would only add load. Retry later with the same key.
+    RetryBudgetExhausted,
     /// A value given to the SDK was refused before anything was sent.
     InvalidInput,
     /// No answer came back: connect error, reset, timeout, or a body that could not be read.
@@ -80,6 +84,7 @@ impl ErrorKind {
             Self::Unprocessable => "unprocessable",
             Self::Unauthorized => "unauthorized",
             Self::BudgetExhausted => "budget_exhausted",
+            Self::RetryBudgetExhausted => "retry_budget_exhausted",
             Self::InvalidInput => "invalid_input",
             Self::Transport => "transport",
             Self::TokenExchange => "token_exchange",
@@ -102,7 +107,8 @@ impl ErrorKind {
             Self::PayloadTooLarge => "payload too large",
             Self::Unprocessable => "unprocessable request",
             Self::Unauthorized => "unauthorized",
-            Self::BudgetExhausted => "retry budget exhausted",
+            Self::BudgetExhausted => "call budget exhausted",
+            Self::RetryBudgetExhausted => "client retry budget exhausted",
             Self::InvalidInput => "invalid input",
             Self::Transport => "no answer from the server",
             Self::TokenExchange => "token exchange failed",
@@ -257,7 +263,7 @@ impl Error {
 
     /// Whether sending the same request again later, with the same key, may succeed.
     ///
-    /// True for transport failures, 5xx and 429 answers, an exhausted budget, a key still in
+    /// True for transport failures, 5xx and 429 answers, an exhausted call or retry budget, a key still in
     /// progress, and a token exchange that failed without a 4xx answer.
     pub fn is_retryable(&self) -> bool {
         match self.0.kind {
@@ -265,6 +271,7 @@ impl Error {
             | ErrorKind::Server
             | ErrorKind::RateLimited
             | ErrorKind::BudgetExhausted
+            | ErrorKind::RetryBudgetExhausted
             | ErrorKind::InProgress => true,
             ErrorKind::TokenExchange => self.0.status.is_none_or(|status| {
                 status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS

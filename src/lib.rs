@@ -78,14 +78,19 @@ mod budget;
 mod call;
 mod classify;
 mod client;
+mod clock;
 mod engine;
 mod error;
 mod key;
 mod outcome;
 mod rate;
+mod rate_limit_field;
 mod redact;
 mod request;
+mod retry_budget;
 mod run;
+mod stats;
+mod trigger_limit;
 
 pub use attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
 pub use auth::{AccessToken, ClientCredentials, ExchangeFuture, Secret, TokenExchanger};
@@ -94,11 +99,15 @@ pub use budget::Budget;
 pub use call::{Call, Delivering};
 pub use classify::{Answer, Surface, Verdict, classify};
 pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
+pub use clock::{Clock, TokioClock};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
 pub use outcome::{Delivery, Response, WebhookOutcome};
 pub use rate::RateBudget;
+pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use run::{FollowRun, RunState, WorkflowRun};
+pub use stats::{Retries, Stats};
+pub use trigger_limit::TriggerLimit;
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

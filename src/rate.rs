@@ -1,22 +1,30 @@
-//! The credential's rate budget, shared by every operation of a client.
+//! The credential's gate: its rate budget, and the pause a server's "slow down" sets.
 //!
-//! Document 000: "Respect the credential-wide rate budget." A client sends
-//! for one credential, so one gate per client spaces its attempts: never more
-//! than `requests` in any span of `per` (a sliding log, so a server counting in
-//! fixed windows of any alignment never sees more). A 429 with `Retry-After`
-//! pauses every operation of its lane, so concurrent operations do not each
-//! discover the limit on their own: the API's limit is the credential's, a
-//! webhook's is its trigger's (document 001), so each trigger is a lane of its own.
+//! Document 000: "Respect the credential-wide rate budget." A client sends for one credential,
+//! so one gate per client (shared by its clones) spaces its attempts: never more than
+//! `requests` in any span of `per` (a sliding log, so a server counting in fixed windows of any
+//! alignment never sees more).
+//!
+//! A 429 or 503 with `Retry-After`, or a `RateLimit` field with nothing remaining, closes the
+//! gate for every call of the credential until that instant: the other hundred calls do not
+//! each discover the limit on their own. Calls that reach the gate meanwhile wait there if their
+//! budget allows, else stop at once with `budget_exhausted`. At the instant, the waiters are not
+//! released together: each adds a uniform jitter of up to a fifth of the pause (at most 5 s),
+//! so a herd held back for a second arrives over the next 200 ms instead of in one burst.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rand::Rng;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+
+/// The release of a closed gate is spread over this fraction of the pause...
+const RELEASE_SPREAD_DIVISOR: u32 = 5;
+/// ...but never over more than this.
+const MAX_RELEASE_SPREAD: Duration = Duration::from_secs(5);
 
 /// How many requests the credential may send in a period.
 ///
@@ -69,31 +77,20 @@ struct Log {
     sent: VecDeque<Instant>,
 }
 
-/// Who a 429 speaks for: the credential's API budget, or one webhook trigger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Lane {
-    /// JSON:API reads and writes, GraphQL.
-    Api,
-    /// One trigger, by a hash of its path: the token itself is never kept here.
-    Trigger(u64),
-}
-
-impl Lane {
-    /// The lane of the webhook trigger at `path`.
-    pub(crate) fn trigger(path: &str) -> Self {
-        let mut hasher = DefaultHasher::new();
-        path.hash(&mut hasher);
-        Lane::Trigger(hasher.finish())
-    }
-}
-
 #[derive(Debug, Default)]
 struct State {
     log: Option<Log>,
-    paused_until: HashMap<Lane, Instant>,
+    closed: Option<Closed>,
 }
 
-/// Spaces the attempts of one client.
+/// The gate is closed until `until`; waiters are released over `spread` after it.
+#[derive(Debug, Clone, Copy)]
+struct Closed {
+    until: Instant,
+    spread: Duration,
+}
+
+/// Spaces the attempts of one credential.
 #[derive(Debug, Default)]
 pub(crate) struct RateGate {
     state: Mutex<State>,
@@ -106,35 +103,35 @@ impl RateGate {
             sent: VecDeque::with_capacity(budget.requests.min(4096) as usize),
         });
         Self {
-            state: Mutex::new(State {
-                log,
-                paused_until: HashMap::new(),
-            }),
+            state: Mutex::new(State { log, closed: None }),
         }
     }
 
     /// Reserves a slot for an attempt at `now` and returns the wait before it may be
     /// sent, or `Err(wait)` without reserving when the wait would exceed `max_wait`.
-    pub(crate) fn reserve(
+    pub(crate) fn reserve<R: Rng + ?Sized>(
         &self,
-        lane: Lane,
         now: Instant,
         max_wait: Duration,
+        rng: &mut R,
     ) -> Result<Duration, Duration> {
         let mut state = self.lock();
-        let paused = state
-            .paused_until
-            .get(&lane)
-            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
+        let closed = match state.closed {
+            Some(closed) if closed.until > now => {
+                let jitter = rng.random_range(Duration::ZERO..=closed.spread);
+                (closed.until - now) + jitter
+            }
+            _ => Duration::ZERO,
+        };
         let Some(log) = &mut state.log else {
-            return if paused <= max_wait {
-                Ok(paused)
+            return if closed <= max_wait {
+                Ok(closed)
             } else {
-                Err(paused)
+                Err(closed)
             };
         };
         let requests = log.budget.requests as usize;
-        let mut slot = now + paused;
+        let mut slot = now + closed;
         if log.sent.len() >= requests {
             // The request `requests` back must be at least `per` before this one.
             slot = slot.max(log.sent[log.sent.len() - requests] + log.budget.per);
@@ -150,13 +147,14 @@ impl RateGate {
         Ok(wait)
     }
 
-    /// Holds every attempt in `lane` until `until` (a 429's `Retry-After`).
-    pub(crate) fn pause_until(&self, lane: Lane, until: Instant) {
+    /// Closes the gate from `now` until `until`. A shorter close never shortens a longer one.
+    pub(crate) fn close_until(&self, now: Instant, until: Instant) {
         let mut state = self.lock();
-        let now = Instant::now();
-        state.paused_until.retain(|_, paused| *paused > now);
-        let paused = state.paused_until.entry(lane).or_insert(until);
-        *paused = (*paused).max(until);
+        if state.closed.is_some_and(|closed| closed.until >= until) {
+            return;
+        }
+        let spread = ((until - now) / RELEASE_SPREAD_DIVISOR).min(MAX_RELEASE_SPREAD);
+        state.closed = Some(Closed { until, spread });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -168,10 +166,17 @@ impl RateGate {
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
     const FOREVER: Duration = Duration::from_secs(3600);
+
+    fn rng() -> StdRng {
+        StdRng::seed_from_u64(0x5eed)
+    }
 
     #[test]
     fn refuses_an_empty_budget() {
@@ -183,8 +188,9 @@ mod tests {
     fn never_lets_more_than_the_budget_into_any_span_of_the_period() {
         let now = Instant::now();
         let gate = RateGate::new(Some(RateBudget::new(3, 4 * SECOND).unwrap()));
-        let at = |offset: Duration| {
-            gate.reserve(Lane::Api, now + offset, FOREVER)
+        let mut rng = rng();
+        let mut at = |offset: Duration| {
+            gate.reserve(now + offset, FOREVER, &mut rng)
                 .map(|w| offset + w)
         };
         assert_eq!(at(Duration::ZERO), Ok(Duration::ZERO));
@@ -201,51 +207,90 @@ mod tests {
     fn does_not_reserve_a_slot_it_refuses() {
         let now = Instant::now();
         let gate = RateGate::new(Some(RateBudget::new(1, SECOND).unwrap()));
+        let mut rng = rng();
         assert_eq!(
-            gate.reserve(Lane::Api, now, Duration::ZERO),
+            gate.reserve(now, Duration::ZERO, &mut rng),
             Ok(Duration::ZERO)
         );
         assert_eq!(
-            gate.reserve(Lane::Api, now, Duration::from_millis(500)),
+            gate.reserve(now, Duration::from_millis(500), &mut rng),
             Err(SECOND)
         );
         assert_eq!(
-            gate.reserve(Lane::Api, now, FOREVER),
+            gate.reserve(now, FOREVER, &mut rng),
             Ok(SECOND),
             "the refused slot was not taken"
         );
     }
 
     #[test]
-    fn a_429_pause_holds_only_its_own_lane() {
+    fn a_closed_gate_holds_every_attempt_until_the_instant_never_earlier() {
         let now = Instant::now();
         let gate = RateGate::new(None);
-        let (trigger, other) = (
-            Lane::trigger("/api/v1/webhooks/a"),
-            Lane::trigger("/api/v1/webhooks/b"),
+        let mut rng = rng();
+        assert_eq!(gate.reserve(now, FOREVER, &mut rng), Ok(Duration::ZERO));
+        gate.close_until(now, now + 5 * SECOND);
+        gate.close_until(now, now + SECOND);
+        for _ in 0..1000 {
+            let wait = gate.reserve(now, FOREVER, &mut rng).unwrap();
+            assert!(
+                wait >= 5 * SECOND && wait <= 6 * SECOND,
+                "a shorter close never shortens a longer one; jitter up to a fifth: {wait:?}"
+            );
+        }
+        let refused = gate.reserve(now, SECOND, &mut rng).unwrap_err();
+        assert!(refused >= 5 * SECOND, "{refused:?}");
+        assert_eq!(
+            gate.reserve(now + 5 * SECOND, FOREVER, &mut rng),
+            Ok(Duration::ZERO),
+            "open again at the instant"
         );
-        gate.pause_until(trigger, now + SECOND);
-        assert_eq!(gate.reserve(trigger, now, FOREVER), Ok(SECOND));
-        assert_eq!(gate.reserve(other, now, FOREVER), Ok(Duration::ZERO));
-        assert_eq!(gate.reserve(Lane::Api, now, FOREVER), Ok(Duration::ZERO));
     }
 
     #[test]
-    fn a_429_pause_holds_every_attempt_without_a_bucket() {
+    fn releases_waiters_spread_over_a_fifth_of_the_pause() {
         let now = Instant::now();
         let gate = RateGate::new(None);
-        assert_eq!(gate.reserve(Lane::Api, now, FOREVER), Ok(Duration::ZERO));
-        gate.pause_until(Lane::Api, now + 3 * SECOND);
-        gate.pause_until(Lane::Api, now + SECOND);
+        gate.close_until(now, now + SECOND);
+        let mut rng = rng();
+        let waits: Vec<Duration> = (0..1000)
+            .map(|_| gate.reserve(now, FOREVER, &mut rng).unwrap() - SECOND)
+            .collect();
+        let longest = waits.iter().max().copied().unwrap();
+        assert!(longest <= Duration::from_millis(200), "{longest:?}");
+        // Ten 20 ms buckets over the 200 ms spread: none holds more than twice its share.
+        let mut buckets = [0u32; 10];
+        for wait in &waits {
+            buckets[((wait.as_millis() / 20) as usize).min(9)] += 1;
+        }
+        assert!(buckets.iter().all(|&n| n <= 200), "{buckets:?}");
+    }
+
+    #[test]
+    fn caps_the_release_spread_at_five_seconds() {
+        let now = Instant::now();
+        let gate = RateGate::new(None);
+        gate.close_until(now, now + 3600 * SECOND);
+        let mut rng = rng();
+        let longest = (0..1000)
+            .map(|_| gate.reserve(now, 2 * FOREVER, &mut rng).unwrap())
+            .max()
+            .unwrap();
+        assert!(longest <= 3605 * SECOND, "{longest:?}");
+        assert!(longest > 3604 * SECOND, "the spread is used: {longest:?}");
+    }
+
+    #[test]
+    fn a_closed_gate_and_the_rate_budget_add_up() {
+        let now = Instant::now();
+        let gate = RateGate::new(Some(RateBudget::new(1, 10 * SECOND).unwrap()));
+        let mut rng = rng();
+        assert_eq!(gate.reserve(now, FOREVER, &mut rng), Ok(Duration::ZERO));
+        gate.close_until(now, now + SECOND);
         assert_eq!(
-            gate.reserve(Lane::Api, now, FOREVER),
-            Ok(3 * SECOND),
-            "a shorter pause never shortens a longer one"
-        );
-        assert_eq!(gate.reserve(Lane::Api, now, SECOND), Err(3 * SECOND));
-        assert_eq!(
-            gate.reserve(Lane::Api, now + 3 * SECOND, FOREVER),
-            Ok(Duration::ZERO)
+            gate.reserve(now, FOREVER, &mut rng),
+            Ok(10 * SECOND),
+            "the budget's slot is later than the reopening"
         );
     }
 }

@@ -12,8 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use crate::classify::Surface;
 use crate::error::{Error, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
-use crate::rate::Lane;
 use crate::redact::redact_path;
+use crate::trigger_limit::TriggerKey;
 
 /// The JSON:API media type of write bodies.
 const JSON_API: &str = "application/vnd.api+json";
@@ -32,7 +32,8 @@ pub(crate) struct FixedRequest {
     /// The Idempotency-Key or delivery ID, for logs (keys are not secrets, document 000).
     pub(crate) identity: Option<String>,
     /// Whose rate limit a 429 speaks for.
-    pub(crate) lane: Lane,
+    /// The webhook trigger, for its limiter; `None` on the API.
+    pub(crate) trigger: Option<TriggerKey>,
 }
 
 /// Shows the route, never the URL (it may hold a trigger token) or the body.
@@ -124,7 +125,7 @@ impl FixedRequest {
             headers,
             body,
             identity: Some(key.as_str().to_owned()),
-            lane: Lane::Api,
+            trigger: None,
         })
     }
 
@@ -151,7 +152,7 @@ impl FixedRequest {
             headers,
             body: Bytes::new(),
             identity: None,
-            lane: Lane::Api,
+            trigger: None,
         })
     }
 
@@ -168,7 +169,7 @@ impl FixedRequest {
             headers,
             body,
             identity: None,
-            lane: Lane::Api,
+            trigger: None,
         })
     }
 
@@ -178,6 +179,7 @@ impl FixedRequest {
     pub(crate) fn webhook(
         base: &reqwest::Url,
         path: &str,
+        trigger: TriggerKey,
         id: &DeliveryId,
         body: Bytes,
         extra: &HeaderMap,
@@ -195,7 +197,7 @@ impl FixedRequest {
             headers,
             body,
             identity: Some(id.key().as_str().to_owned()),
-            lane: Lane::trigger(path),
+            trigger: Some(trigger),
         })
     }
 }
@@ -290,6 +292,7 @@ mod tests {
         let request = FixedRequest::webhook(
             &base(),
             "/api/v1/webhooks/trg_secret",
+            TriggerKey::of("trg_secret"),
             &id,
             Bytes::from_static(b"{}"),
             &HeaderMap::new(),

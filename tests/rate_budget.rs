@@ -1,5 +1,5 @@
 //! The credential's rate budget: attempts are spaced to fit it, and a 429's
-//! Retry-After pauses every operation of the client.
+//! Retry-After closes the gate for every call of the client.
 
 mod support;
 
@@ -110,7 +110,7 @@ async fn a_rate_budget_wait_past_the_operation_budget_stops_before_sending() {
 }
 
 #[tokio::test]
-async fn a_webhook_429_pauses_its_trigger_only_not_the_api() {
+async fn a_webhook_429_closes_the_gate_for_the_whole_credential() {
     let server = server_with(MockServer::builder().limits(Limits {
         webhook_rate_limit: 1,
         ..Limits::default()
@@ -125,24 +125,26 @@ async fn a_webhook_429_pauses_its_trigger_only_not_the_api() {
     let limited = deliver("e-2").budget(budget(1)).send().await.unwrap_err();
     assert_eq!(limited.status().map(|s| s.as_u16()), Some(429));
 
-    // The trigger's window has about a minute left: within 2 s nothing more is sent to it...
+    // The trigger's window has about a minute left: within 2 s nothing more is sent on the
+    // credential, to the trigger or to the API; each call stops at once, sending nothing.
     let short = budget(3).max_elapsed(Duration::from_secs(2));
+    let started = std::time::Instant::now();
     let paused = deliver("e-3").budget(short).send().await.unwrap_err();
     assert_eq!(paused.kind(), ErrorKind::BudgetExhausted);
     assert!(paused.attempts().is_empty());
-    // ...while the API, limited separately, goes on at once.
+    assert!(!paused.may_have_run());
     let read = client
         .get("/api/json/v1/projects")
         .budget(short)
         .send()
         .await
-        .unwrap();
-    assert_eq!(read.attempts().len(), 1);
-    assert_eq!(
-        server
-            .ledger()
-            .requests_to("POST", "/api/v1/webhooks/")
-            .len(),
-        2
+        .unwrap_err();
+    assert_eq!(read.kind(), ErrorKind::BudgetExhausted);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "stopped at once"
     );
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_to("POST", "/api/v1/webhooks/").len(), 2);
+    assert!(ledger.requests_to("GET", "/api/json/").is_empty());
 }

@@ -1,0 +1,237 @@
+//! Counters of a client, read as a cheap snapshot with [`RetryingClient::stats`].
+//!
+//! [`RetryingClient::stats`]: crate::RetryingClient::stats
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::StatusCode;
+
+use crate::attempt::TransportKind;
+
+/// What a client has done since it was built: a snapshot, shared by its clones.
+///
+/// # Examples
+///
+/// ```
+/// use hodoflow_retry::RetryingClient;
+///
+/// let client = RetryingClient::builder("https://hodoflow.example")
+///     .client_credentials("sender-1", "s3cr3t")
+///     .build()?;
+/// let stats = client.stats();
+/// assert_eq!(stats.calls, 0);
+/// assert_eq!(stats.retry_budget_tokens, Some(500));
+/// # Ok::<(), hodoflow_retry::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Calls started: deliveries, writes, reads, queries and run polls.
+    pub calls: u64,
+    /// Calls that ended in success.
+    pub succeeded: u64,
+    /// Calls that ended in an error, including errors before anything was sent.
+    pub failed: u64,
+    /// Attempts sent.
+    pub attempts: u64,
+    /// Retries, by what the attempt before them came back with.
+    pub retries: Retries,
+    /// Retries the retry budget refused: each ended its call with `retry_budget_exhausted`.
+    pub retry_budget_refusals: u64,
+    /// The retry budget's tokens left, or `None` when it is disabled.
+    pub retry_budget_tokens: Option<u32>,
+    /// Time calls spent waiting at the credential's gate (a closed gate, the rate budget),
+    /// summed over calls.
+    pub gate_wait: Duration,
+    /// Time calls spent waiting for a slot of a trigger's window, summed over calls.
+    pub trigger_wait: Duration,
+    /// Token exchanges finished, failed ones included.
+    pub exchanges: u64,
+}
+
+/// Retries by cause: what the attempt before the retry came back with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Retries {
+    /// The attempt timed out.
+    pub timeout: u64,
+    /// No answer for another reason: connect error, reset, unreadable body.
+    pub transport: u64,
+    /// A 5xx answer.
+    pub server_error: u64,
+    /// A 429 answer.
+    pub rate_limited: u64,
+    /// A 401, retried once after a token re-exchange.
+    pub unauthorized: u64,
+    /// A 409 `idempotency_key_in_progress`, waited for by choice.
+    pub in_progress: u64,
+}
+
+impl Retries {
+    /// Every retry, whatever its cause.
+    pub fn total(&self) -> u64 {
+        self.timeout
+            + self.transport
+            + self.server_error
+            + self.rate_limited
+            + self.unauthorized
+            + self.in_progress
+    }
+}
+
+/// Why the engine retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryCause {
+    Timeout,
+    Transport,
+    ServerError,
+    RateLimited,
+    Unauthorized,
+    InProgress,
+}
+
+impl RetryCause {
+    /// The cause of a retry after an attempt that came back with `status` or `transport`.
+    pub(crate) fn of(status: Option<StatusCode>, transport: Option<TransportKind>) -> Self {
+        match (status, transport) {
+            (Some(StatusCode::UNAUTHORIZED), _) => Self::Unauthorized,
+            (Some(StatusCode::TOO_MANY_REQUESTS), _) => Self::RateLimited,
+            (Some(StatusCode::CONFLICT), _) => Self::InProgress,
+            (Some(_), _) => Self::ServerError,
+            (None, Some(TransportKind::Timeout)) => Self::Timeout,
+            (None, _) => Self::Transport,
+        }
+    }
+
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Transport => "transport",
+            Self::ServerError => "server_error",
+            Self::RateLimited => "rate_limited",
+            Self::Unauthorized => "unauthorized",
+            Self::InProgress => "in_progress",
+        }
+    }
+}
+
+/// The live counters behind [`Stats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    calls: AtomicU64,
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+    attempts: AtomicU64,
+    retries: [AtomicU64; 6],
+    retry_budget_refusals: AtomicU64,
+    gate_wait_nanos: AtomicU64,
+    trigger_wait_nanos: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn call_started(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn call_ended(&self, succeeded: bool) {
+        let counter = if succeeded {
+            &self.succeeded
+        } else {
+            &self.failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn attempt_sent(&self) {
+        self.attempts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn retried(&self, cause: RetryCause) {
+        self.retries[cause as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn retry_refused(&self) {
+        self.retry_budget_refusals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn waited_at_gate(&self, wait: Duration) {
+        self.gate_wait_nanos
+            .fetch_add(nanos(wait), Ordering::Relaxed);
+    }
+
+    pub(crate) fn waited_for_trigger(&self, wait: Duration) {
+        self.trigger_wait_nanos
+            .fetch_add(nanos(wait), Ordering::Relaxed);
+    }
+
+    /// A snapshot; the budget's tokens and the exchanges are filled in by the client.
+    pub(crate) fn snapshot(&self) -> Stats {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let retry = |cause: RetryCause| load(&self.retries[cause as usize]);
+        Stats {
+            calls: load(&self.calls),
+            succeeded: load(&self.succeeded),
+            failed: load(&self.failed),
+            attempts: load(&self.attempts),
+            retries: Retries {
+                timeout: retry(RetryCause::Timeout),
+                transport: retry(RetryCause::Transport),
+                server_error: retry(RetryCause::ServerError),
+                rate_limited: retry(RetryCause::RateLimited),
+                unauthorized: retry(RetryCause::Unauthorized),
+                in_progress: retry(RetryCause::InProgress),
+            },
+            retry_budget_refusals: load(&self.retry_budget_refusals),
+            retry_budget_tokens: None,
+            gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
+            trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
+            exchanges: 0,
+        }
+    }
+}
+
+fn nanos(wait: Duration) -> u64 {
+    u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_retries_by_what_came_back() {
+        let cases = [
+            (Some(401), None, RetryCause::Unauthorized),
+            (Some(429), None, RetryCause::RateLimited),
+            (Some(409), None, RetryCause::InProgress),
+            (Some(503), None, RetryCause::ServerError),
+            (None, Some(TransportKind::Timeout), RetryCause::Timeout),
+            (None, Some(TransportKind::Closed), RetryCause::Transport),
+        ];
+        for (status, transport, cause) in cases {
+            let status = status.map(|code| StatusCode::from_u16(code).unwrap());
+            assert_eq!(RetryCause::of(status, transport), cause, "{status:?}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_adds_up_what_was_counted() {
+        let counters = Counters::default();
+        counters.call_started();
+        counters.attempt_sent();
+        counters.attempt_sent();
+        counters.retried(RetryCause::Timeout);
+        counters.retried(RetryCause::InProgress);
+        counters.waited_at_gate(Duration::from_millis(150));
+        counters.waited_at_gate(Duration::from_millis(50));
+        counters.call_ended(true);
+        let stats = counters.snapshot();
+        assert_eq!((stats.calls, stats.succeeded, stats.failed), (1, 1, 0));
+        assert_eq!(stats.attempts, 2);
+        assert_eq!(stats.retries.timeout, 1);
+        assert_eq!(stats.retries.in_progress, 1);
+        assert_eq!(stats.retries.total(), 2);
+        assert_eq!(stats.gate_wait, Duration::from_millis(200));
+    }
+}
