@@ -1,0 +1,413 @@
+//! Fleet safety: the shared retry budget stops a retry storm, a 429 closes the credential's gate
+//! for every call, the per-trigger limiter keeps a burst under the trigger's limit, and a
+//! `RateLimit` field with nothing remaining closes the gate until its reset.
+
+mod support;
+
+use std::time::Duration;
+
+use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
+use hodoflow_retry::{Error, ErrorKind, RetryBudget, RetryingClient, TriggerLimit};
+use support::{
+    EVENT, JSON_API, PROJECTS, TOKEN, TRIGGER, WEBHOOKS, budget, builder, delivery, demo,
+    eventually, server, server_where,
+};
+
+/// Every delivery of the webhook surface answered `503` without `Retry-After`.
+fn always_503() -> Fault {
+    Fault::respond(503)
+        .body(r#"{"error":"Processing temporarily unavailable"}"#)
+        .on("POST", WEBHOOKS)
+        .probability(1.0, 7)
+}
+
+/// Delivers `count` distinct events at once, named `{prefix}-{n}`.
+async fn storm(client: &RetryingClient, prefix: &str, count: usize) -> Vec<Error> {
+    let calls = (0..count).map(|n| {
+        let client = client.clone();
+        let id = delivery(&format!("{prefix}-{n}"));
+        tokio::spawn(async move { client.deliver(TRIGGER, EVENT).delivery_id(id).send().await })
+    });
+    join_all(calls)
+        .await
+        .into_iter()
+        .map(|call| call.expect_err("every answer is a 503"))
+        .collect()
+}
+
+/// Awaits every spawned call, in order; they ran concurrently.
+async fn join_all<T>(calls: impl IntoIterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut done = Vec::new();
+    for call in calls.into_iter().collect::<Vec<_>>() {
+        done.push(call.await.expect("the call did not panic"));
+    }
+    done
+}
+
+fn deliveries(server: &MockServer) -> usize {
+    server.ledger().requests_to("POST", WEBHOOKS).len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_retry_budget_holds_a_storm_to_one_request_per_call() {
+    let server = server().await;
+    server.inject(always_503());
+    let client = demo(builder(&server));
+
+    // The first 500 drain the bucket: 500 tokens pay for exactly 100 retries of 5.
+    let first = storm(&client, "drain", 500).await;
+    let drained = deliveries(&server);
+    assert_eq!(drained, 600, "500 first attempts and 100 retries");
+    assert_eq!(client.stats().retry_budget_tokens, Some(0));
+    for error in &first {
+        assert!(
+            matches!(
+                error.kind(),
+                ErrorKind::RetryBudgetExhausted | ErrorKind::Server
+            ),
+            "{error}"
+        );
+        assert!(!error.may_have_run(), "every 503 is a definite answer");
+    }
+
+    // Once the bucket is empty, 500 more calls cost one request each.
+    let second = storm(&client, "empty", 500).await;
+    let requests = deliveries(&server) - drained;
+    println!("storm: {drained} requests for the first 500 calls, {requests} for the next 500");
+    assert!(
+        requests * 100 <= 500 * 110,
+        "{requests} requests > 1.10 x 500"
+    );
+    assert_eq!(requests, 500, "no retry at all with an empty bucket");
+    for error in &second {
+        assert_eq!(error.kind(), ErrorKind::RetryBudgetExhausted, "{error}");
+        assert_eq!(error.attempts().len(), 1);
+        assert_eq!(error.status().map(|status| status.as_u16()), Some(503));
+        assert!(!error.may_have_run());
+        assert!(error.is_retryable(), "later, with the same delivery ID");
+        assert!(
+            error.to_string().contains("client retry budget exhausted"),
+            "{error}"
+        );
+    }
+
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.total_runs(),
+        0,
+        "nothing was executed, let alone twice"
+    );
+    let stats = client.stats();
+    assert_eq!((stats.calls, stats.failed), (1000, 1000));
+    assert_eq!(stats.attempts, 1100);
+    assert_eq!(stats.retries.server_error, 100);
+    assert_eq!(
+        stats.retry_budget_refusals,
+        500 + 500 - first_server_errors(&first)
+    );
+}
+
+/// Calls of the first storm that ended on their attempt limit rather than on the bucket.
+fn first_server_errors(errors: &[Error]) -> u64 {
+    errors
+        .iter()
+        .filter(|error| error.kind() == ErrorKind::Server)
+        .count() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_retry_budget_the_same_storm_sends_every_attempt() {
+    let server = server().await;
+    server.inject(always_503());
+    let client = demo(builder(&server).retry_budget(RetryBudget::disabled()));
+
+    let errors = storm(&client, "unbudgeted", 500).await;
+
+    assert_eq!(
+        deliveries(&server),
+        2500,
+        "5 attempts for each of 500 calls"
+    );
+    assert!(errors.iter().all(|error| error.kind() == ErrorKind::Server));
+    assert_eq!(client.stats().retry_budget_tokens, None);
+}
+
+#[tokio::test]
+async fn clients_given_one_retry_budget_drain_it_together() {
+    let server = server().await;
+    server.inject(always_503());
+    let shared = RetryBudget::builder().capacity(10).build().unwrap();
+    let first = demo(builder(&server).retry_budget(shared.clone()));
+    let second = demo(builder(&server).retry_budget(shared.clone()));
+
+    let drained = storm(&first, "first", 1).await;
+    assert_eq!(drained[0].attempts().len(), 3, "two retries of 5 tokens");
+    let refused = storm(&second, "second", 1).await;
+
+    assert_eq!(refused[0].kind(), ErrorKind::RetryBudgetExhausted);
+    assert_eq!(refused[0].attempts().len(), 1);
+    assert_eq!(shared.tokens(), Some(0));
+    assert_eq!(deliveries(&server), 4);
+}
+
+#[tokio::test]
+async fn a_success_after_retries_refunds_the_bucket() {
+    let server = server().await;
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(2));
+    let client = demo(builder(&server));
+
+    let accepted = support::deliver(&client, "refunded").await;
+
+    assert_eq!(accepted.attempts().len(), 3);
+    assert_eq!(client.stats().retry_budget_tokens, Some(500));
+    assert_eq!(server.ledger().total_runs(), 1);
+}
+
+/// The requests the server saw on the credential (the token endpoint aside).
+fn on_credential(requests: &[RequestRecord]) -> Vec<&RequestRecord> {
+    requests.iter().filter(|r| r.path != TOKEN).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_closes_the_credential_for_its_retry_after_and_the_waiters_succeed_after() {
+    let server = server().await;
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "1")
+            .body(r#"{"errors":[{"status":"429","code":"rate_limited","title":"Too many"}]}"#)
+            .on("GET", JSON_API)
+            .times(1),
+    );
+    let client = demo(builder(&server));
+
+    let limited = {
+        let client = client.clone();
+        tokio::spawn(async move { client.get(PROJECTS).send().await })
+    };
+    eventually("the 429 is answered", || {
+        server
+            .ledger()
+            .requests()
+            .iter()
+            .any(|r| r.status == Some(429))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Calls that start while the gate is closed, on both surfaces of the credential.
+    let mut waiters = Vec::new();
+    for n in 0..20 {
+        let client = client.clone();
+        waiters.push(tokio::spawn(async move {
+            if n % 2 == 0 {
+                client
+                    .get(PROJECTS)
+                    .send()
+                    .await
+                    .map(|r| r.attempts().len())
+            } else {
+                let id = delivery(&format!("held-{n}"));
+                let sent = client.deliver(TRIGGER, EVENT).delivery_id(id).send();
+                sent.await.map(|d| d.attempts().len())
+            }
+        }));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+
+    assert_eq!(limited.await.unwrap().unwrap().attempts().len(), 2);
+    for waiter in waiters {
+        assert_eq!(
+            waiter.await.unwrap().unwrap(),
+            1,
+            "sent once, after the gate"
+        );
+    }
+    let ledger = server.ledger();
+    let requests = on_credential(ledger.requests());
+    let at = requests.iter().position(|r| r.status == Some(429)).unwrap();
+    let closed = requests[at].arrived;
+    let after: Vec<Duration> = requests[at + 1..]
+        .iter()
+        .map(|r| r.arrived.duration_since(closed))
+        .collect();
+    assert_eq!(after.len(), 21, "the retry and the 20 waiters");
+    let first = after.iter().min().copied().unwrap();
+    let last = after.iter().max().copied().unwrap();
+    println!("after the 429: first request {first:?} later, last {last:?}");
+    assert!(
+        first >= Duration::from_secs(1),
+        "a request {first:?} after the 429"
+    );
+    assert!(
+        last - first >= Duration::from_millis(20),
+        "released with jitter, not at once: {:?}",
+        last - first
+    );
+    assert!(last < Duration::from_millis(1500), "{last:?}");
+    assert!(client.stats().gate_wait >= Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trigger_limiter_keeps_a_burst_of_300_under_the_servers_limit() {
+    let window = Duration::from_millis(600);
+    let server = server_where(|limits: &mut Limits| {
+        limits.webhook_rate_limit = 100;
+        limits.webhook_rate_window = window;
+    })
+    .await;
+    let client = demo(
+        builder(&server)
+            .budget(budget(5).max_elapsed(Duration::from_secs(30)))
+            .trigger_limit(TriggerLimit::new(100, window).unwrap()),
+    );
+
+    let calls = (0..300).map(|n| {
+        let client = client.clone();
+        let id = delivery(&format!("paced-{n}"));
+        tokio::spawn(async move { client.deliver(TRIGGER, EVENT).delivery_id(id).send().await })
+    });
+    let delivered = join_all(calls).await;
+
+    for delivery in delivered {
+        let delivery = delivery.expect("accepted");
+        assert_eq!(delivery.attempts().len(), 1);
+        assert!(delivery.run_id().is_some());
+    }
+    let ledger = server.ledger();
+    let requests = ledger.requests_to("POST", WEBHOOKS);
+    assert_eq!(requests.len(), 300);
+    let refused = requests.iter().filter(|r| r.status == Some(429)).count();
+    assert_eq!(refused, 0, "no 429 from a server limited to 100 per 600 ms");
+    assert_eq!(ledger.total_runs(), 300);
+    let stats = client.stats();
+    assert!(stats.trigger_wait > Duration::ZERO);
+    assert_eq!(stats.retries.total(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_limiter_the_same_burst_meets_429s() {
+    let server = server_where(|limits: &mut Limits| {
+        limits.webhook_rate_limit = 100;
+        limits.webhook_rate_window = Duration::from_secs(60);
+    })
+    .await;
+    let client = demo(builder(&server).budget(budget(1)));
+
+    let calls = (0..300).map(|n| {
+        let client = client.clone();
+        let id = delivery(&format!("unpaced-{n}"));
+        tokio::spawn(async move { client.deliver(TRIGGER, EVENT).delivery_id(id).send().await })
+    });
+    let outcomes = join_all(calls).await;
+
+    let ledger = server.ledger();
+    let requests = ledger.requests_to("POST", WEBHOOKS);
+    let refused = requests.iter().filter(|r| r.status == Some(429)).count();
+    println!("without the limiter: {refused} answers of 429");
+    assert!(refused > 0, "the burst bounced off the trigger's limit");
+    assert_eq!(ledger.total_runs(), 100);
+    // Those still at the client when the first 429 came back met the closed gate instead.
+    let held = outcomes.iter().filter(|outcome| {
+        outcome
+            .as_ref()
+            .is_err_and(|error| error.attempts().is_empty())
+    });
+    assert_eq!(held.count() + refused + 100, 300);
+}
+
+/// A 200 from `GET PROJECTS` carrying `RateLimit: value`.
+fn rate_limited_read(value: &str) -> Fault {
+    Fault::respond(200)
+        .header("RateLimit", value)
+        .body(r#"{"data":[]}"#)
+        .on("GET", JSON_API)
+        .times(1)
+}
+
+/// The gap between the first two reads the server saw.
+async fn gap_after(client: &RetryingClient, server: &MockServer) -> Duration {
+    client.get(PROJECTS).send().await.unwrap();
+    client.get(PROJECTS).send().await.unwrap();
+    let ledger = server.ledger();
+    let reads = ledger.requests_to("GET", JSON_API);
+    support::gaps(&reads)[0]
+}
+
+#[tokio::test]
+async fn a_ratelimit_field_with_nothing_remaining_closes_the_gate_until_the_reset() {
+    let server = server().await;
+    server.inject(rate_limited_read(r#""default";r=0;t=1"#));
+    let client = demo(builder(&server));
+
+    let gap = gap_after(&client, &server).await;
+
+    assert!(gap >= Duration::from_secs(1), "{gap:?}");
+    assert!(gap < Duration::from_millis(1500), "{gap:?}");
+}
+
+#[tokio::test]
+async fn a_malformed_or_unexhausted_ratelimit_field_holds_nothing_back() {
+    for value in [r#""default";r=0;t=soon"#, r#""default";r=7;t=1"#] {
+        let server = server().await;
+        server.inject(rate_limited_read(value));
+        let client = demo(builder(&server));
+
+        let gap = gap_after(&client, &server).await;
+
+        assert!(gap < Duration::from_millis(300), "{value}: {gap:?}");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_wins_over_a_ratelimit_field() {
+    let server = server().await;
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "1")
+            .header("RateLimit", r#""default";r=0;t=3"#)
+            .on("GET", JSON_API)
+            .times(1),
+    );
+    let client = demo(builder(&server));
+
+    let read = client.get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(read.attempts().len(), 2);
+    let ledger = server.ledger();
+    let gap = support::gaps(&ledger.requests_to("GET", JSON_API))[0];
+    assert!(gap >= Duration::from_secs(1), "{gap:?}");
+    assert!(
+        gap < Duration::from_millis(2500),
+        "not the 3 s reset: {gap:?}"
+    );
+}
+
+#[tokio::test]
+async fn stats_count_calls_attempts_retries_by_cause_and_exchanges() {
+    let server = server().await;
+    server.inject(Fault::execute_then_close().on("POST", WEBHOOKS).times(1));
+    server.inject(Fault::respond(503).on("GET", JSON_API).times(1));
+    let client = demo(builder(&server));
+
+    support::deliver(&client, "counted").await;
+    client.get(PROJECTS).send().await.unwrap();
+    let missing = client.get("/api/json/v1/projects/nope").send().await;
+
+    assert!(missing.is_err());
+    let stats = client.stats();
+    assert_eq!(
+        (stats.calls, stats.succeeded, stats.failed),
+        (3, 2, 1),
+        "{stats:?}"
+    );
+    assert_eq!(stats.attempts, 5);
+    assert_eq!(stats.retries.transport, 1, "the lost 202");
+    assert_eq!(stats.retries.server_error, 1);
+    assert_eq!(stats.retries.total(), 2);
+    assert_eq!(stats.exchanges, 1);
+    assert_eq!(server.ledger().tokens_issued(), 1);
+    assert_eq!(
+        stats.retry_budget_tokens,
+        Some(500),
+        "both retries refunded"
+    );
+}
