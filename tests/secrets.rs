@@ -8,7 +8,7 @@ use std::time::Duration;
 use hodoflow_mock::{ClientSeed, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
     Backoff, Budget, ClientCredentials, DeliveryId, ExchangeFuture, IdempotencyKey, RetryingClient,
-    TokenExchanger,
+    TokenExchanger, TriggerLimit,
 };
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -85,6 +85,7 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
     };
     let client = RetryingClient::builder(server.base_url())
         .exchanger(exchanger)
+        .trigger_limit_for(TRIGGER_TOKEN, TriggerLimit::DOCUMENTED)
         .backoff(
             Backoff::new()
                 .base(Duration::from_millis(2))
@@ -140,7 +141,9 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
         .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
         .delivery_id(id("e-3"));
     let pending_write = client.create("/api/json/v1/notes", IdempotencyKey::random(), WRITE_BODY);
+    let stats = client.stats();
     tracing::error!(
+        ?stats,
         ?error,
         %error,
         ?delivery,
@@ -168,6 +171,10 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
         "routes are traced, redacted"
     );
     assert!(output.contains("x-request-id") || output.contains("request_id=req_"));
+    assert!(
+        output.contains("call finished") && output.contains("retry_tokens_left=500"),
+        "each call ends with the client's counters as tracing fields"
+    );
     assert!(
         output.contains("starting new connection"),
         "reqwest's log records are captured too"
