@@ -2,7 +2,9 @@
 //!
 //! A [`Fault`] pairs an action with the requests it applies to (method and path
 //! prefix) and how often: the next N matching requests, or each one with a
-//! seeded probability.
+//! seeded probability. Faults are tried in the order they were injected: the
+//! first that fires takes the request, and a probability that does not fire
+//! leaves it to the next matching fault.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -270,28 +272,31 @@ impl FaultTable {
 
     /// The action for this request, if a fault fires on it.
     pub(crate) fn take(&mut self, method: &str, path: &str) -> Option<FaultAction> {
-        if self.armed.is_empty() {
-            return None;
-        }
-        let index = self
-            .armed
-            .iter()
-            .position(|a| a.fault.matches(method, path))?;
-        let armed = &mut self.armed[index];
-        match &mut armed.fault.firing {
-            Firing::Times(n) => {
-                let action = armed.fault.action.clone();
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.armed.remove(index);
+        // Each matching fault in turn gets its chance: a probability that does not fire
+        // leaves the request to the next one.
+        for index in 0..self.armed.len() {
+            let armed = &mut self.armed[index];
+            if !armed.fault.matches(method, path) {
+                continue;
+            }
+            match &mut armed.fault.firing {
+                Firing::Times(n) => {
+                    let action = armed.fault.action.clone();
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.armed.remove(index);
+                    }
+                    return Some(action);
                 }
-                Some(action)
-            }
-            Firing::Probability { p, .. } => {
-                let p = p.clamp(0.0, 1.0);
-                armed.rng.random_bool(p).then(|| armed.fault.action.clone())
+                Firing::Probability { p, .. } => {
+                    let p = p.clamp(0.0, 1.0);
+                    if armed.rng.random_bool(p) {
+                        return Some(armed.fault.action.clone());
+                    }
+                }
             }
         }
+        None
     }
 }
 
@@ -312,6 +317,28 @@ mod tests {
         assert!(table.take("POST", "/api/v1/webhooks/t").is_some());
         assert!(table.take("POST", "/api/v1/webhooks/t").is_some());
         assert_eq!(table.take("POST", "/api/v1/webhooks/t"), None);
+    }
+
+    #[test]
+    fn a_probability_that_does_not_fire_leaves_the_request_to_the_next_fault() {
+        let mut table = FaultTable::default();
+        table.push(Fault::respond(503).probability(0.0, 1));
+        table.push(Fault::execute_then_close().times(1));
+        assert_eq!(
+            table.take("POST", "/x"),
+            Some(FaultAction::ExecuteThenClose)
+        );
+        assert_eq!(
+            table.take("POST", "/x"),
+            None,
+            "503 never fires, the other is spent"
+        );
+        table.push(Fault::respond(503).probability(1.0, 1));
+        table.push(Fault::execute_then_close().times(1));
+        assert!(matches!(
+            table.take("POST", "/x"),
+            Some(FaultAction::Respond { status: 503, .. })
+        ));
     }
 
     #[test]
