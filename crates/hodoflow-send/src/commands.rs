@@ -31,7 +31,21 @@ pub(crate) async fn run(cli: Cli) -> Exit {
         Ok(prepared) => prepared.send().await,
         Err(message) => Report::failure(Failure::invalid_input(message)),
     };
-    finish(report, started, json)
+    finish(with_command_fields(report, &cli.command), started, json)
+}
+
+/// Adds the fields a command always reports, even when it failed before sending: `state` for
+/// `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and `graphql`.
+fn with_command_fields(mut report: Report, command: &Command) -> Report {
+    match command {
+        Command::Follow { .. } => report.state = Some(report.state.flatten()),
+        Command::Rehearse(_) => report.first = Some(report.first.unwrap_or_default()),
+        Command::Write(_) | Command::Get { .. } | Command::Graphql { .. } => {
+            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
+        }
+        Command::Webhook(_) | Command::Batch(_) => {}
+    }
+    report
 }
 
 /// Stamps the elapsed time, prints the report and returns its exit.
@@ -51,28 +65,29 @@ struct Prepared {
 /// What to send.
 #[derive(Debug)]
 enum Action {
+    /// `webhook`, or `rehearse` when `rehearse` is set.
     Deliver {
         trigger: Trigger,
         body: Vec<u8>,
         id: DeliveryId,
         rehearse: bool,
     },
+    /// `write`.
     Write {
         method: http::Method,
         path: String,
         key: IdempotencyKey,
         body: Vec<u8>,
     },
-    Get {
-        path: String,
-    },
+    /// `get`.
+    Get { path: String },
+    /// `graphql`.
     GraphQl {
         query: String,
         variables: serde_json::Value,
     },
-    Follow {
-        run_id: String,
-    },
+    /// `follow`.
+    Follow { run_id: String },
 }
 
 /// Checks every input and builds the client, or says what is wrong.
@@ -253,7 +268,7 @@ async fn rehearse(
         return Report {
             attempts: Vec::new(),
             first: Some(FirstDelivery {
-                first_outcome: first_report.outcome,
+                first_outcome: Some(first_report.outcome),
                 first_workflow_run_id: None,
                 first_attempts: attempts,
             }),
@@ -261,7 +276,7 @@ async fn rehearse(
         };
     }
     let first = FirstDelivery {
-        first_outcome: first_report.outcome,
+        first_outcome: Some(first_report.outcome),
         first_workflow_run_id: first_report.workflow_run_id,
         first_attempts: first_report.attempts,
     };
@@ -296,21 +311,16 @@ fn answered(result: Result<Response, Error>, write: bool) -> Report {
             } else {
                 Outcome::Ok
             };
-            let body = response.body();
-            let body = if body.is_empty() {
-                serde_json::Value::Null
-            } else {
-                serde_json::from_slice(body).unwrap_or_else(|_| {
-                    serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
-                })
-            };
             Report {
                 status: Some(response.status().as_u16()),
-                body: Some(body),
+                body: Some(Report::body_of(response.body())),
                 ..Report::success(outcome, response.attempts())
             }
         }
-        Err(error) => Report::failed(&error),
+        Err(error) => Report {
+            body: error.body().map(|body| Report::body_of(body)),
+            ..Report::failed(&error)
+        },
     }
 }
 
@@ -329,7 +339,7 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
     let state = state_name(run.state());
     let mut report = Report {
         workflow_run_id: Some(run.id().to_owned()),
-        state: Some(state),
+        state: Some(Some(state)),
         ..Report::success(Outcome::Ok, run.attempts())
     };
     if *run.state() != RunState::Succeeded {

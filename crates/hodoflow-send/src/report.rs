@@ -253,11 +253,11 @@ fn reported_kind(error: &Error) -> &'static str {
 }
 
 /// What `rehearse` adds: the first delivery.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct FirstDelivery {
     /// How the server took the first delivery (`accepted`, or `duplicate` when the delivery ID
-    /// was used before).
-    pub(crate) first_outcome: Outcome,
+    /// was used before); `null` when nothing was sent.
+    pub(crate) first_outcome: Option<Outcome>,
     /// The run the first delivery started.
     pub(crate) first_workflow_run_id: Option<String>,
     /// The attempts of the first delivery.
@@ -281,14 +281,14 @@ pub(crate) struct Report {
     pub(crate) elapsed_ms: u64,
     /// The failure, when `outcome` is `error`.
     pub(crate) error: Option<Failure>,
-    /// `follow`: the run's last state.
+    /// `follow` only (absent for the other commands): the run's last state, `null` when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) state: Option<&'static str>,
+    pub(crate) state: Option<Option<&'static str>>,
     /// `rehearse`: the first delivery.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub(crate) first: Option<FirstDelivery>,
-    /// `write`, `get`, `graphql`: the answer's JSON body (a string when it is not JSON, `null`
-    /// when empty).
+    /// `write`, `get`, `graphql` only: the last answer's body, an error body included, as JSON
+    /// (a string when it is not JSON; `null` when empty or when nothing was sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) body: Option<serde_json::Value>,
 }
@@ -336,6 +336,16 @@ impl Report {
             first: None,
             body: None,
         }
+    }
+
+    /// The JSON body of an answer: `null` when empty, a string when it is not JSON.
+    pub(crate) fn body_of(body: &[u8]) -> serde_json::Value {
+        if body.is_empty() {
+            return serde_json::Value::Null;
+        }
+        serde_json::from_slice(body).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
+        })
     }
 
     /// Sets the key or delivery ID sent.
@@ -411,6 +421,7 @@ impl Report {
                 };
                 let state = self
                     .state
+                    .flatten()
                     .map(|s| format!(" (run {s})"))
                     .unwrap_or_default();
                 format!(
@@ -428,7 +439,7 @@ impl Report {
             (Outcome::Duplicate, None) => match &self.first {
                 Some(first) => format!(
                     "duplicate: the resend was recognised; the first delivery was {} with run {} ({took}{key})",
-                    first.first_outcome.as_str(),
+                    first.first_outcome.map_or("?", Outcome::as_str),
                     first.first_workflow_run_id.as_deref().unwrap_or("(none)")
                 ),
                 None => format!("duplicate: already accepted earlier, no new run ({took}{key})"),
@@ -436,10 +447,12 @@ impl Report {
             (Outcome::Replayed, None) => {
                 format!("replayed: {status}from the server's idempotency store ({took}{key})")
             }
-            (Outcome::Ok | Outcome::Error, None) => match (self.state, &self.workflow_run_id) {
-                (Some(state), Some(run)) => format!("ok: workflow run {run} {state} ({took})"),
-                _ => format!("ok: {status}({took}{key})"),
-            },
+            (Outcome::Ok | Outcome::Error, None) => {
+                match (self.state.flatten(), &self.workflow_run_id) {
+                    (Some(state), Some(run)) => format!("ok: workflow run {run} {state} ({took})"),
+                    _ => format!("ok: {status}({took}{key})"),
+                }
+            }
         }
     }
 }

@@ -293,6 +293,10 @@ fn write_sends_the_body_byte_for_byte_and_a_retry_with_the_key_is_replayed() {
             .starts_with("key_reused: "),
         "{report}"
     );
+    assert_eq!(
+        report["body"]["errors"][0]["code"],
+        "idempotency_key_reused"
+    );
     assert_eq!(contract.ledger().writes_executed("create-apollo"), 1);
 }
 
@@ -443,6 +447,13 @@ fn follow_polls_a_run_to_its_terminal_state() {
             .requests_to("GET", "/api/json/v1/workflow_runs/")
             .is_empty()
     );
+
+    let unknown = run(contract.send().args(["--json", "follow", "no-such-run"]));
+    assert_eq!(unknown.code, 1, "{unknown:?}");
+    let report = unknown.json();
+    assert_eq!(report["error"]["kind"], "not_found");
+    assert_eq!(report["state"], Value::Null);
+    assert_eq!(report["workflow_run_id"], "no-such-run");
 }
 
 #[test]
@@ -475,6 +486,16 @@ fn rehearse_succeeds_when_the_resend_is_a_duplicate() {
         [report["first_workflow_run_id"].as_str().unwrap()]
     );
     assert_eq!(ledger.duplicates_for_delivery(&key), 1);
+
+    // Refused before sending, the report still has the rehearsal's fields.
+    let refused = run(contract
+        .send()
+        .args(["--json", "rehearse", TRIGGER, "--data", EVENT]));
+    assert_eq!(refused.code, 2, "{refused:?}");
+    let report = refused.json();
+    assert_eq!(fields(&report), expected);
+    assert_eq!(report["first_outcome"], Value::Null);
+    assert_eq!(report["first_attempts"], json!([]));
 }
 
 #[test]
@@ -886,4 +907,47 @@ fn no_secret_reaches_stdout_or_stderr_even_at_trace_level() {
         ledger.requests_to("POST", TOKEN).len(),
         ledger.exchanges().len()
     );
+}
+
+#[test]
+fn credentials_go_to_the_token_url_and_a_refused_secret_is_permanent() {
+    let contract = Contract::start();
+    let token_url = format!("{}{TOKEN}", contract.base_url());
+    let ran = run(contract
+        .send()
+        .args(["--json", "--token-url", &token_url, "get", PROJECTS]));
+    assert_eq!(ran.code, 0, "{ran:?}");
+    assert_eq!(contract.ledger().tokens_issued(), 1);
+
+    // Nothing listens on port 1: the exchange gets no answer, so try again later.
+    let unreachable = run(contract.send().args([
+        "--json",
+        "--token-url",
+        "http://127.0.0.1:1/oauth/token",
+        "get",
+        PROJECTS,
+    ]));
+    assert_eq!(unreachable.code, 3, "{unreachable:?}");
+    let report = unreachable.json();
+    assert_eq!(report["error"]["kind"], "transport");
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("token_exchange: ")
+    );
+
+    let refused = run(contract
+        .send()
+        .env("HODOFLOW_CLIENT_SECRET", "not-the-secret")
+        .args(["--json", "get", PROJECTS]));
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let report = refused.json();
+    assert_eq!(report["error"]["kind"], "unauthorized");
+    assert_eq!(report["error"]["may_have_run"], false);
+
+    let ledger = contract.ledger();
+    assert_eq!(ledger.exchanges().len(), 2);
+    assert!(!ledger.exchanges()[1].granted);
+    assert_eq!(ledger.requests_to("GET", PROJECTS).len(), 1);
 }
