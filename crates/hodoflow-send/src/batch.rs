@@ -144,6 +144,7 @@ impl Prepared {
         let started = Instant::now();
         let total = self.events.len();
         let bar = progress_bar(total as u64);
+        let stdout_is_terminal = std::io::stdout().is_terminal();
         crate::logging::show_progress(bar.clone());
         let mut tally = Tally::default();
         let mut pending = self.events.into_iter();
@@ -164,10 +165,15 @@ impl Prepared {
             };
             tally.add(&line);
             let text = serde_json::to_string(&line).expect("a result line serializes");
-            bar.suspend(|| {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{text}");
-            });
+            let print = || {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+            };
+            // Hiding the bar redraws it: only when both share the terminal.
+            if stdout_is_terminal {
+                bar.suspend(print);
+            } else {
+                print();
+            }
             bar.inc(1);
         }
         bar.finish_and_clear();
