@@ -265,7 +265,8 @@ fn write_sends_the_body_byte_for_byte_and_a_retry_with_the_key_is_replayed() {
     assert_eq!(report["status"], 201);
     assert_eq!(contract.ledger().writes_executed("create-apollo"), 1);
 
-    // The same key with other bytes (one space less) is a different request: 409, exit 1.
+    // The same key with other bytes (one space less, from stdin) is a different request: 409,
+    // exit 1. A client that re-serialized bodies would have sent the same bytes twice.
     let changed = run(contract
         .send()
         .args([
@@ -276,10 +277,8 @@ fn write_sends_the_body_byte_for_byte_and_a_retry_with_the_key_is_replayed() {
             "--key",
             "create-apollo",
         ])
-        .args([
-            "--data",
-            r#"{"data":{"type":"projects", "attributes": {"name": "Apollo"}}}"#,
-        ]));
+        .args(["--data", "@-"])
+        .write_stdin(r#"{"data":{"type":"projects", "attributes": {"name": "Apollo"}}}"#));
     assert_eq!(changed.code, 1, "{changed:?}");
     let report = changed.json();
     assert_eq!(report["outcome"], "error");
@@ -496,6 +495,46 @@ fn rehearse_succeeds_when_the_resend_is_a_duplicate() {
     assert_eq!(fields(&report), expected);
     assert_eq!(report["first_outcome"], Value::Null);
     assert_eq!(report["first_attempts"], json!([]));
+}
+
+#[test]
+fn rehearse_fails_when_the_resend_starts_a_second_run() {
+    // A server that forgets delivery IDs at once accepts the resend as new work.
+    let contract = Contract::with(|builder| {
+        builder.limits(hodoflow_mock::Limits {
+            delivery_retention: Duration::ZERO,
+            ..support::limits()
+        })
+    });
+    let ran = run(contract.send().args([
+        "--json",
+        "rehearse",
+        TRIGGER,
+        "--delivery-id",
+        "drill-forgotten",
+        "--data",
+        EVENT,
+    ]));
+
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let report = ran.json();
+    assert_eq!(report["outcome"], "error");
+    assert_eq!(report["status"], 202);
+    assert_eq!(report["first_outcome"], "accepted");
+    assert_eq!(report["error"]["kind"], "unprocessable");
+    assert_eq!(report["error"]["may_have_run"], true);
+    let runs = contract
+        .ledger()
+        .runs_for_delivery("drill-forgotten")
+        .to_vec();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(report["workflow_run_id"], runs[1].as_str());
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&runs[1])
+    );
 }
 
 #[test]
