@@ -1,0 +1,353 @@
+//! `batch`: deliver many events to one trigger, with bounded concurrency, and one result line per
+//! event for reconciliation.
+//!
+//! Every event's delivery ID is derived from its `event_id` exactly as `--event-id` derives it, so
+//! running the same file twice (after a crash, or after exit 3) starts no second run: events
+//! already accepted come back `duplicate`. The whole file is read and checked before anything is
+//! sent; one bad line refuses the batch with exit 2.
+//!
+//! Each input line is `{"event_id": "<business id>", "body": <any JSON>}`; the body is sent as the
+//! bytes it has in the line, not re-serialized. Each output line, in the order deliveries finish:
+//!
+//! ```text
+//! {"event_id":"…","delivery_id":"…","outcome":"accepted"|"duplicate"|"error","status":202,
+//!  "workflow_run_id":"…"|null,"attempts":1,"error":null|{"kind":…,"may_have_run":…,"message":…}}
+//! ```
+
+use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hodoflow_retry::RetryingClient;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::task::JoinSet;
+
+use crate::cli::{self, Cli};
+use crate::report::{Exit, Failure, Outcome};
+use crate::trigger::Trigger;
+
+/// The most line errors quoted when a file is refused.
+const QUOTED_ERRORS: usize = 5;
+
+/// One event to deliver.
+#[derive(Debug)]
+struct Event {
+    event_id: String,
+    body: Vec<u8>,
+}
+
+/// An input line.
+#[derive(Deserialize)]
+struct Line<'a> {
+    event_id: String,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+/// An output line.
+#[derive(Debug, Serialize)]
+struct ResultLine {
+    event_id: String,
+    delivery_id: String,
+    outcome: Outcome,
+    status: Option<u16>,
+    workflow_run_id: Option<String>,
+    attempts: usize,
+    error: Option<Failure>,
+}
+
+impl ResultLine {
+    fn exit(&self) -> Exit {
+        self.error
+            .as_ref()
+            .map_or(Exit::Success, |failure| failure.exit)
+    }
+}
+
+/// A batch whose input was read and checked, ready to send.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    client: RetryingClient,
+    trigger: Arc<Trigger>,
+    events: Vec<Event>,
+    concurrency: usize,
+}
+
+/// Reads and checks the events, and builds the client.
+///
+/// # Errors
+///
+/// A sentence for the user when the trigger, the file or a line is refused; nothing was sent.
+pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String> {
+    let trigger = Trigger::parse(&batch.trigger)?;
+    let text = if batch.events.as_os_str() == "-" {
+        let mut text = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut text)
+            .map_err(|e| format!("cannot read --events from standard input: {e}"))?;
+        text
+    } else {
+        crate::body::read_file(&batch.events, "--events")?
+    };
+    let events = parse(&text)?;
+    let client = crate::client::build(cli, trigger.base_url.as_deref())?;
+    Ok(Prepared {
+        client,
+        trigger: Arc::new(trigger),
+        events,
+        concurrency: batch.concurrency as usize,
+    })
+}
+
+/// Parses NDJSON events; blank lines are skipped.
+fn parse(text: &[u8]) -> Result<Vec<Event>, String> {
+    let mut events = Vec::new();
+    let mut errors = Vec::new();
+    for (index, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Line<'_>>(line) {
+            Ok(parsed) if parsed.event_id.is_empty() => {
+                errors.push(format!("line {}: event_id is empty", index + 1));
+            }
+            Ok(parsed) => events.push(Event {
+                event_id: parsed.event_id,
+                body: parsed.body.get().as_bytes().to_vec(),
+            }),
+            Err(e) => errors.push(format!("line {}: {e}", index + 1)),
+        }
+    }
+    if errors.is_empty() {
+        return Ok(events);
+    }
+    let more = errors.len().saturating_sub(QUOTED_ERRORS);
+    let mut message = format!(
+        "--events has {} bad line(s); nothing was sent: {}",
+        errors.len(),
+        errors[..errors.len().min(QUOTED_ERRORS)].join("; ")
+    );
+    if more > 0 {
+        message.push_str(&format!("; and {more} more"));
+    }
+    Err(message)
+}
+
+impl Prepared {
+    /// Delivers every event, `concurrency` at a time, printing a result line as each finishes.
+    /// Returns the worst exit of any event.
+    pub(crate) async fn run(self) -> Exit {
+        let started = Instant::now();
+        let total = self.events.len();
+        let bar = progress_bar(total as u64);
+        let stdout_is_terminal = std::io::stdout().is_terminal();
+        crate::logging::show_progress(bar.clone());
+        let mut tally = Tally::default();
+        let mut pending = self.events.into_iter();
+        let mut running = JoinSet::new();
+        loop {
+            while running.len() < self.concurrency {
+                let Some(event) = pending.next() else { break };
+                let client = self.client.clone();
+                let trigger = Arc::clone(&self.trigger);
+                running.spawn(async move { deliver(&client, &trigger, event).await });
+            }
+            let Some(finished) = running.join_next().await else {
+                break;
+            };
+            let line = match finished {
+                Ok(line) => line,
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            };
+            tally.add(&line);
+            let text = serde_json::to_string(&line).expect("a result line serializes");
+            let print = || {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+            };
+            // Hiding the bar redraws it: only when both share the terminal.
+            if stdout_is_terminal {
+                bar.suspend(print);
+            } else {
+                print();
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        eprintln!("{}", tally.summary(total, started.elapsed()));
+        tally.worst
+    }
+}
+
+/// A bar on standard error when it is a terminal; hidden otherwise, so logs stay clean.
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{wide_bar} {pos}/{len} events {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Delivers one event and describes how it went.
+async fn deliver(client: &RetryingClient, trigger: &Trigger, event: Event) -> ResultLine {
+    let id = crate::commands::event_delivery_id(&event.event_id);
+    let delivery_id = id.key().as_str().to_owned();
+    match crate::commands::deliver(client, trigger, event.body, &id).await {
+        Ok(delivery) => ResultLine {
+            event_id: event.event_id,
+            delivery_id,
+            outcome: if delivery.is_duplicate() {
+                Outcome::Duplicate
+            } else {
+                Outcome::Accepted
+            },
+            status: delivery
+                .attempts()
+                .last()
+                .and_then(|a| a.status())
+                .map(|s| s.as_u16()),
+            workflow_run_id: delivery.run_id().map(str::to_owned),
+            attempts: delivery.attempts().len(),
+            error: None,
+        },
+        Err(error) => ResultLine {
+            event_id: event.event_id,
+            delivery_id,
+            outcome: Outcome::Error,
+            status: error.status().map(|s| s.as_u16()),
+            workflow_run_id: None,
+            attempts: error.attempts().len(),
+            error: Some(Failure::from_error(&error)),
+        },
+    }
+}
+
+/// Counts of a batch so far.
+#[derive(Debug)]
+struct Tally {
+    accepted: usize,
+    duplicate: usize,
+    permanent: usize,
+    retryable: usize,
+    attempts: usize,
+    worst: Exit,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            accepted: 0,
+            duplicate: 0,
+            permanent: 0,
+            retryable: 0,
+            attempts: 0,
+            worst: Exit::Success,
+        }
+    }
+}
+
+impl Tally {
+    fn add(&mut self, line: &ResultLine) {
+        self.attempts += line.attempts;
+        match line.outcome {
+            Outcome::Accepted => self.accepted += 1,
+            Outcome::Duplicate => self.duplicate += 1,
+            _ if line.exit() == Exit::Retryable => self.retryable += 1,
+            _ => self.permanent += 1,
+        }
+        if line.exit().severity() > self.worst.severity() {
+            self.worst = line.exit();
+        }
+    }
+
+    /// `batch: 1000 events, 990 accepted, 10 duplicate, 0 failed for good, 0 to retry; …`
+    fn summary(&self, total: usize, took: Duration) -> String {
+        let mut summary = format!(
+            "batch: {total} events, {} accepted, {} duplicate, {} failed for good, {} to retry; \
+             {} attempts in {} ms",
+            self.accepted,
+            self.duplicate,
+            self.permanent,
+            self.retryable,
+            self.attempts,
+            crate::report::millis(took)
+        );
+        if self.retryable > 0 {
+            summary.push_str(
+                "\nrun the same file again later: events already taken come back duplicate",
+            );
+        }
+        summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_events_and_keeps_each_body_byte_for_byte() {
+        let text = b"{\"event_id\":\"e-1\",\"body\":{ \"b\" : 1 }}\n\n{\"body\":[1,2],\"event_id\":\"e-2\",\"extra\":true}\r\n";
+        let events = parse(text).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].event_id, "e-1");
+        assert_eq!(events[0].body, b"{ \"b\" : 1 }");
+        assert_eq!(events[1].body, b"[1,2]");
+    }
+
+    #[test]
+    fn refuses_the_whole_file_naming_bad_lines() {
+        let text = b"{\"event_id\":\"e-1\",\"body\":{}}\nnot json\n{\"event_id\":\"\",\"body\":1}\n{\"body\":1}\n";
+        let error = parse(text).unwrap_err();
+        assert!(
+            error.starts_with("--events has 3 bad line(s); nothing was sent"),
+            "{error}"
+        );
+        assert!(error.contains("line 2: "), "{error}");
+        assert!(error.contains("line 3: event_id is empty"), "{error}");
+        assert!(
+            error.contains("line 4: missing field `event_id`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_worst_event_decides_the_exit() {
+        let line = |error: Option<Failure>| ResultLine {
+            event_id: "e".into(),
+            delivery_id: "d".into(),
+            outcome: if error.is_some() {
+                Outcome::Error
+            } else {
+                Outcome::Accepted
+            },
+            status: None,
+            workflow_run_id: None,
+            attempts: 1,
+            error,
+        };
+        let mut tally = Tally::default();
+        tally.add(&line(None));
+        assert_eq!(tally.worst, Exit::Success);
+        let mut retryable = Failure::invalid_input("x");
+        retryable.exit = Exit::Retryable;
+        tally.add(&line(Some(retryable)));
+        assert_eq!(tally.worst, Exit::Retryable);
+        tally.add(&line(Some(Failure::permanent(
+            "not_found",
+            false,
+            "gone".into(),
+        ))));
+        assert_eq!(tally.worst, Exit::Permanent);
+        assert_eq!(
+            (tally.accepted, tally.retryable, tally.permanent),
+            (1, 1, 1)
+        );
+    }
+}

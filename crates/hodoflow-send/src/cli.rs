@@ -1,0 +1,250 @@
+//! The command line: clap types only.
+//!
+//! There is no `--client-secret` flag on purpose: a flag's value is visible to every user of
+//! the machine in the process list and stays in shell history. The secret comes from
+//! `--client-secret-file` or `HODOFLOW_CLIENT_SECRET` (see `secret.rs`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Sends to a Hodoflow-style API with safe retries: one identity per operation, the documented
+/// retry matrix, and an attempt budget.
+///
+/// Exit status: 0 success (accepted, duplicate, ok, replayed); 1 permanent failure (do not retry
+/// unchanged); 2 usage error or invalid input (nothing was sent); 3 retryable failure (the budget
+/// ran out or the outcome is unknown: retry later with the same key).
+#[derive(Debug, Parser)]
+#[command(name = "hodoflow-send", version)]
+pub(crate) struct Cli {
+    /// The API's base URL, such as `https://hodoflow.example`.
+    #[arg(long, env = "HODOFLOW_BASE_URL", global = true, value_name = "URL")]
+    pub(crate) base_url: Option<String>,
+
+    /// The client ID of the service account.
+    #[arg(long, env = "HODOFLOW_CLIENT_ID", global = true, value_name = "ID")]
+    pub(crate) client_id: Option<String>,
+
+    /// A file holding the client secret (a trailing newline is trimmed). Without it, the
+    /// secret is read from HODOFLOW_CLIENT_SECRET; it is never accepted as a flag value.
+    #[arg(
+        long,
+        env = "HODOFLOW_CLIENT_SECRET_FILE",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub(crate) client_secret_file: Option<PathBuf>,
+
+    /// The token endpoint. [default: {base-url}/oauth/token]
+    #[arg(long, env = "HODOFLOW_TOKEN_URL", global = true, value_name = "URL")]
+    pub(crate) token_url: Option<String>,
+
+    /// The most attempts of one operation, the first included.
+    #[arg(
+        long,
+        env = "HODOFLOW_MAX_ATTEMPTS",
+        global = true,
+        default_value_t = 5,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub(crate) max_attempts: u32,
+
+    /// The time budget of one operation, waits included (DUR: 500ms, 30s, 2m, 1h).
+    #[arg(
+        long,
+        env = "HODOFLOW_MAX_ELAPSED",
+        global = true,
+        default_value = "60s",
+        value_name = "DUR",
+        value_parser = crate::duration::parse
+    )]
+    pub(crate) max_elapsed: Duration,
+
+    /// The timeout of one attempt (DUR).
+    #[arg(
+        long,
+        env = "HODOFLOW_ATTEMPT_TIMEOUT",
+        global = true,
+        default_value = "15s",
+        value_name = "DUR",
+        value_parser = crate::duration::parse
+    )]
+    pub(crate) attempt_timeout: Duration,
+
+    /// Print exactly one JSON object on standard output (batch: one JSON line per event).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+
+    /// What to send.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Deliver one event; TRIGGER is a trigger token or a full trigger URL.
+    Webhook(Delivery),
+    /// One JSON:API write (POST, PUT, PATCH, DELETE) with an Idempotency-Key.
+    Write(Write),
+    /// One JSON:API read.
+    Get {
+        /// The path, such as /api/json/v1/projects/42.
+        path: String,
+    },
+    /// One GraphQL factQuery.
+    Graphql {
+        /// The GraphQL document.
+        #[arg(long, value_name = "Q")]
+        query: String,
+        /// The variables, a JSON object.
+        #[arg(long, value_name = "JSON")]
+        variables: Option<String>,
+    },
+    /// Poll a workflow run until it reaches a terminal state (within --max-elapsed).
+    Follow {
+        /// The workflow run ID, as an accepted delivery reports it.
+        run_id: String,
+    },
+    /// Deliver, then resend with the same delivery ID; succeeds only when the second answer is
+    /// `duplicate`.
+    Rehearse(Delivery),
+    /// Deliver NDJSON events ({"event_id": ..., "body": ...} a line), one result line per
+    /// event on standard output.
+    Batch(Batch),
+}
+
+/// The arguments of `webhook` and `rehearse`.
+#[derive(Debug, Args)]
+pub(crate) struct Delivery {
+    /// A trigger token, or the trigger URL `{base}/api/v1/webhooks/<token>`. A secret: never
+    /// printed.
+    pub(crate) trigger: String,
+    /// The body, sent byte for byte: @FILE, @- (standard input) or the text itself.
+    #[arg(long, value_name = "@FILE|@-|TEXT")]
+    pub(crate) data: Option<String>,
+    /// The stable delivery ID of this event, sent as Idempotency-Key.
+    #[arg(long, value_name = "ID", conflicts_with = "event_id")]
+    pub(crate) delivery_id: Option<String>,
+    /// Derive the delivery ID from this business identifier (the same ID always gives the same
+    /// delivery ID).
+    #[arg(long, value_name = "BUSINESS_ID")]
+    pub(crate) event_id: Option<String>,
+}
+
+/// The arguments of `write`.
+#[derive(Debug, Args)]
+pub(crate) struct Write {
+    /// The method.
+    #[arg(value_enum, ignore_case = true)]
+    pub(crate) method: WriteMethod,
+    /// The path, such as /api/json/v1/projects.
+    pub(crate) path: String,
+    /// The body, sent byte for byte: @FILE, @- (standard input) or the text itself.
+    #[arg(long, value_name = "@FILE|@-|TEXT")]
+    pub(crate) data: Option<String>,
+    /// The Idempotency-Key. Without it or --event-id a random key is generated and printed:
+    /// retry with it.
+    #[arg(long, value_name = "KEY", conflicts_with = "event_id")]
+    pub(crate) key: Option<String>,
+    /// Derive the key from this business identifier.
+    #[arg(long, value_name = "BUSINESS_ID")]
+    pub(crate) event_id: Option<String>,
+}
+
+/// An unsafe JSON:API method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum WriteMethod {
+    /// Create.
+    #[value(name = "POST")]
+    Post,
+    /// Replace.
+    #[value(name = "PUT")]
+    Put,
+    /// Change.
+    #[value(name = "PATCH")]
+    Patch,
+    /// Delete.
+    #[value(name = "DELETE")]
+    Delete,
+}
+
+impl WriteMethod {
+    /// The HTTP method.
+    pub(crate) fn method(self) -> http::Method {
+        match self {
+            Self::Post => http::Method::POST,
+            Self::Put => http::Method::PUT,
+            Self::Patch => http::Method::PATCH,
+            Self::Delete => http::Method::DELETE,
+        }
+    }
+}
+
+/// The arguments of `batch`.
+#[derive(Debug, Args)]
+pub(crate) struct Batch {
+    /// A trigger token, or the trigger URL. A secret: never printed.
+    pub(crate) trigger: String,
+    /// The NDJSON events: a file, or - for standard input. Each line's delivery ID is derived
+    /// from its event_id, like --event-id.
+    #[arg(long, value_name = "FILE|-")]
+    pub(crate) events: PathBuf,
+    /// How many deliveries are in flight at once.
+    #[arg(
+        long,
+        env = "HODOFLOW_CONCURRENCY",
+        default_value_t = 8,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=1024)
+    )]
+    pub(crate) concurrency: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_flag_takes_a_client_secret() {
+        let command = Cli::command();
+        let mut names = Vec::new();
+        for command in std::iter::once(&command).chain(command.get_subcommands()) {
+            names.extend(command.get_arguments().filter_map(|a| a.get_long()));
+        }
+        assert!(names.contains(&"client-secret-file"));
+        assert!(!names.contains(&"client-secret"), "{names:?}");
+    }
+
+    #[test]
+    fn options_come_from_the_environment_names() {
+        let command = Cli::command();
+        let env = |long: &str| {
+            command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .and_then(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned())
+        };
+        assert_eq!(env("base-url").as_deref(), Some("HODOFLOW_BASE_URL"));
+        assert_eq!(env("client-id").as_deref(), Some("HODOFLOW_CLIENT_ID"));
+        assert_eq!(env("token-url").as_deref(), Some("HODOFLOW_TOKEN_URL"));
+        assert_eq!(
+            env("max-attempts").as_deref(),
+            Some("HODOFLOW_MAX_ATTEMPTS")
+        );
+        assert_eq!(env("max-elapsed").as_deref(), Some("HODOFLOW_MAX_ELAPSED"));
+        assert_eq!(
+            env("attempt-timeout").as_deref(),
+            Some("HODOFLOW_ATTEMPT_TIMEOUT")
+        );
+    }
+}

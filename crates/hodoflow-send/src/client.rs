@@ -1,0 +1,52 @@
+//! The SDK client the global options describe.
+
+use hodoflow_retry::{Budget, ClientCredentials, RetryingClient};
+
+use crate::cli::Cli;
+
+/// Builds the client: base URL, client credentials (and token URL), and the budget.
+///
+/// `trigger_base` is the base URL in front of a trigger URL's route; it serves as the base URL
+/// when `--base-url` is not given, and must agree with it when it is.
+///
+/// # Errors
+///
+/// A sentence for the user, with no secret in it, when an option is missing or refused.
+pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingClient, String> {
+    let base_url = match (cli.base_url.as_deref(), trigger_base) {
+        (Some(given), Some(from_trigger))
+            if given.trim_end_matches('/') != from_trigger.trim_end_matches('/') =>
+        {
+            return Err(format!(
+                "the trigger URL is on {from_trigger}, not on --base-url {given}"
+            ));
+        }
+        (Some(given), _) => given,
+        (None, Some(from_trigger)) => from_trigger,
+        (None, None) => {
+            return Err("no base URL: pass --base-url URL or set HODOFLOW_BASE_URL".to_owned());
+        }
+    };
+    let client_id = cli
+        .client_id
+        .as_deref()
+        .filter(|id| !id.is_empty())
+        .ok_or("no client ID: pass --client-id ID or set HODOFLOW_CLIENT_ID")?;
+    let secret = crate::secret::client_secret(cli.client_secret_file.as_deref())?;
+    let mut credentials =
+        ClientCredentials::new(base_url, client_id, secret).map_err(|e| e.to_string())?;
+    if let Some(token_url) = &cli.token_url {
+        credentials = credentials
+            .token_url(token_url)
+            .map_err(|e| format!("--token-url: {e}"))?;
+    }
+    let budget = Budget::new()
+        .max_attempts(cli.max_attempts)
+        .max_elapsed(cli.max_elapsed)
+        .attempt_timeout(cli.attempt_timeout);
+    RetryingClient::builder(base_url)
+        .exchanger(credentials)
+        .budget(budget)
+        .build()
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,370 @@
+//! Each command: check its input, send through the SDK, and report.
+//!
+//! Input is checked before the client is built, so a usage error sends nothing, not even a
+//! token exchange.
+
+use std::time::Instant;
+
+use hodoflow_retry::{
+    Delivery, DeliveryId, Error, IdempotencyKey, Response, RetryingClient, RunState,
+};
+
+use crate::cli::{self, Cli, Command};
+use crate::report::{Exit, Failure, FirstDelivery, Outcome, Report};
+use crate::trigger::Trigger;
+
+/// Runs the command line and returns how the process ends.
+pub(crate) async fn run(cli: Cli) -> Exit {
+    let started = Instant::now();
+    let json = cli.json;
+    if let Command::Batch(batch) = &cli.command {
+        return match crate::batch::prepare(&cli, batch) {
+            Ok(prepared) => prepared.run().await,
+            Err(message) => finish(
+                Report::failure(Failure::invalid_input(message)),
+                started,
+                json,
+            ),
+        };
+    }
+    let report = match prepare(&cli) {
+        Ok(prepared) => prepared.send().await,
+        Err(message) => Report::failure(Failure::invalid_input(message)),
+    };
+    finish(with_command_fields(report, &cli.command), started, json)
+}
+
+/// Adds the fields a command always reports, even when it failed before sending: `state` for
+/// `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and `graphql`.
+fn with_command_fields(mut report: Report, command: &Command) -> Report {
+    match command {
+        Command::Follow { .. } => report.state = Some(report.state.flatten()),
+        Command::Rehearse(_) => report.first = Some(report.first.unwrap_or_default()),
+        Command::Write(_) | Command::Get { .. } | Command::Graphql { .. } => {
+            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
+        }
+        Command::Webhook(_) | Command::Batch(_) => {}
+    }
+    report
+}
+
+/// Stamps the elapsed time, prints the report and returns its exit.
+fn finish(mut report: Report, started: Instant, json: bool) -> Exit {
+    report.elapsed_ms = crate::report::millis(started.elapsed());
+    report.print(json);
+    report.exit()
+}
+
+/// A command whose input was checked, ready to send.
+#[derive(Debug)]
+struct Prepared {
+    client: RetryingClient,
+    action: Action,
+}
+
+/// What to send.
+#[derive(Debug)]
+enum Action {
+    /// `webhook`, or `rehearse` when `rehearse` is set.
+    Deliver {
+        trigger: Trigger,
+        body: Vec<u8>,
+        id: DeliveryId,
+        rehearse: bool,
+    },
+    /// `write`.
+    Write {
+        method: http::Method,
+        path: String,
+        key: IdempotencyKey,
+        body: Vec<u8>,
+    },
+    /// `get`.
+    Get { path: String },
+    /// `graphql`.
+    GraphQl {
+        query: String,
+        variables: serde_json::Value,
+    },
+    /// `follow`.
+    Follow { run_id: String },
+}
+
+/// Checks every input and builds the client, or says what is wrong.
+fn prepare(cli: &Cli) -> Result<Prepared, String> {
+    let (action, trigger_base) = match &cli.command {
+        Command::Webhook(delivery) | Command::Rehearse(delivery) => {
+            let rehearse = matches!(cli.command, Command::Rehearse(_));
+            let trigger = Trigger::parse(&delivery.trigger)?;
+            let id = delivery_id(delivery)?;
+            let body = crate::body::read(delivery.data.as_deref())?;
+            let base = trigger.base_url.clone();
+            let action = Action::Deliver {
+                trigger,
+                body,
+                id,
+                rehearse,
+            };
+            (action, base)
+        }
+        Command::Write(write) => (write_action(write)?, None),
+        Command::Get { path } => (Action::Get { path: path.clone() }, None),
+        Command::Graphql { query, variables } => {
+            let variables = match variables {
+                None => serde_json::json!({}),
+                Some(text) => match serde_json::from_str(text) {
+                    Ok(value @ serde_json::Value::Object(_)) => value,
+                    Ok(_) => return Err("--variables must be a JSON object".to_owned()),
+                    Err(e) => return Err(format!("--variables is not JSON: {e}")),
+                },
+            };
+            let action = Action::GraphQl {
+                query: query.clone(),
+                variables,
+            };
+            (action, None)
+        }
+        Command::Follow { run_id } => (
+            Action::Follow {
+                run_id: run_id.clone(),
+            },
+            None,
+        ),
+        Command::Batch(_) => unreachable!("batch is prepared by batch.rs"),
+    };
+    let client = crate::client::build(cli, trigger_base.as_deref())?;
+    Ok(Prepared { client, action })
+}
+
+/// The delivery ID of `webhook` and `rehearse`: given, derived, or refused.
+///
+/// A delivery without a stable ID cannot be made safe: a retry of it would start a second run.
+pub(crate) fn delivery_id(delivery: &cli::Delivery) -> Result<DeliveryId, String> {
+    match (&delivery.delivery_id, &delivery.event_id) {
+        (Some(id), _) => IdempotencyKey::new(id)
+            .map(DeliveryId::new)
+            .map_err(|e| format!("--delivery-id: {e}")),
+        (None, Some(event)) => Ok(event_delivery_id(event)),
+        (None, None) => Err(
+            "a delivery needs a stable ID so that a retry cannot start a second run: \
+             pass --delivery-id ID or --event-id BUSINESS_ID"
+                .to_owned(),
+        ),
+    }
+}
+
+/// The delivery ID derived from a business event ID, the same for `--event-id` and `batch`.
+pub(crate) fn event_delivery_id(event_id: &str) -> DeliveryId {
+    DeliveryId::new(IdempotencyKey::from_operation_id(event_id))
+}
+
+/// The write's key: given, derived, or generated and announced.
+fn write_action(write: &cli::Write) -> Result<Action, String> {
+    let key = match (&write.key, &write.event_id) {
+        (Some(key), _) => IdempotencyKey::new(key).map_err(|e| format!("--key: {e}"))?,
+        (None, Some(event)) => IdempotencyKey::from_operation_id(event),
+        (None, None) => {
+            let key = IdempotencyKey::random();
+            eprintln!(
+                "no --key or --event-id: generated Idempotency-Key {}; \
+                 to retry this write safely, pass --key {}",
+                key.as_str(),
+                key.as_str()
+            );
+            key
+        }
+    };
+    Ok(Action::Write {
+        method: write.method.method(),
+        path: write.path.clone(),
+        key,
+        body: crate::body::read(write.data.as_deref())?,
+    })
+}
+
+impl Prepared {
+    /// Sends the action and reports.
+    async fn send(self) -> Report {
+        let client = &self.client;
+        match self.action {
+            Action::Deliver {
+                trigger,
+                body,
+                id,
+                rehearse: false,
+            } => delivered(deliver(client, &trigger, body, &id).await, &id),
+            Action::Deliver {
+                trigger,
+                body,
+                id,
+                rehearse: true,
+            } => rehearse(client, &trigger, body, &id).await,
+            Action::Write {
+                method,
+                path,
+                key,
+                body,
+            } => {
+                let sent = client.write(method, &path, key.clone(), body).send().await;
+                answered(sent, true).with_key(key.as_str())
+            }
+            Action::Get { path } => answered(client.get(&path).send().await, false),
+            Action::GraphQl { query, variables } => {
+                answered(client.graphql(&query, variables).send().await, false)
+            }
+            Action::Follow { run_id } => follow(client, &run_id).await,
+        }
+    }
+}
+
+/// Delivers `body` to `trigger` with `id`.
+pub(crate) async fn deliver(
+    client: &RetryingClient,
+    trigger: &Trigger,
+    body: Vec<u8>,
+    id: &DeliveryId,
+) -> Result<Delivery, Error> {
+    let mut delivering = client
+        .deliver(trigger.token.clone(), body)
+        .delivery_id(id.clone());
+    if let Some(org) = &trigger.legacy_org {
+        delivering = delivering.legacy_org(org);
+    }
+    delivering.send().await
+}
+
+/// The report of a delivery.
+fn delivered(result: Result<Delivery, Error>, id: &DeliveryId) -> Report {
+    let key = id.key().as_str();
+    match result {
+        Ok(delivery) => {
+            let outcome = if delivery.is_duplicate() {
+                Outcome::Duplicate
+            } else {
+                Outcome::Accepted
+            };
+            Report {
+                workflow_run_id: delivery.run_id().map(str::to_owned),
+                ..Report::success(outcome, delivery.attempts())
+            }
+            .with_key(key)
+        }
+        Err(error) => Report::failed(&error).with_key(key),
+    }
+}
+
+/// Delivers, then resends with the same delivery ID: success only when the resend is answered
+/// `duplicate`. The report describes the step that decided; `first_*` the first delivery.
+async fn rehearse(
+    client: &RetryingClient,
+    trigger: &Trigger,
+    body: Vec<u8>,
+    id: &DeliveryId,
+) -> Report {
+    let first = deliver(client, trigger, body.clone(), id).await;
+    let first_report = delivered(first, id);
+    if first_report.error.is_some() {
+        let attempts = first_report.attempts.clone();
+        return Report {
+            attempts: Vec::new(),
+            first: Some(FirstDelivery {
+                first_outcome: Some(first_report.outcome),
+                first_workflow_run_id: None,
+                first_attempts: attempts,
+            }),
+            ..first_report
+        };
+    }
+    let first = FirstDelivery {
+        first_outcome: Some(first_report.outcome),
+        first_workflow_run_id: first_report.workflow_run_id,
+        first_attempts: first_report.attempts,
+    };
+    let mut second = delivered(deliver(client, trigger, body, id).await, id);
+    if second.outcome == Outcome::Accepted {
+        let run = second
+            .workflow_run_id
+            .as_deref()
+            .unwrap_or("with an unreadable ID");
+        second.outcome = Outcome::Error;
+        second.error = Some(Failure::permanent(
+            "unprocessable",
+            true,
+            format!(
+                "rehearsal failed: the resend with the same delivery ID was accepted as new work \
+                 (a second run {run}); the server does not deduplicate this trigger"
+            ),
+        ));
+    }
+    Report {
+        first: Some(first),
+        ..second
+    }
+}
+
+/// The report of a write, read or query.
+fn answered(result: Result<Response, Error>, write: bool) -> Report {
+    match result {
+        Ok(response) => {
+            let outcome = if write && response.replayed() {
+                Outcome::Replayed
+            } else {
+                Outcome::Ok
+            };
+            Report {
+                status: Some(response.status().as_u16()),
+                body: Some(Report::body_of(response.body())),
+                ..Report::success(outcome, response.attempts())
+            }
+        }
+        Err(error) => Report {
+            body: error.body().map(|body| Report::body_of(body)),
+            ..Report::failed(&error)
+        },
+    }
+}
+
+/// Follows a run: success only when it succeeds; a failed or cancelled run is a permanent
+/// failure of what was asked for.
+async fn follow(client: &RetryingClient, run_id: &str) -> Report {
+    let run = match client.follow_run(run_id).send().await {
+        Ok(run) => run,
+        Err(error) => {
+            return Report {
+                workflow_run_id: Some(run_id.to_owned()),
+                ..Report::failed(&error)
+            };
+        }
+    };
+    let state = state_name(run.state());
+    let mut report = Report {
+        workflow_run_id: Some(run.id().to_owned()),
+        state: Some(Some(state)),
+        ..Report::success(Outcome::Ok, run.attempts())
+    };
+    if *run.state() != RunState::Succeeded {
+        report.outcome = Outcome::Error;
+        report.error = Some(Failure::permanent(
+            "unprocessable",
+            false,
+            format!(
+                "workflow run {} ended {state} after {} polls",
+                run.id(),
+                run.polls()
+            ),
+        ));
+    }
+    report
+}
+
+/// The wire name of a run state. The SDK's `RunState` has no name of its own.
+fn state_name(state: &RunState) -> &'static str {
+    match state {
+        RunState::Queued => "queued",
+        RunState::Running => "running",
+        RunState::Succeeded => "succeeded",
+        RunState::Failed => "failed",
+        RunState::Cancelled => "cancelled",
+        _ => "unknown",
+    }
+}

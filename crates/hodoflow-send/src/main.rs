@@ -1,0 +1,35 @@
+//! `hodoflow-send`: send to a Hodoflow-style API from the command line, with safe retries.
+//!
+//! Every operation carries one identity on every attempt (an Idempotency-Key or a webhook
+//! delivery ID), the SDK's retry matrix decides what is retried, and the exit status says what
+//! to do next: 0 done, 1 do not retry unchanged, 2 nothing was sent, 3 retry later with the
+//! same key. Run `hodoflow-send --help` for the commands.
+
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+mod batch;
+mod body;
+mod cli;
+mod client;
+mod commands;
+mod duration;
+mod logging;
+mod report;
+mod secret;
+mod trigger;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    logging::init();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a single-threaded Tokio runtime starts");
+    let exit = runtime.block_on(commands::run(cli));
+    ExitCode::from(exit.code())
+}

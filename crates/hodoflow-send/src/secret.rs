@@ -1,0 +1,78 @@
+//! The client secret: from `--client-secret-file` or `HODOFLOW_CLIENT_SECRET`, never from argv.
+//!
+//! A command-line value would be readable by every user of the machine in the process list and
+//! would stay in shell history, so there is no flag that takes the secret itself. The file wins
+//! over the environment variable, as an explicit option wins over the environment elsewhere.
+
+use std::path::Path;
+
+use hodoflow_retry::Secret;
+
+/// The environment variable that may hold the client secret.
+pub(crate) const ENV: &str = "HODOFLOW_CLIENT_SECRET";
+
+/// Reads the client secret.
+///
+/// # Errors
+///
+/// A sentence naming the file or the variable (never the secret) when neither gives a
+/// non-empty secret.
+pub(crate) fn client_secret(file: Option<&Path>) -> Result<Secret, String> {
+    let secret = match file {
+        Some(path) => {
+            let bytes = crate::body::read_file(path, "--client-secret-file")?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| format!("the client secret file {} is not UTF-8", path.display()))?;
+            trim_newline(text)
+        }
+        None => match std::env::var(ENV) {
+            Ok(text) => text,
+            Err(std::env::VarError::NotPresent) => {
+                return Err(format!(
+                    "no client secret: set {ENV} or pass --client-secret-file PATH"
+                ));
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!("{ENV} is not UTF-8"));
+            }
+        },
+    };
+    if secret.is_empty() {
+        return Err("the client secret is empty".to_owned());
+    }
+    Ok(Secret::new(secret))
+}
+
+/// Drops the line ending an editor or `echo` leaves at the end of a file.
+fn trim_newline(mut text: String) -> String {
+    let kept = text.trim_end_matches(['\n', '\r']).len();
+    text.truncate(kept);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_newline_is_trimmed_and_nothing_else() {
+        assert_eq!(trim_newline("s3cr3t\n".into()), "s3cr3t");
+        assert_eq!(trim_newline("s3cr3t\r\n".into()), "s3cr3t");
+        assert_eq!(trim_newline(" s3 cr3t ".into()), " s3 cr3t ");
+    }
+
+    #[test]
+    fn a_file_gives_the_secret_and_errors_never_show_it() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("hodoflow-send-secret-{}", std::process::id()));
+        std::fs::write(&path, "cs_FILE_SECRET\n").unwrap();
+        assert_eq!(
+            client_secret(Some(&path)).unwrap().expose(),
+            "cs_FILE_SECRET"
+        );
+        std::fs::write(&path, "\n").unwrap();
+        let empty = client_secret(Some(&path)).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(empty, "the client secret is empty");
+    }
+}

@@ -1,0 +1,126 @@
+//! `TRIGGER`: a trigger token, or the full trigger URL a workflow shows.
+//!
+//! The token is a secret (document 001): it is wrapped in a [`Secret`] at once, and no error
+//! message here quotes the argument, the URL or the token.
+
+use hodoflow_retry::Secret;
+
+/// Where every trigger route starts.
+const ROUTE: &str = "/api/v1/webhooks/";
+
+/// A webhook trigger, taken apart.
+#[derive(Debug)]
+pub(crate) struct Trigger {
+    /// The trigger token.
+    pub(crate) token: Secret,
+    /// The organization domain of a legacy `/api/v1/webhooks/<org>/<token>` URL.
+    pub(crate) legacy_org: Option<String>,
+    /// The base URL in front of the route, when a URL was given.
+    pub(crate) base_url: Option<String>,
+}
+
+impl Trigger {
+    /// Reads a token, `{base}/api/v1/webhooks/<token>` or `{base}/api/v1/webhooks/<org>/<token>`.
+    ///
+    /// # Errors
+    ///
+    /// A sentence that says what is wrong without repeating the secret.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if !(text.starts_with("http://") || text.starts_with("https://")) {
+            if text.is_empty() || text.contains('/') {
+                return Err("TRIGGER must be a trigger token or an http(s) trigger URL \
+                     (it is not shown: it is a secret)"
+                    .to_owned());
+            }
+            return Ok(Self {
+                token: Secret::new(text),
+                legacy_org: None,
+                base_url: None,
+            });
+        }
+        if text.contains(['?', '#']) {
+            return Err("the trigger URL must not have a query or a fragment".to_owned());
+        }
+        let Some(at) = text.find(ROUTE) else {
+            return Err(format!(
+                "the trigger URL has no {ROUTE} route (it is not shown: it holds a secret)"
+            ));
+        };
+        let base_url = &text[..at];
+        let segments: Vec<&str> = text[at + ROUTE.len()..]
+            .trim_end_matches('/')
+            .split('/')
+            .collect();
+        let (legacy_org, token) = match segments.as_slice() {
+            [token] if !token.is_empty() => (None, *token),
+            [org, token] if !org.is_empty() && !token.is_empty() => {
+                (Some((*org).to_owned()), *token)
+            }
+            _ => {
+                return Err(format!(
+                    "the trigger URL must end in {ROUTE}<token> or {ROUTE}<org>/<token>"
+                ));
+            }
+        };
+        Ok(Self {
+            token: Secret::new(token),
+            legacy_org,
+            base_url: Some(base_url.to_owned()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_token_is_the_token() {
+        let trigger = Trigger::parse("trg_abc").unwrap();
+        assert_eq!(trigger.token.expose(), "trg_abc");
+        assert_eq!(trigger.legacy_org, None);
+        assert_eq!(trigger.base_url, None);
+    }
+
+    #[test]
+    fn a_url_gives_its_base_and_token() {
+        let trigger = Trigger::parse("http://127.0.0.1:8080/api/v1/webhooks/trg_abc").unwrap();
+        assert_eq!(trigger.token.expose(), "trg_abc");
+        assert_eq!(trigger.legacy_org, None);
+        assert_eq!(trigger.base_url.as_deref(), Some("http://127.0.0.1:8080"));
+    }
+
+    #[test]
+    fn a_legacy_url_gives_its_organization() {
+        let trigger =
+            Trigger::parse("https://h.example/prefix/api/v1/webhooks/acme/trg_abc/").unwrap();
+        assert_eq!(trigger.token.expose(), "trg_abc");
+        assert_eq!(trigger.legacy_org.as_deref(), Some("acme"));
+        assert_eq!(
+            trigger.base_url.as_deref(),
+            Some("https://h.example/prefix")
+        );
+    }
+
+    #[test]
+    fn refusals_never_quote_the_token() {
+        for text in [
+            "http://h.example/hooks/trg_SECRET",
+            "http://h.example/api/v1/webhooks/a/b/trg_SECRET",
+            "http://h.example/api/v1/webhooks/trg_SECRET?x=1",
+            "http://h.example/api/v1/webhooks/",
+            "trg/SECRET",
+            "",
+        ] {
+            let error = Trigger::parse(text).unwrap_err();
+            assert!(!error.contains("SECRET"), "{error}");
+        }
+    }
+
+    #[test]
+    fn debug_redacts_the_token() {
+        let trigger = Trigger::parse("trg_SECRET").unwrap();
+        assert!(!format!("{trigger:?}").contains("SECRET"));
+    }
+}
