@@ -28,6 +28,17 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// The state's name on the wire, such as `"succeeded"`.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+        }
+    }
+
     /// Whether the run has ended.
     pub fn is_terminal(&self) -> bool {
         matches!(

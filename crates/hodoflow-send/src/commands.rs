@@ -336,7 +336,7 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
             };
         }
     };
-    let state = state_name(run.state());
+    let state = run.state().as_str();
     let mut report = Report {
         workflow_run_id: Some(run.id().to_owned()),
         state: Some(Some(state)),
@@ -355,16 +355,4 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
         ));
     }
     report
-}
-
-/// The wire name of a run state. The SDK's `RunState` has no name of its own.
-fn state_name(state: &RunState) -> &'static str {
-    match state {
-        RunState::Queued => "queued",
-        RunState::Running => "running",
-        RunState::Succeeded => "succeeded",
-        RunState::Failed => "failed",
-        RunState::Cancelled => "cancelled",
-        _ => "unknown",
-    }
 }

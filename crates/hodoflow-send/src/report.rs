@@ -28,10 +28,10 @@
 //! | `unauthorized` | `unauthorized` | 1 |
 //! | `token_exchange` refused with a 4xx | `unauthorized` | 1 |
 //! | `token_exchange` unanswered or 5xx | `transport` | 3 |
-//! | `budget_exhausted`, `server`, `rate_limited` | `budget_exhausted` | 3 |
+//! | `budget_exhausted`, `retry_budget_exhausted`, `server`, `rate_limited` | `budget_exhausted` | 3 |
 //! | `invalid_input` | `invalid_input` | 2 |
 //! | `transport`, `decode`, `unexpected_status` | `transport` | 3 |
-//! | any later kind the SDK retries (`retry_budget_exhausted`, …) | `budget_exhausted` | 3 |
+//! | any later kind the SDK retries | `budget_exhausted` | 3 |
 //! | any later kind it does not retry | `unprocessable` | 1 |
 //!
 //! Any failure whose `may_have_run` is true exits 3 as well: the operation may have taken
@@ -242,9 +242,10 @@ fn reported_kind(error: &Error) -> &'static str {
             "unauthorized"
         }
         ErrorKind::TokenExchange => "transport",
-        ErrorKind::BudgetExhausted | ErrorKind::Server | ErrorKind::RateLimited => {
-            "budget_exhausted"
-        }
+        ErrorKind::BudgetExhausted
+        | ErrorKind::RetryBudgetExhausted
+        | ErrorKind::Server
+        | ErrorKind::RateLimited => "budget_exhausted",
         ErrorKind::InvalidInput => "invalid_input",
         ErrorKind::Transport | ErrorKind::Decode | ErrorKind::UnexpectedStatus => "transport",
         _ if error.is_retryable() => "budget_exhausted",
