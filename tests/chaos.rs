@@ -1,0 +1,384 @@
+//! Exactly-once under chaos: 10,000 webhook deliveries and JSON:API writes through one client,
+//! at high concurrency, against a contract server with seeded faults: answers lost after commit,
+//! 503s (half with `Retry-After: 0`), 429s, answers delayed past the attempt timeout, tokens that
+//! expire every few seconds, and a short window in which every answer is a 503.
+//!
+//! The server's ledger is the judge: no identity or key executed twice, every success executed
+//! exactly once, every failure executed at most once and says `may_have_run` whenever it did, and
+//! no operation unaccounted for. The run is traced at TRACE level, and the trace holds no access
+//! token, client secret, trigger token or body marker.
+//!
+//! The seed is printed; replay a failure with `CHAOS_SEED=<seed> cargo test --test chaos`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hodoflow_mock::{ClientSeed, Fault, Ledger, Limits, MockServer, TriggerSeed};
+use hodoflow_retry::{
+    Backoff, Budget, ClientCredentials, DeliveryId, Error, ExchangeFuture, IdempotencyKey,
+    RetryingClient, TokenExchanger, WebhookOutcome,
+};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tracing_subscriber::fmt::MakeWriter;
+
+const OPERATIONS: usize = 10_000;
+/// One operation in five is a JSON:API write, the rest are deliveries.
+const WRITE_EVERY: usize = 5;
+const IN_FLIGHT: usize = 256;
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(300);
+
+const CLIENT_ID: &str = "chaos-sender";
+const CLIENT_SECRET: &str = "cs_CHAOS_SECRET_never_logged_5d1";
+const TRIGGERS: [&str; 2] = ["trg_CHAOS_SECRET_alpha_0c4", "trg_CHAOS_SECRET_bravo_9e2"];
+const ORGANIZATION: &str = "acme";
+const BODY_MARKER: &str = "BODY_MARKER_chaos_7f3";
+const WEBHOOKS: &str = "/api/v1/webhooks/";
+const JSON_API: &str = "/api/json/";
+
+/// What one operation is and how it ended, as the client saw it.
+struct Operation {
+    write: bool,
+    identity: String,
+    ended: Result<Succeeded, Error>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Succeeded {
+    Accepted,
+    Duplicate,
+    Created,
+    Replayed,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_operations_under_seeded_faults_each_execute_at_most_once() {
+    let seed = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| rand::rng().random::<u64>());
+    println!("chaos seed: {seed} (replay with CHAOS_SEED={seed})");
+    let trace = Captured::default();
+    capture_every_trace(&trace);
+    let started = Instant::now();
+
+    let server = Arc::new(chaos_server().await);
+    arm_faults(&server, seed);
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let client = chaos_client(&server, Arc::clone(&tokens));
+
+    // A third of the way in, a window in which the next 300 answers are all 503.
+    let (window, watched) = (Arc::clone(&server), client.clone());
+    let outage = tokio::spawn(async move {
+        while watched.stats().calls < (OPERATIONS / 3) as u64 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        window.clear_faults();
+        window.inject(Fault::respond(503).times(300));
+        arm_faults(&window, seed.wrapping_add(1));
+    });
+
+    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut calls = JoinSet::new();
+    for n in 0..OPERATIONS {
+        let (client, permits) = (client.clone(), Arc::clone(&permits));
+        calls.spawn(async move {
+            let _permit = permits.acquire_owned().await.expect("never closed");
+            operate(&client, n).await
+        });
+    }
+    let mut operations = Vec::with_capacity(OPERATIONS);
+    while let Some(operation) = calls.join_next().await {
+        operations.push(operation.expect("no operation panicked"));
+    }
+    outage.await.unwrap();
+    let elapsed = started.elapsed();
+
+    let ledger = server.ledger();
+    report(seed, &client, &ledger, &operations, elapsed);
+    assert_exactly_once(&ledger, &operations);
+    let tokens = tokens.lock().unwrap().clone();
+    assert!(tokens.len() >= 2, "the token expired and was renewed");
+    assert_trace_holds_no_secret(&trace, &tokens);
+}
+
+/// A server whose tokens live 3 s and whose triggers take any rate.
+async fn chaos_server() -> MockServer {
+    let mut builder = MockServer::builder()
+        .limits(Limits {
+            token_ttl: Duration::from_secs(3),
+            webhook_rate_limit: 1_000_000,
+            ..Limits::default()
+        })
+        .client(ClientSeed::new(CLIENT_ID, CLIENT_SECRET, ORGANIZATION));
+    for trigger in TRIGGERS {
+        builder = builder.trigger(TriggerSeed::new(trigger, ORGANIZATION));
+    }
+    builder.start().await.expect("the contract server starts")
+}
+
+/// The seeded faults, on both surfaces: about 10% executed then dropped, 10% 503 (half with
+/// `Retry-After: 0`), 5% 429 (`Retry-After: 0`) and 2% answers delayed past the attempt timeout.
+fn arm_faults(server: &MockServer, seed: u64) {
+    let mut seeds = StdRng::seed_from_u64(seed);
+    for surface in [WEBHOOKS, JSON_API] {
+        let faults = [
+            (Fault::execute_then_close(), 0.10),
+            (Fault::respond(503).header("Retry-After", "0"), 0.05),
+            (Fault::respond(503), 0.05),
+            (Fault::respond(429).header("Retry-After", "0"), 0.05),
+            (Fault::execute_then_delay(ATTEMPT_TIMEOUT * 2), 0.02),
+        ];
+        for (fault, p) in faults {
+            server.inject(fault.on("POST", surface).probability(p, seeds.random()));
+        }
+    }
+}
+
+/// One client for everything, with an exchanger that remembers every token it was issued.
+fn chaos_client(server: &MockServer, tokens: Arc<Mutex<Vec<String>>>) -> RetryingClient {
+    let credentials = ClientCredentials::new(&server.base_url(), CLIENT_ID, CLIENT_SECRET)
+        .expect("valid credentials");
+    RetryingClient::builder(server.base_url())
+        .exchanger(Recording {
+            inner: credentials,
+            tokens,
+        })
+        .budget(
+            Budget::new()
+                .max_attempts(10)
+                .max_elapsed(Duration::from_secs(30))
+                .attempt_timeout(ATTEMPT_TIMEOUT),
+        )
+        .backoff(
+            Backoff::new()
+                .base(Duration::from_millis(5))
+                .cap(Duration::from_millis(100)),
+        )
+        .build()
+        .expect("a valid client")
+}
+
+/// Operation `n`: every fifth a write, the rest deliveries to one of two triggers.
+async fn operate(client: &RetryingClient, n: usize) -> Operation {
+    let key = IdempotencyKey::from_operation_id(&format!("chaos-{n}"));
+    let identity = key.as_str().to_owned();
+    if n.is_multiple_of(WRITE_EVERY) {
+        let body = format!(
+            r#"{{"data":{{"type":"notes","attributes":{{"n":{n},"marker":"{BODY_MARKER}"}}}}}}"#
+        );
+        let ended = client
+            .create("/api/json/v1/notes", key, body)
+            .send()
+            .await
+            .map(|response| {
+                if response.replayed() {
+                    Succeeded::Replayed
+                } else {
+                    Succeeded::Created
+                }
+            });
+        return Operation {
+            write: true,
+            identity,
+            ended,
+        };
+    }
+    let body = format!(r#"{{"n":{n},"marker":"{BODY_MARKER}"}}"#);
+    let ended = client
+        .deliver(TRIGGERS[n % 2], body)
+        .delivery_id(DeliveryId::new(key))
+        .send()
+        .await
+        .map(|delivery| match delivery.outcome() {
+            WebhookOutcome::Duplicate => Succeeded::Duplicate,
+            _ => Succeeded::Accepted,
+        });
+    Operation {
+        write: false,
+        identity,
+        ended,
+    }
+}
+
+/// How often the server executed `operation`: runs for a delivery, executions for a write.
+fn executions(ledger: &Ledger, operation: &Operation) -> usize {
+    if operation.write {
+        ledger.writes_executed(&operation.identity) as usize
+    } else {
+        ledger.runs_for_delivery(&operation.identity).len()
+    }
+}
+
+fn assert_exactly_once(ledger: &Ledger, operations: &[Operation]) {
+    assert_eq!(operations.len(), OPERATIONS, "no operation unaccounted for");
+    let mut identities = std::collections::HashSet::new();
+    for operation in operations {
+        assert!(identities.insert(&operation.identity), "one operation each");
+        let executed = executions(ledger, operation);
+        match &operation.ended {
+            Ok(_) => assert_eq!(
+                executed, 1,
+                "a success executed exactly once: {}",
+                operation.identity
+            ),
+            Err(error) => {
+                assert!(
+                    executed <= 1,
+                    "{} executed {executed} times",
+                    operation.identity
+                );
+                if executed == 1 {
+                    assert!(
+                        error.may_have_run(),
+                        "{} executed, so its error must say it may have run: {error:?}",
+                        operation.identity
+                    );
+                }
+            }
+        }
+    }
+    let deliveries = operations.iter().filter(|o| !o.write).count();
+    let writes = operations.len() - deliveries;
+    assert!(
+        ledger.total_runs() <= deliveries,
+        "no run outside the operations"
+    );
+    assert!(
+        ledger.total_writes_executed() as usize <= writes,
+        "no write outside the operations"
+    );
+}
+
+fn report(
+    seed: u64,
+    client: &RetryingClient,
+    ledger: &Ledger,
+    operations: &[Operation],
+    elapsed: Duration,
+) {
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for operation in operations {
+        let name = match &operation.ended {
+            Ok(succeeded) => format!("{succeeded:?}").to_lowercase(),
+            Err(error) => format!(
+                "failed: {} (may have run: {})",
+                error.kind().as_str(),
+                error.may_have_run()
+            ),
+        };
+        *outcomes.entry(name).or_default() += 1;
+    }
+    let stats = client.stats();
+    let requests = ledger.requests();
+    let faulted = |name: &str| {
+        requests
+            .iter()
+            .filter(|r| r.fault.as_deref() == Some(name))
+            .count()
+    };
+    println!("chaos seed {seed}: {OPERATIONS} operations, {IN_FLIGHT} in flight, {elapsed:.1?}");
+    for (outcome, count) in &outcomes {
+        println!("  {outcome:<50} {count:>6}");
+    }
+    let retries = stats.retries;
+    println!(
+        "  attempts {}; retries {}: transport {}, timeout {}, 5xx {}, 429 {}, 401 {}, in progress {}",
+        stats.attempts,
+        retries.total(),
+        retries.transport,
+        retries.timeout,
+        retries.server_error,
+        retries.rate_limited,
+        retries.unauthorized,
+        retries.in_progress,
+    );
+    println!(
+        "  retry budget refusals {}, tokens left {:?}; exchanges {}",
+        stats.retry_budget_refusals, stats.retry_budget_tokens, stats.exchanges
+    );
+    println!(
+        "  server: {} requests; faults: executed then dropped {}, 503/429 {}, delayed {}; runs {}, writes executed {}",
+        requests.len(),
+        faulted("execute_then_close"),
+        faulted("respond"),
+        faulted("execute_then_delay"),
+        ledger.total_runs(),
+        ledger.total_writes_executed(),
+    );
+}
+
+/// Client credentials that remember every token they were issued.
+struct Recording {
+    inner: ClientCredentials,
+    tokens: Arc<Mutex<Vec<String>>>,
+}
+
+impl TokenExchanger for Recording {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(async move {
+            let token = self.inner.exchange().await?;
+            let secret = token.secret().expose().to_owned();
+            self.tokens.lock().unwrap().push(secret);
+            Ok(token)
+        })
+    }
+}
+
+/// Everything the subscriber wrote.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Routes every trace event and `log` record of the process, at every level, into `trace`.
+fn capture_every_trace(trace: &Captured) {
+    tracing_log::LogTracer::init().expect("log records are routed into tracing");
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(trace.clone())
+        .finish();
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+}
+
+fn assert_trace_holds_no_secret(trace: &Captured, tokens: &[String]) {
+    let output = trace.0.lock().unwrap();
+    let output = String::from_utf8_lossy(&output);
+    println!("  trace: {} bytes at TRACE level", output.len());
+    assert!(
+        output.contains("attempt will be retried") && output.contains("call finished"),
+        "the run was traced"
+    );
+    assert!(
+        output.contains("starting new connection"),
+        "reqwest's log records are captured too"
+    );
+    let mut secrets = vec![CLIENT_SECRET, BODY_MARKER];
+    secrets.extend(TRIGGERS);
+    secrets.extend(tokens.iter().map(String::as_str));
+    for secret in secrets {
+        let found = output.matches(secret).count();
+        assert_eq!(found, 0, "the trace holds {secret} {found} times");
+    }
+}
