@@ -87,7 +87,9 @@ impl ClientBuilder {
         }
     }
 
-    /// Exchanges these client credentials at `POST <base_url>/oauth/token`.
+    /// Exchanges these client credentials at `POST <base_url>/oauth/token`. For a token
+    /// endpoint elsewhere, pass [`ClientCredentials::token_url`] to
+    /// [`exchanger`](Self::exchanger) instead.
     ///
     /// Default: none; set this or [`exchanger`](Self::exchanger).
     pub fn client_credentials(
