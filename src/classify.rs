@@ -329,7 +329,25 @@ impl Answer {
 
     /// The wait the answer's `Retry-After` asks for, counted from `now`; `None` when it is absent
     /// or unreadable.
-    pub(crate) fn retry_after(&self, now: SystemTime) -> Option<Duration> {
+    ///
+    /// Both forms of RFC 9110, section 10.2.3, are read: delay-seconds (too many to count
+    /// saturate at `u64::MAX` seconds) and an HTTP-date in any of its three forms. A date at or
+    /// before `now` is no wait. This is the server's wait alone, without the jitter the SDK adds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use bytes::Bytes;
+    /// use http::{HeaderMap, HeaderValue, StatusCode, header};
+    /// use hodoflow_retry::Answer;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(header::RETRY_AFTER, HeaderValue::from_static("3"));
+    /// let answer = Answer::response(StatusCode::TOO_MANY_REQUESTS, headers, Bytes::new());
+    /// assert_eq!(answer.retry_after(SystemTime::now()), Some(Duration::from_secs(3)));
+    /// ```
+    pub fn retry_after(&self, now: SystemTime) -> Option<Duration> {
         parse_retry_after(self.headers()?.get(header::RETRY_AFTER)?, now)
     }
 

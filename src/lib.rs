@@ -83,6 +83,8 @@ mod engine;
 mod error;
 mod key;
 mod outcome;
+#[cfg(test)]
+mod proptests;
 mod rate;
 mod rate_limit_field;
 mod redact;
