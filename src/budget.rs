@@ -136,7 +136,7 @@ pub(crate) struct Exhausted {
 pub(crate) struct Deadline {
     budget: Budget,
     started: Instant,
-    /// `None` when the budget reaches past what an `Instant` can hold: no deadline.
+    /// `None` when the budget reaches past what an `Instant` can hold.
     end: Option<Instant>,
 }
 
@@ -159,7 +159,7 @@ impl Deadline {
     pub(crate) fn remaining(&self, now: Instant) -> Duration {
         match self.end {
             Some(end) => end.saturating_duration_since(now),
-            None => Duration::MAX,
+            None => self.budget.max_elapsed.saturating_sub(self.elapsed(now)),
         }
     }
 
@@ -270,7 +270,11 @@ mod tests {
     async fn a_budget_beyond_any_instant_never_runs_out() {
         let deadline = Deadline::start(Budget::new().max_elapsed(Duration::MAX), Instant::now());
         advance(3600 * SECOND).await;
-        assert_eq!(deadline.remaining(Instant::now()), Duration::MAX);
+        assert_eq!(
+            deadline.remaining(Instant::now()),
+            Duration::MAX - 3600 * SECOND,
+            "what is left, though no instant can hold its end"
+        );
         assert_eq!(deadline.attempt_timeout(Instant::now()), Some(15 * SECOND));
     }
 }
