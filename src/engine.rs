@@ -74,6 +74,9 @@ impl Engine {
 
     /// One event per call with the client's counters, for dashboards built on tracing.
     fn trace_call(&self, result: &Result<Answered>) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
         let (attempts, outcome) = match result {
             Ok(answered) => (answered.attempts.len(), "ok"),
             Err(error) => (error.attempts().len(), error.kind().as_str()),
