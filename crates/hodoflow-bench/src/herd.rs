@@ -1,8 +1,8 @@
 //! `herd`: do retries of operations that failed together come back together?
 //!
-//! 1,000 operations are released at once from a barrier, over connections opened by a warm-up
-//! round; the server answers the first attempt of each `503` without `Retry-After`, and
-//! accepts the retry. The SDK runs with its default backoff (full jitter, 500 ms doubling).
+//! 1,000 operations, each to its own trigger, are released at once from a barrier, over
+//! connections opened by a warm-up round; the server answers the first attempt of each `503`
+//! without `Retry-After`, and accepts the retry. The SDK runs with its default backoff (full jitter, 500 ms doubling).
 //!
 //! Bunching of a set of arrivals = the most arrivals in any 100 ms window (a sliding window
 //! starting at any arrival) divided by the mean arrivals per 100 ms over their span (first to
@@ -74,22 +74,25 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
             }
         })
         .await;
-        server.inject(
-            Fault::respond(503)
-                .body(r#"{"error":"Processing temporarily unavailable"}"#)
-                .on("POST", server::WEBHOOKS)
-                .times(u32::try_from(operations)?),
-        );
+        let triggers = Arc::new(server::triggers(&server, "trg_herd", operations));
+        for token in triggers.iter() {
+            server.inject(
+                Fault::respond(503)
+                    .body(r#"{"error":"Processing temporarily unavailable"}"#)
+                    .on("POST", &format!("{}{token}", server::WEBHOOKS))
+                    .times(1),
+            );
+        }
         let barrier = Arc::new(Barrier::new(operations as usize));
         let herd = sdk.clone();
         let failed = drive::each(operations, operations as usize, move |op| {
-            let (sdk, barrier) = (herd.clone(), barrier.clone());
+            let (sdk, barrier, triggers) = (herd.clone(), barrier.clone(), triggers.clone());
             async move {
                 let Ok(key) = IdempotencyKey::new(format!("herd-{op}")) else {
                     return true;
                 };
                 barrier.wait().await;
-                sdk.deliver(DEMO_TRIGGER_TOKEN, Bytes::from_static(BODY))
+                sdk.deliver(triggers[op as usize].as_str(), Bytes::from_static(BODY))
                     .delivery_id(DeliveryId::new(key))
                     .send()
                     .await

@@ -16,6 +16,8 @@
 //! Target: the SDK creates 0 duplicate runs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -62,8 +64,9 @@ enum Identity {
     /// One delivery ID per event: the ledger's identities are the events.
     DeliveryId,
     /// No delivery ID: the server hashes each body, so an event whose body changes between
-    /// attempts has several identities, and one whose retry crossed a 2-hour bucket too.
-    BodyHash,
+    /// attempts has several identities (and one whose retry crossed a 2-hour bucket too).
+    /// Holds the attempts the senders sent, counted on the client side.
+    BodyHash { attempts_sent: u64 },
 }
 
 /// What the ledger says about a variant, and what its senders saw.
@@ -92,17 +95,18 @@ fn figures(
     let sender_failures: u64 = failed.values().sum();
     let requests_seen = requests.len() as u64;
     // Every request that reaches the server executes (the fault closes after the commit).
-    // So an event has a run when it was answered 202 (no sender failure), or when it was
-    // sent once and the server saw exactly one request per event.
+    // When the server saw every attempt the senders sent, every event ran at least once.
     let events_with_a_run = match identity {
         Identity::DeliveryId => Some(identities.len() as u64),
-        Identity::BodyHash if sender_failures == 0 || requests_seen == deliveries => {
-            Some(deliveries)
-        }
-        Identity::BodyHash => None,
+        Identity::BodyHash { attempts_sent } if attempts_sent == requests_seen => Some(deliveries),
+        Identity::BodyHash { .. } => None,
     };
     Ok(json!({
         "requests": requests_seen,
+        "attempts_sent": match identity {
+            Identity::DeliveryId => None,
+            Identity::BodyHash { attempts_sent } => Some(attempts_sent),
+        },
         "answers_lost": answers_lost,
         "retries_sent": requests_seen.saturating_sub(deliveries),
         "runs": runs,
@@ -166,8 +170,9 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     ] {
         let server = lossy_server().await?;
         let sender = Sender::with_retry(&server.base_url(), peers::default_retry_policy()).await?;
+        let client = sender.clone();
         let results = drive::each(deliveries, CONCURRENCY, move |event| {
-            let sender = sender.clone();
+            let sender = client.clone();
             async move {
                 sender
                     .deliver(None, body(event, stamped))
@@ -177,7 +182,9 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
             }
         })
         .await;
-        let measured = figures(&server, deliveries, Identity::BodyHash, &tally(results))?;
+        let attempts_sent = sender.attempts().unwrap_or(0);
+        let identity = Identity::BodyHash { attempts_sent };
+        let measured = figures(&server, deliveries, identity, &tally(results))?;
         eprintln!("lost_202: {label} {measured}");
         report.figure(label, measured);
     }
@@ -185,12 +192,16 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     // An application's own retry loop on plain reqwest, building the body for each attempt.
     let server = lossy_server().await?;
     let sender = Sender::plain(&server.base_url()).await?;
+    let attempts = Arc::new(AtomicU64::new(0));
+    let counted = attempts.clone();
     let results = drive::each(deliveries, CONCURRENCY, move |event| {
-        let sender = sender.clone();
-        async move { resend_rebuilt(&sender, event).await }
+        let (sender, attempts) = (sender.clone(), counted.clone());
+        async move { resend_rebuilt(&sender, event, &attempts).await }
     })
     .await;
-    let measured = figures(&server, deliveries, Identity::BodyHash, &tally(results))?;
+    let attempts_sent = attempts.load(Ordering::Relaxed);
+    let identity = Identity::BodyHash { attempts_sent };
+    let measured = figures(&server, deliveries, identity, &tally(results))?;
     eprintln!("lost_202: app_retry_rebuilt_stamped_body {measured}");
     report.figure("app_retry_rebuilt_stamped_body", measured);
 
@@ -208,11 +219,15 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         }
     })
     .await;
-    let measured = figures(&server, deliveries, Identity::BodyHash, &tally(results))?;
+    // One attempt per event.
+    let identity = Identity::BodyHash {
+        attempts_sent: deliveries,
+    };
+    let measured = figures(&server, deliveries, identity, &tally(results))?;
     eprintln!("lost_202: reqwest_no_retry {measured}");
     report.figure("reqwest_no_retry", measured);
 
-    report.note("duplicate_runs = runs - events with a run, from the server's ledger; with delivery IDs an event is its ID; without, every request that reached the server ran (the fault closes after the commit), so an event with no sender failure, or sent exactly once, has a run; otherwise only duplicate_runs_at_least = runs - deliveries is known");
+    report.note("duplicate_runs = runs - events with a run, from the server's ledger; with delivery IDs an event is its ID; without, every request that reaches the server runs (the fault closes after the commit), so when the server saw every attempt sent (attempts_sent = requests, counted under reqwest-retry by a middleware) every event has a run; otherwise only duplicate_runs_at_least = runs - deliveries is known");
     report.note("without a delivery ID the server deduplicates on a hash of token and body: a retry of the same bytes is caught, a body rebuilt with a new send time is a new delivery");
     report.note("reqwest_no_retry: sender_failures are events whose sender got no answer and cannot tell whether they ran; they did run (events_with_a_run), so the sender, not the server, lost them");
     report.at_most("sdk.duplicate_runs", sdk_duplicates as f64, 0.0);
@@ -221,11 +236,12 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
 
 /// Up to 5 attempts with `reqwest-retry`'s schedule, each with a freshly built, freshly
 /// stamped body: retried on no answer, 429 and 5xx. `Some(kind)` when it gave up.
-async fn resend_rebuilt(sender: &Sender, event: u64) -> Option<String> {
+async fn resend_rebuilt(sender: &Sender, event: u64, attempts: &AtomicU64) -> Option<String> {
     let policy = peers::default_retry_policy();
     let started = SystemTime::now();
     let mut retries = 0;
     loop {
+        attempts.fetch_add(1, Ordering::Relaxed);
         let retryable = match sender.deliver(None, body(event, true)).await {
             Ok(status) if status.is_success() => return None,
             Ok(status) => status.is_server_error() || status.as_u16() == 429,

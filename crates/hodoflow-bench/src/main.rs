@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hodoflow_bench::{Options, Scenario, Size};
+use hodoflow_bench::{Holder, Options, Scenario, Size};
 use tracking_allocator::Allocator;
 
 // Counts body-sized allocations for the memory scenario; it passes every call to the system
@@ -31,6 +31,21 @@ struct Cli {
     /// How long `serve-slow` holds each delivery.
     #[arg(long, hide = true, default_value_t = 10_000)]
     delay_ms: u64,
+    /// The client `hold` measures.
+    #[arg(long, hide = true, default_value = "sdk")]
+    holder: HolderArg,
+    /// The server `hold` delivers to.
+    #[arg(long, hide = true, default_value = "")]
+    url: String,
+    /// How many deliveries `hold` starts at once.
+    #[arg(long, hide = true, default_value_t = 0)]
+    in_flight: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HolderArg {
+    Sdk,
+    Reqwest,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,6 +69,9 @@ enum What {
     /// The memory scenario's slow server, run as a child process.
     #[value(name = "serve-slow", hide = true)]
     ServeSlow,
+    /// The memory scenario's client, run as a child process.
+    #[value(name = "hold", hide = true)]
+    Hold,
 }
 
 impl What {
@@ -67,7 +85,7 @@ impl What {
             What::Reauth => vec![Scenario::Reauth],
             What::Memory => vec![Scenario::Memory],
             What::All => Scenario::ALL.to_vec(),
-            What::ServeSlow => Vec::new(),
+            What::ServeSlow | What::Hold => Vec::new(),
         }
     }
 }
@@ -90,6 +108,22 @@ fn main() -> ExitCode {
         };
     }
     hodoflow_bench::install_body_copy_counter();
+    if cli.what == What::Hold {
+        let holder = match cli.holder {
+            HolderArg::Sdk => Holder::Sdk,
+            HolderArg::Reqwest => Holder::Reqwest,
+        };
+        return match runtime.block_on(hodoflow_bench::hold(holder, &cli.url, cli.in_flight)) {
+            Ok(held) => {
+                println!("{held}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("hold: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let exe = std::env::current_exe().expect("the bench binary knows its path");
     let options = Options::new(if cli.smoke { Size::Smoke } else { Size::Full }, exe);
     let mut all_passed = true;

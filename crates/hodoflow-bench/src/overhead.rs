@@ -103,7 +103,7 @@ async fn batch(
 }
 
 pub(crate) async fn run(size: Size) -> Result<Report> {
-    let runs = size.pick(5, 1);
+    let runs = size.pick(7, 1);
     let warmup = size.pick(1_000, 10);
     let server = server::start().await?;
     let base = server.base_url();
@@ -131,7 +131,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     );
     let mut failures = 0;
     for concurrency in [1usize, 64] {
-        let count = size.pick(if concurrency == 1 { 3_000 } else { 15_000 }, 20);
+        let count = size.pick(if concurrency == 1 { 15_000 } else { 60_000 }, 20);
         for peer in &peers {
             batch(peer, concurrency, warmup, &ids).await;
         }

@@ -1,6 +1,8 @@
 //! The clients compared: the SDK, plain `reqwest`, and `reqwest-retry` over
 //! `reqwest-middleware`, each set up as its user would.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -59,8 +61,10 @@ pub(crate) fn default_retry_policy() -> ExponentialBackoff {
 #[derive(Debug, Clone)]
 pub(crate) struct Sender {
     client: ClientWithMiddleware,
+    base_url: String,
     url: String,
     authorization: HeaderValue,
+    attempts: Option<Arc<AtomicU64>>,
 }
 
 impl Sender {
@@ -70,30 +74,57 @@ impl Sender {
         let authorization = bearer(&http, base_url).await?;
         Ok(Self {
             client: reqwest_middleware::ClientBuilder::new(http).build(),
-            url: webhook_url(base_url),
+            base_url: base_url.to_owned(),
+            url: webhook_url(base_url, DEMO_TRIGGER_TOKEN),
             authorization,
+            attempts: None,
         })
     }
 
-    /// `reqwest` wrapped in `RetryTransientMiddleware` with `policy`.
+    /// `reqwest` wrapped in `RetryTransientMiddleware` with `policy`, and inside it a
+    /// middleware that counts the attempts the retry middleware sends.
     pub(crate) async fn with_retry(base_url: &str, policy: ExponentialBackoff) -> Result<Self> {
         let http = http_client()?;
         let authorization = bearer(&http, base_url).await?;
+        let attempts = Arc::new(AtomicU64::new(0));
         Ok(Self {
             client: reqwest_middleware::ClientBuilder::new(http)
                 .with(RetryTransientMiddleware::new_with_policy(policy))
+                .with(CountAttempts(attempts.clone()))
                 .build(),
-            url: webhook_url(base_url),
+            base_url: base_url.to_owned(),
+            url: webhook_url(base_url, DEMO_TRIGGER_TOKEN),
             authorization,
+            attempts: Some(attempts),
         })
+    }
+
+    /// Attempts sent so far, counted under the retry middleware; `None` for plain reqwest.
+    pub(crate) fn attempts(&self) -> Option<u64> {
+        self.attempts.as_ref().map(|n| n.load(Ordering::Relaxed))
     }
 
     /// Posts `body` to the demo trigger, with `Idempotency-Key: id` when given, and reads the
     /// answer's body. Errors are what the client returned: no answer, after its retries.
     pub(crate) async fn deliver(&self, id: Option<&str>, body: Bytes) -> Result<StatusCode> {
+        self.post(&self.url, id, body).await
+    }
+
+    /// [`Sender::deliver`] to the trigger `token` of the demo organization.
+    pub(crate) async fn deliver_to(
+        &self,
+        token: &str,
+        id: Option<&str>,
+        body: Bytes,
+    ) -> Result<StatusCode> {
+        self.post(&webhook_url(&self.base_url, token), id, body)
+            .await
+    }
+
+    async fn post(&self, url: &str, id: Option<&str>, body: Bytes) -> Result<StatusCode> {
         let mut request = self
             .client
-            .post(&self.url)
+            .post(url)
             .header(http::header::AUTHORIZATION, self.authorization.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body);
@@ -119,8 +150,24 @@ struct Accepted {
     workflow_run_id: Option<String>,
 }
 
-fn webhook_url(base_url: &str) -> String {
-    format!("{base_url}/api/v1/webhooks/{DEMO_TRIGGER_TOKEN}")
+fn webhook_url(base_url: &str, token: &str) -> String {
+    format!("{base_url}/api/v1/webhooks/{token}")
+}
+
+/// Counts every request that passes through it.
+struct CountAttempts(Arc<AtomicU64>);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for CountAttempts {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        next.run(request, extensions).await
+    }
 }
 
 /// Exchanges the demo credentials for a bearer token, as a plain reqwest user would.

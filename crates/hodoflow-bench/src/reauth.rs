@@ -3,15 +3,18 @@
 //! The server's clock is a `ManualClock`. One delivery makes the SDK exchange and cache a
 //! token; the clock then moves past `Limits::token_ttl`, so the server answers the cached
 //! token `401 missing_credentials` (expired) while the SDK still thinks it valid. 1,000 calls
-//! are then released at once from a barrier. Token exchanges made during the burst are read
-//! from the server's ledger (`tokens_issued`). The SDK runs with its defaults.
+//! are then released at once from a barrier, each to its own trigger, whose first request
+//! the server holds 300 ms before handling it: without the hold, the first 401 comes back
+//! and the SDK has a new token before most calls have sent anything, and those calls never
+//! meet the expired token. Token exchanges made during the burst are read from the server's
+//! ledger (`tokens_issued`). The SDK runs with its defaults.
 //! Target: 1 exchange.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hodoflow_mock::{DEMO_TRIGGER_TOKEN, ManualClock};
+use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, ManualClock};
 use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
 use tokio::sync::Barrier;
 
@@ -34,15 +37,24 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         .await?;
     let before = server.ledger().tokens_issued();
     clock.advance(ttl + Duration::from_secs(1));
+    let hold = size.pick(Duration::from_millis(300), Duration::from_millis(100));
+    let triggers = Arc::new(server::triggers(&server, "trg_reauth", calls));
+    for token in triggers.iter() {
+        server.inject(
+            Fault::delay_then_handle(hold)
+                .on("POST", &format!("{}{token}", server::WEBHOOKS))
+                .times(1),
+        );
+    }
 
     let barrier = Arc::new(Barrier::new(calls as usize));
     let burst = sdk.clone();
     let failed = drive::each(calls, calls as usize, move |call| {
-        let (sdk, barrier) = (burst.clone(), barrier.clone());
+        let (sdk, barrier, triggers) = (burst.clone(), barrier.clone(), triggers.clone());
         async move {
             let id = DeliveryId::new(IdempotencyKey::from_operation_id(&format!("reauth-{call}")));
             barrier.wait().await;
-            sdk.deliver(DEMO_TRIGGER_TOKEN, Bytes::from_static(BODY))
+            sdk.deliver(triggers[call as usize].as_str(), Bytes::from_static(BODY))
                 .delivery_id(id)
                 .send()
                 .await
@@ -66,6 +78,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param("calls", calls);
     report.param("concurrency", calls);
     report.param("expiry", format!("server ManualClock advanced by token_ttl ({} s) + 1 s after the first token was cached", ttl.as_secs()));
+    report.param("first_attempt_hold_ms", hold.as_millis() as u64);
     report.param("sdk_config", "defaults");
     report.figure("token_exchanges_during_burst", exchanges);
     report.figure("answers_401", unauthorized);

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use hodoflow_mock::{Fault, Limits, ManualClock, MockServer};
+use hodoflow_mock::{DEMO_ORGANIZATION, Fault, Limits, ManualClock, MockServer, TriggerSeed};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -38,6 +38,19 @@ pub(crate) async fn start_on(clock: ManualClock) -> Result<MockServer> {
         .clock(clock)
         .start()
         .await?)
+}
+
+/// Adds `count` triggers of the demo organization, `{prefix}_00000` and on, and returns
+/// their tokens. A fault `.on("POST", &format!("{WEBHOOKS}{token}"))` then hits one
+/// operation's requests only: the fixed width keeps any token from being a prefix of another.
+pub(crate) fn triggers(server: &MockServer, prefix: &str, count: u64) -> Vec<String> {
+    (0..count)
+        .map(|n| {
+            let token = format!("{prefix}_{n:05}");
+            server.put_trigger(TriggerSeed::new(&token, DEMO_ORGANIZATION));
+            token
+        })
+        .collect()
 }
 
 /// Runs a contract server that holds every delivery `delay` before handling it, until its

@@ -64,6 +64,7 @@ impl Client {
 
 /// What one variant measured.
 struct Measured {
+    seconds: f64,
     ops: u64,
     requests: usize,
     outcomes: BTreeMap<&'static str, u64>,
@@ -113,6 +114,7 @@ async fn measure(
         let _ = task.await;
     }
     let outcomes = outcomes.lock().await.clone();
+    let seconds = started.elapsed().as_secs_f64();
     let ops: u64 = outcomes.values().sum();
     let requests = server.ledger().requests_to("POST", server::WEBHOOKS).len();
     let retry_budget_refusals = match &client {
@@ -124,6 +126,7 @@ async fn measure(
         requests as f64 / ops.max(1) as f64
     );
     Ok(Measured {
+        seconds,
         ops,
         requests,
         outcomes,
@@ -173,6 +176,8 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let client = Client::ReqwestRetry(Sender::with_retry(&server.base_url(), policy).await?);
     let measured = measure(label, &server, client, senders, duration).await?;
     per_op.insert(label, record(&mut report, label, &measured));
+    report.note("requests_per_op is the server's webhook requests over the operations the senders started in the 10 s (each finished, past the 10 s if need be)");
+    report.note("the default retry budget has no time refill: once 100 retries drained it, every call stops after its first attempt with retry_budget_exhausted, at once; senders that loop without pausing then start more operations, so the server's requests per second are higher than with retries (requests_per_second)");
     report.at_most(
         "sdk_default_budget.requests_per_op",
         per_op["sdk_default_budget"],
@@ -188,6 +193,8 @@ fn record(report: &mut Report, label: &str, measured: &Measured) -> f64 {
         "ops": measured.ops,
         "requests": measured.requests,
         "requests_per_op": per_op,
+        "requests_per_second": round(measured.requests as f64 / measured.seconds, 0),
+        "seconds_with_tail": round(measured.seconds, 2),
         "outcomes": measured.outcomes,
     });
     if let Some(refusals) = measured.retry_budget_refusals {
