@@ -228,6 +228,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.figure("reqwest_no_retry", measured);
 
     report.note("duplicate_runs = runs - events with a run, from the server's ledger; with delivery IDs an event is its ID; without, every request that reaches the server runs (the fault closes after the commit), so when the server saw every attempt sent (attempts_sent = requests, counted under reqwest-retry by a middleware) every event has a run; otherwise only duplicate_runs_at_least = runs - deliveries is known");
+    report.note("reqwest-retry 0.8 does retry a POST whose connection closed after sending, without an answer: its default strategy treats hyper's IncompleteMessage as transient (retries_sent follows answers_lost)");
     report.note("without a delivery ID the server deduplicates on a hash of token and body: a retry of the same bytes is caught, a body rebuilt with a new send time is a new delivery");
     report.note("reqwest_no_retry: sender_failures are events whose sender got no answer and cannot tell whether they ran; they did run (events_with_a_run), so the sender, not the server, lost them");
     report.at_most("sdk.duplicate_runs", sdk_duplicates as f64, 0.0);

@@ -1,10 +1,12 @@
 //! `overhead`: what the SDK costs on the happy path.
 //!
 //! The SDK and plain reqwest send the same successful webhook deliveries (the same body, a
-//! distinct delivery ID header on each) to the same in-process server, at concurrency 1 and
-//! 64. Each side is warmed up first; then runs alternate SDK-reqwest, reqwest-SDK, ... so that
-//! drift (the server's growing ledger, the CPU's clock) falls on both, and the median run of
-//! each side gives its rate. Target: SDK/reqwest >= 0.98.
+//! distinct delivery ID header on each) to the in-process contract server, at concurrency 1
+//! and 64. Every run gets a fresh, identical server, so that no run pays for the ledger and
+//! the delivery store another run grew; each side's client is built and warmed up against
+//! it (a token exchange, then 1,000 deliveries at the run's concurrency) before the timed
+//! deliveries. Runs alternate SDK-reqwest, reqwest-SDK, ... so that drift falls on both, and
+//! the median run of each side gives its rate. Target: SDK/reqwest >= 0.98.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,12 +35,17 @@ enum Peer {
     Reqwest(Sender),
 }
 
+/// The two sides, by index: `SIDES[0]` is the SDK.
+const SIDES: [&str; 2] = ["sdk", "reqwest"];
+
 impl Peer {
-    fn name(&self) -> &'static str {
-        match self {
-            Peer::Sdk(_) => "sdk",
-            Peer::Reqwest(_) => "reqwest",
-        }
+    /// A fresh client of `side` for the server at `base`.
+    async fn connect(side: usize, base: &str) -> Result<Self> {
+        Ok(if side == 0 {
+            Peer::Sdk(peers::sdk(base, Backoff::default(), RetryBudget::new())?)
+        } else {
+            Peer::Reqwest(Sender::plain(base).await?)
+        })
     }
 
     /// One delivery; whether it was accepted.
@@ -105,21 +112,15 @@ async fn batch(
 pub(crate) async fn run(size: Size) -> Result<Report> {
     let runs = size.pick(7, 1);
     let warmup = size.pick(1_000, 10);
-    let server = server::start().await?;
-    let base = server.base_url();
-    let peers = [
-        Peer::Sdk(peers::sdk(&base, Backoff::default(), RetryBudget::new())?),
-        Peer::Reqwest(Sender::plain(&base).await?),
-    ];
     let ids = Arc::new(AtomicU64::new(0));
 
     let mut report = Report::new("overhead");
     report.param("runs_per_side", runs);
-    report.param("warmup_requests", warmup);
+    report.param("warmup_requests_per_run", warmup);
     report.param("body_bytes", BODY.len());
     report.param(
         "server",
-        "hodoflow-mock in-process on 127.0.0.1:0, sharing the 2-thread runtime",
+        "a fresh hodoflow-mock per run, in-process on 127.0.0.1:0, sharing the 2-thread runtime",
     );
     report.param(
         "sdk_config",
@@ -132,21 +133,21 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let mut failures = 0;
     for concurrency in [1usize, 64] {
         let count = size.pick(if concurrency == 1 { 15_000 } else { 60_000 }, 20);
-        for peer in &peers {
-            batch(peer, concurrency, warmup, &ids).await;
-        }
         let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for run in 0..runs {
             // ABBA: alternate which side goes first, to cancel drift.
             let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
             for side in order {
-                let (took, failed) = batch(&peers[side], concurrency, count, &ids).await;
-                failures += failed;
+                let server = server::start().await?;
+                let peer = Peer::connect(side, &server.base_url()).await?;
+                let (_, warm_failed) = batch(&peer, concurrency, warmup, &ids).await;
+                let (took, failed) = batch(&peer, concurrency, count, &ids).await;
+                failures += warm_failed + failed;
                 let rate = count as f64 / took.as_secs_f64();
                 eprintln!(
                     "overhead: c={concurrency} run {} {}: {rate:.0} req/s",
                     run + 1,
-                    peers[side].name()
+                    SIDES[side]
                 );
                 rates[side].push(rate);
             }
