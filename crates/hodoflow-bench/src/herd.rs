@@ -1,0 +1,171 @@
+//! `herd`: do retries of operations that failed together come back together?
+//!
+//! 1,000 operations, each to its own trigger, are released at once from a barrier, over
+//! connections opened by a warm-up round; the server answers the first attempt of each `503`
+//! without `Retry-After`, and accepts the retry. The SDK runs with its default backoff (full jitter, 500 ms doubling).
+//!
+//! Bunching of a set of arrivals = the most arrivals in any 100 ms window (a sliding window
+//! starting at any arrival) divided by the mean arrivals per 100 ms over their span (first to
+//! last arrival: count / (span / 100 ms), with a span under 100 ms counted as one window).
+//!
+//! The contract server cannot hold 1,000 requests and answer them in the same instant, so
+//! the first attempts fail over a spread of some milliseconds, which itself spreads the
+//! retries. Two figures are therefore given: `raw`, the retries' arrival times as they came,
+//! and `aligned`, each retry's arrival minus its own failure's arrival, which is the schedule
+//! the retries would have had if every failure had happened in the same instant. The target
+//! is held against `aligned`, with the retry budget disabled so that all 1,000 operations
+//! retry; the run with the default budget (which admits 100 retries) is reported beside it.
+//! Target: aligned bunching <= 1.5.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
+use serde_json::json;
+use tokio::sync::Barrier;
+
+use crate::figures::{Bunching, ms, round};
+use crate::peers;
+use crate::report::Report;
+use crate::scenario::Size;
+use crate::{Result, drive, server};
+
+const WINDOW: Duration = Duration::from_millis(100);
+const TARGET_BUNCHING: f64 = 1.5;
+const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
+
+pub(crate) async fn run(size: Size) -> Result<Report> {
+    let operations = size.pick(1_000u64, 20);
+    let mut report = Report::new("herd");
+    report.param("operations", operations);
+    report.param("window_ms", ms(WINDOW));
+    report.param(
+        "failure",
+        "the first attempt of each operation: 503 without Retry-After; retries accepted",
+    );
+    report.param(
+        "sdk_backoff",
+        "default: full jitter, 500 ms doubling to 30 s",
+    );
+    report.param("bunching", "max retries in any sliding 100 ms window / (retries / (span / 100 ms)), span = first to last arrival");
+    let mut judged = f64::INFINITY;
+    for (label, budget) in [
+        ("budget_disabled", RetryBudget::disabled()),
+        ("default_budget", RetryBudget::new()),
+    ] {
+        let server = server::start().await?;
+        let sdk = peers::sdk(&server.base_url(), Backoff::default(), budget)?;
+        // Warm up: one round of successful deliveries opens the connections.
+        let warm = sdk.clone();
+        drive::each(operations, operations as usize, move |op| {
+            let sdk = warm.clone();
+            async move {
+                let key = IdempotencyKey::new(format!("herd-warm-{op}"));
+                if let Ok(key) = key {
+                    let _ = sdk
+                        .deliver(DEMO_TRIGGER_TOKEN, Bytes::from_static(BODY))
+                        .delivery_id(DeliveryId::new(key))
+                        .send()
+                        .await;
+                }
+            }
+        })
+        .await;
+        let triggers = Arc::new(server::triggers(&server, "trg_herd", operations));
+        for token in triggers.iter() {
+            server.inject(
+                Fault::respond(503)
+                    .body(r#"{"error":"Processing temporarily unavailable"}"#)
+                    .on("POST", &format!("{}{token}", server::WEBHOOKS))
+                    .times(1),
+            );
+        }
+        let barrier = Arc::new(Barrier::new(operations as usize));
+        let herd = sdk.clone();
+        let failed = drive::each(operations, operations as usize, move |op| {
+            let (sdk, barrier, triggers) = (herd.clone(), barrier.clone(), triggers.clone());
+            async move {
+                let Ok(key) = IdempotencyKey::new(format!("herd-{op}")) else {
+                    return true;
+                };
+                barrier.wait().await;
+                sdk.deliver(triggers[op as usize].as_str(), Bytes::from_static(BODY))
+                    .delivery_id(DeliveryId::new(key))
+                    .send()
+                    .await
+                    .is_err()
+            }
+        })
+        .await
+        .into_iter()
+        .filter(|failed| *failed)
+        .count();
+
+        // Each operation's failure and its retry, from the server's arrival times.
+        let ledger = server.ledger();
+        let mut attempts: HashMap<&str, Vec<(u64, Instant)>> = HashMap::new();
+        for request in ledger.requests_to("POST", server::WEBHOOKS) {
+            if let Some(key) = request
+                .idempotency_key
+                .as_deref()
+                .filter(|k| k.starts_with("herd-") && !k.starts_with("herd-warm-"))
+            {
+                attempts
+                    .entry(key)
+                    .or_default()
+                    .push((request.seq, request.arrived));
+            }
+        }
+        let mut failures = Vec::new();
+        let mut retries = Vec::new();
+        for tries in attempts.values_mut() {
+            tries.sort();
+            failures.push(tries[0].1);
+            if let Some(retry) = tries.get(1) {
+                retries.push((tries[0].1, retry.1));
+            }
+        }
+        let Some(zero) = failures.iter().min().copied() else {
+            return Err("no failed first attempt reached the server".into());
+        };
+        let spread = failures
+            .iter()
+            .max()
+            .map_or(Duration::ZERO, |last| *last - zero);
+        let raw: Vec<Duration> = retries.iter().map(|(_, retry)| *retry - zero).collect();
+        let aligned: Vec<Duration> = retries
+            .iter()
+            .map(|(failure, retry)| retry.saturating_duration_since(*failure))
+            .collect();
+        let raw = Bunching::of(&raw, WINDOW);
+        let aligned = Bunching::of(&aligned, WINDOW);
+        let stats = sdk.stats();
+        let figures = json!({
+            "retries": retries.len(),
+            "retry_budget_refusals": stats.retry_budget_refusals,
+            "operations_failed": failed,
+            "failure_spread_ms": round(ms(spread), 1),
+            "aligned": bunching(&aligned),
+            "raw": bunching(&raw),
+        });
+        eprintln!("herd: {label} {figures}");
+        if label == "budget_disabled" {
+            judged = round(aligned.ratio(), 3);
+        }
+        report.figure(label, figures);
+    }
+    report.at_most("budget_disabled.aligned.bunching", judged, TARGET_BUNCHING);
+    Ok(report)
+}
+
+fn bunching(b: &Bunching) -> serde_json::Value {
+    json!({
+        "bunching": round(b.ratio(), 3),
+        "peak_per_100ms": b.peak,
+        "mean_per_100ms": round(b.mean, 1),
+        "span_ms": round(ms(b.span), 1),
+    })
+}

@@ -1,0 +1,55 @@
+//! Benchmarks of `hodoflow-retry` against its peers, on the contract server over loopback.
+//!
+//! A claim such as "the SDK never duplicates a run" or "it adds no overhead" is only worth the
+//! measurement behind it. Each [`Scenario`] starts the contract server (`hodoflow-mock`) on
+//! `127.0.0.1:0`, drives the SDK and, where a comparison is asked, plain `reqwest` and
+//! `reqwest-retry` against identical servers in the same run, reads what really happened from
+//! the server's ledger, and returns one [`Report`]: the parameters used, the figures, and
+//! pass or fail against the scenario's target. A missed target is reported as missed.
+//!
+//! Run it as `cargo run --release -p hodoflow-bench -- all`; `BENCHMARKS.md` at the workspace
+//! root explains every figure.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! # async fn run() -> hodoflow_bench::Result<()> {
+//! use hodoflow_bench::{Options, Scenario, Size};
+//!
+//! let options = Options::new(Size::Smoke, "target/release/hodoflow-bench");
+//! let report = Scenario::Reauth.run(&options).await?;
+//! println!("{}", report.to_json());
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+mod body_copies;
+mod drive;
+mod figures;
+mod herd;
+mod lost_202;
+mod memory;
+mod overhead;
+mod peers;
+mod reauth;
+mod report;
+mod retry_after;
+mod scenario;
+mod server;
+mod storm;
+
+pub use body_copies::{BodyCopies, install_body_copy_counter};
+pub use memory::{Holder, hold};
+pub use report::Report;
+pub use scenario::{Options, Scenario, Size};
+pub use server::serve_slow;
+
+/// What a scenario fails with: the server could not start, a client could not be built, or
+/// the run could not be measured. A missed target is not an error; it is in the [`Report`].
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// `Result<T, Error>`.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,110 @@
+//! The scenarios, their sizes, and what they need to run.
+
+use std::path::PathBuf;
+
+use crate::report::Report;
+use crate::{Result, herd, lost_202, memory, overhead, reauth, retry_after, storm};
+
+/// One benchmark scenario. Each returns one [`Report`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Scenario {
+    /// Requests per second of the SDK against plain reqwest, same successful deliveries.
+    Overhead,
+    /// Requests per logical operation while every answer is 503.
+    Storm,
+    /// Duplicate runs when 20% of answers are lost after the server committed.
+    Lost202,
+    /// Retries that arrive before the server's `Retry-After` elapsed, and how late the rest are.
+    RetryAfter,
+    /// How bunched up the retries of 1,000 operations failing at once arrive.
+    Herd,
+    /// Token exchanges made when 1,000 concurrent calls meet an expired token.
+    Reauth,
+    /// Peak memory with 10,000 deliveries in flight, and body copies per attempt.
+    Memory,
+}
+
+impl Scenario {
+    /// Every scenario, in the order `all` runs them.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Overhead,
+        Scenario::Storm,
+        Scenario::Lost202,
+        Scenario::RetryAfter,
+        Scenario::Herd,
+        Scenario::Reauth,
+        Scenario::Memory,
+    ];
+
+    /// The scenario's name on the command line and in its report, such as `"lost_202"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Overhead => "overhead",
+            Scenario::Storm => "storm",
+            Scenario::Lost202 => "lost_202",
+            Scenario::RetryAfter => "retry_after",
+            Scenario::Herd => "herd",
+            Scenario::Reauth => "reauth",
+            Scenario::Memory => "memory",
+        }
+    }
+
+    /// Runs the scenario and reports what it measured.
+    ///
+    /// # Errors
+    ///
+    /// When the run could not be carried out (a server did not start, a client could not be
+    /// built). A missed target is not an error.
+    pub async fn run(self, options: &Options) -> Result<Report> {
+        let size = options.size;
+        match self {
+            Scenario::Overhead => overhead::run(size).await,
+            Scenario::Storm => storm::run(size).await,
+            Scenario::Lost202 => lost_202::run(size).await,
+            Scenario::RetryAfter => retry_after::run(size).await,
+            Scenario::Herd => herd::run(size).await,
+            Scenario::Reauth => reauth::run(size).await,
+            Scenario::Memory => memory::run(size, &options.exe).await,
+        }
+    }
+}
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Size {
+    /// The sizes the targets are stated for.
+    Full,
+    /// A tiny run that walks every code path in a second or two; its figures mean nothing.
+    Smoke,
+}
+
+impl Size {
+    /// `full` at [`Size::Full`], `smoke` otherwise.
+    pub(crate) fn pick<T>(self, full: T, smoke: T) -> T {
+        match self {
+            Size::Full => full,
+            Size::Smoke => smoke,
+        }
+    }
+}
+
+/// What a run needs besides its size.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The size of every scenario.
+    pub size: Size,
+    /// The bench binary, started as the memory scenario's slow server (`serve-slow`).
+    pub exe: PathBuf,
+}
+
+impl Options {
+    /// Options for `size`, with `exe` as the bench binary.
+    pub fn new(size: Size, exe: impl Into<PathBuf>) -> Self {
+        Self {
+            size,
+            exe: exe.into(),
+        }
+    }
+}

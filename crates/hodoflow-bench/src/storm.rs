@@ -1,0 +1,205 @@
+//! `storm`: how much load retries add when the server is down.
+//!
+//! 200 senders loop for 10 s, one operation after another, against a server that answers
+//! every delivery `503` without `Retry-After`. Requests per logical operation (the server's
+//! count of webhook requests over the operations the senders started) for the SDK with its
+//! default retry budget, the SDK with the budget disabled, and `reqwest-retry` with its
+//! exponential policy, each at 5 attempts and the same backoff scale, each against a fresh,
+//! identical server. Target: the SDK with its default budget <= 1.10.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, MockServer};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use crate::figures::round;
+use crate::peers::{self, FAST_BASE, FAST_CAP, Sender};
+use crate::report::Report;
+use crate::scenario::Size;
+use crate::{Result, server};
+
+const TARGET_REQUESTS_PER_OP: f64 = 1.10;
+const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
+
+/// One client under test.
+#[derive(Debug, Clone)]
+enum Client {
+    Sdk(RetryingClient),
+    ReqwestRetry(Sender),
+}
+
+impl Client {
+    /// One operation; what it ended in.
+    async fn operate(&self, id: String) -> &'static str {
+        let body = Bytes::from_static(BODY);
+        match self {
+            Client::Sdk(client) => {
+                let Ok(key) = IdempotencyKey::new(&id) else {
+                    return "invalid_id";
+                };
+                let sent = client
+                    .deliver(DEMO_TRIGGER_TOKEN, body)
+                    .delivery_id(DeliveryId::new(key))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(_) => "accepted",
+                    Err(error) => error.kind().as_str(),
+                }
+            }
+            Client::ReqwestRetry(sender) => match sender.deliver(Some(&id), body).await {
+                Ok(status) if status.is_success() => "accepted",
+                Ok(status) if status.is_server_error() => "server_error",
+                Ok(_) => "other_status",
+                Err(_) => "transport",
+            },
+        }
+    }
+}
+
+/// What one variant measured.
+struct Measured {
+    seconds: f64,
+    ops: u64,
+    requests: usize,
+    outcomes: BTreeMap<&'static str, u64>,
+    retry_budget_refusals: Option<u64>,
+}
+
+/// A fresh server that answers every delivery 503 without `Retry-After`.
+async fn failing_server() -> Result<MockServer> {
+    let server = server::start().await?;
+    server.inject(
+        Fault::respond(503)
+            .body(r#"{"error":"Processing temporarily unavailable"}"#)
+            .on("POST", server::WEBHOOKS)
+            .times(u32::MAX),
+    );
+    Ok(server)
+}
+
+async fn measure(
+    label: &str,
+    server: &MockServer,
+    client: Client,
+    senders: usize,
+    duration: Duration,
+) -> Result<Measured> {
+    let outcomes = Arc::new(Mutex::new(BTreeMap::<&'static str, u64>::new()));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..senders)
+        .map(|sender| {
+            let (client, outcomes, label) = (client.clone(), outcomes.clone(), label.to_owned());
+            tokio::spawn(async move {
+                let mut mine = BTreeMap::<&'static str, u64>::new();
+                let mut n = 0u64;
+                while started.elapsed() < duration {
+                    let outcome = client.operate(format!("storm-{label}-{sender}-{n}")).await;
+                    *mine.entry(outcome).or_default() += 1;
+                    n += 1;
+                }
+                let mut all = outcomes.lock().await;
+                for (outcome, count) in mine {
+                    *all.entry(outcome).or_default() += count;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+    let outcomes = outcomes.lock().await.clone();
+    let seconds = started.elapsed().as_secs_f64();
+    let ops: u64 = outcomes.values().sum();
+    let requests = server.ledger().requests_to("POST", server::WEBHOOKS).len();
+    let retry_budget_refusals = match &client {
+        Client::Sdk(client) => Some(client.stats().retry_budget_refusals),
+        Client::ReqwestRetry(_) => None,
+    };
+    eprintln!(
+        "storm: {label}: {ops} ops, {requests} requests, {:.3} per op",
+        requests as f64 / ops.max(1) as f64
+    );
+    Ok(Measured {
+        seconds,
+        ops,
+        requests,
+        outcomes,
+        retry_budget_refusals,
+    })
+}
+
+pub(crate) async fn run(size: Size) -> Result<Report> {
+    let senders = size.pick(200, 4);
+    let duration = size.pick(Duration::from_secs(10), Duration::from_millis(200));
+    let backoff = Backoff::new().base(FAST_BASE).cap(FAST_CAP);
+    let mut report = Report::new("storm");
+    report.param("senders", senders);
+    report.param("seconds", duration.as_secs_f64());
+    report.param("server_answer", "503 without Retry-After to every delivery");
+    report.param("max_attempts", 5);
+    report.param(
+        "backoff",
+        format!(
+            "full jitter, {} ms doubling to {} s, for the SDK (Backoff::base/cap) and reqwest-retry (retry_bounds)",
+            FAST_BASE.as_millis(),
+            FAST_CAP.as_secs()
+        ),
+    );
+    report.param(
+        "reqwest_retry",
+        "0.8.0 (reqwest-middleware 0.4.2): the newest pairing with reqwest 0.12",
+    );
+    report.param(
+        "retry_budget_default",
+        "500 tokens, 5 a retry, no time refill (RetryBudget::new())",
+    );
+
+    let mut per_op = BTreeMap::new();
+    for (label, budget) in [
+        ("sdk_default_budget", RetryBudget::new()),
+        ("sdk_budget_disabled", RetryBudget::disabled()),
+    ] {
+        let server = failing_server().await?;
+        let client = Client::Sdk(peers::sdk(&server.base_url(), backoff, budget)?);
+        let measured = measure(label, &server, client, senders, duration).await?;
+        per_op.insert(label, record(&mut report, label, &measured));
+    }
+    let label = "reqwest_retry";
+    let server = failing_server().await?;
+    let policy = peers::retry_policy(FAST_BASE, FAST_CAP);
+    let client = Client::ReqwestRetry(Sender::with_retry(&server.base_url(), policy).await?);
+    let measured = measure(label, &server, client, senders, duration).await?;
+    per_op.insert(label, record(&mut report, label, &measured));
+    report.note("requests_per_op is the server's webhook requests over the operations the senders started in the 10 s (each finished, past the 10 s if need be)");
+    report.note("the default retry budget has no time refill: once 100 retries drained it, every call stops after its first attempt with retry_budget_exhausted, at once; senders that loop without pausing then start more operations, so the server's requests per second are higher than with retries (requests_per_second)");
+    report.at_most(
+        "sdk_default_budget.requests_per_op",
+        per_op["sdk_default_budget"],
+        TARGET_REQUESTS_PER_OP,
+    );
+    Ok(report)
+}
+
+/// Adds a variant's figures; returns its requests per op.
+fn record(report: &mut Report, label: &str, measured: &Measured) -> f64 {
+    let per_op = round(measured.requests as f64 / measured.ops.max(1) as f64, 3);
+    let mut figures = json!({
+        "ops": measured.ops,
+        "requests": measured.requests,
+        "requests_per_op": per_op,
+        "requests_per_second": round(measured.requests as f64 / measured.seconds, 0),
+        "seconds_with_tail": round(measured.seconds, 2),
+        "outcomes": measured.outcomes,
+    });
+    if let Some(refusals) = measured.retry_budget_refusals {
+        figures["retry_budget_refusals"] = json!(refusals);
+    }
+    report.figure(label, figures);
+    per_op
+}

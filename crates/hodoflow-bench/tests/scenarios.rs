@@ -1,0 +1,141 @@
+//! Every scenario at a tiny size, to prove its code paths work. Nothing here asserts a
+//! speed or a target: at this size the figures mean nothing.
+
+use std::alloc::System;
+
+use hodoflow_bench::{Options, Scenario, Size};
+use serde_json::Value;
+use tracking_allocator::Allocator;
+
+// The same allocator as the bench binary, so that the memory scenario counts body copies.
+#[global_allocator]
+static GLOBAL: Allocator<System> = Allocator::system();
+
+/// Runs `scenario` at smoke size and returns its JSON line, parsed.
+async fn smoke(scenario: Scenario) -> Value {
+    hodoflow_bench::install_body_copy_counter();
+    let options = Options::new(Size::Smoke, env!("CARGO_BIN_EXE_hodoflow-bench"));
+    let report = scenario.run(&options).await.expect("the scenario runs");
+    assert_eq!(report.scenario(), scenario.name());
+    let line = report.to_line();
+    assert!(!line.contains('\n'), "one line: {line}");
+    let json: Value = serde_json::from_str(&line).expect("the line is JSON");
+    assert_eq!(json["scenario"], scenario.name());
+    assert!(json["pass"].is_boolean(), "{json}");
+    assert!(
+        !json["targets"].as_array().expect("targets").is_empty(),
+        "{json}"
+    );
+    json
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overhead_reports_both_rates_and_their_ratio_at_each_concurrency() {
+    let json = smoke(Scenario::Overhead).await;
+    for c in [1, 64] {
+        assert!(json["figures"][format!("ratio_c{c}")].is_number(), "{json}");
+        assert!(
+            json["figures"][format!("reqwest_rps_median_c{c}")].is_number(),
+            "{json}"
+        );
+    }
+    assert_eq!(json["figures"]["failed_deliveries"], 0, "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_counts_requests_per_operation_for_the_three_clients() {
+    let json = smoke(Scenario::Storm).await;
+    for client in ["sdk_default_budget", "sdk_budget_disabled", "reqwest_retry"] {
+        let ops = json["figures"][client]["ops"].as_u64().expect("ops");
+        assert!(ops > 0, "{json}");
+        assert!(
+            json["figures"][client]["requests_per_op"].is_number(),
+            "{json}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_202_reads_the_runs_of_every_sender_from_the_ledger() {
+    let json = smoke(Scenario::Lost202).await;
+    for sender in [
+        "sdk",
+        "reqwest_retry_same_body",
+        "reqwest_retry_stamped_body",
+        "app_retry_rebuilt_stamped_body",
+        "reqwest_no_retry",
+    ] {
+        assert!(
+            json["figures"][sender]["runs"].as_u64().expect("runs") > 0,
+            "{json}"
+        );
+    }
+    // A correctness property, not a speed: the SDK's delivery IDs never start a second run.
+    assert_eq!(json["figures"]["sdk"]["duplicate_runs"], 0, "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_pairs_each_refusal_with_the_next_attempt() {
+    let json = smoke(Scenario::RetryAfter).await;
+    assert!(
+        json["figures"]["sdk"]["retries_after_refusal"]
+            .as_u64()
+            .expect("pairs")
+            > 0
+    );
+    assert!(json["figures"]["reqwest_retry"]["early"].is_u64(), "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn herd_measures_raw_and_aligned_bunching() {
+    let json = smoke(Scenario::Herd).await;
+    for run in ["budget_disabled", "default_budget"] {
+        assert!(
+            json["figures"][run]["retries"].as_u64().expect("retries") > 0,
+            "{json}"
+        );
+        assert!(
+            json["figures"][run]["aligned"]["bunching"].is_number(),
+            "{json}"
+        );
+        assert!(
+            json["figures"][run]["raw"]["bunching"].is_number(),
+            "{json}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reauth_counts_the_exchanges_of_the_burst() {
+    let json = smoke(Scenario::Reauth).await;
+    assert!(
+        json["figures"]["token_exchanges_during_burst"].is_u64(),
+        "{json}"
+    );
+    assert!(
+        json["figures"]["answers_401"].as_u64().expect("401s") > 0,
+        "{json}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_runs_against_a_slow_child_server_and_counts_allocations() {
+    let json = smoke(Scenario::Memory).await;
+    for holder in ["sdk", "reqwest"] {
+        assert!(
+            json["figures"][holder]["peak_rss_mib"].is_number(),
+            "{json}"
+        );
+        assert_eq!(
+            json["figures"][holder]["allocation_counting_works"], true,
+            "{json}"
+        );
+    }
+    assert!(
+        json["figures"]["server_held_at_once"]
+            .as_u64()
+            .expect("held")
+            > 0,
+        "{json}"
+    );
+}
