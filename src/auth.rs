@@ -386,6 +386,8 @@ fn is_oauth_error_code(code: &str) -> bool {
 pub(crate) struct CachedToken {
     token: AccessToken,
     generation: u64,
+    /// `Bearer …`, built once per exchange; `None` when the token cannot be a header value.
+    authorization: Option<HeaderValue>,
 }
 
 impl CachedToken {
@@ -397,7 +399,10 @@ impl CachedToken {
 
     /// The `Authorization: Bearer …` value, marked sensitive.
     pub(crate) fn authorization(&self) -> Result<HeaderValue> {
-        self.token.authorization()
+        match &self.authorization {
+            Some(value) => Ok(value.clone()),
+            None => self.token.authorization(),
+        }
     }
 }
 
@@ -405,6 +410,9 @@ impl CachedToken {
 /// exchange: concurrent callers queue on one lock and share the first caller's result.
 pub(crate) struct TokenCache {
     exchanger: Arc<dyn TokenExchanger>,
+    /// The held token, mirrored from `State::held`, so the common case (a fresh token) is read
+    /// without queueing on the async lock.
+    current: std::sync::RwLock<Option<Held>>,
     state: Mutex<State>,
     /// Exchanges finished, mirrored from `State::finished` so a caller can note it before it
     /// queues for the lock.
@@ -418,18 +426,25 @@ struct State {
     finished: u64,
 }
 
+#[derive(Clone)]
 struct Held {
     token: CachedToken,
     refresh_at: Option<Instant>,
 }
 
+impl Held {
+    /// The token, if it need not be refreshed yet at `now`.
+    fn fresh(&self, now: Instant) -> Option<CachedToken> {
+        self.refresh_at
+            .is_none_or(|refresh_at| now < refresh_at)
+            .then(|| self.token.clone())
+    }
+}
+
 impl State {
     /// The held token, if it need not be refreshed yet.
     fn fresh(&self, now: Instant) -> Option<CachedToken> {
-        let held = self.held.as_ref()?;
-        held.refresh_at
-            .is_none_or(|refresh_at| now < refresh_at)
-            .then(|| held.token.clone())
+        self.held.as_ref()?.fresh(now)
     }
 
     /// The held token, if it has not expired: good enough when a refresh fails.
@@ -455,6 +470,7 @@ impl TokenCache {
     pub(crate) fn new(exchanger: Arc<dyn TokenExchanger>) -> Self {
         Self {
             exchanger,
+            current: std::sync::RwLock::new(None),
             state: Mutex::new(State::default()),
             finished: AtomicU64::new(0),
         }
@@ -469,6 +485,13 @@ impl TokenCache {
     ///
     /// When a refresh ahead of expiry fails, the old token is used while it lasts.
     pub(crate) async fn get(&self) -> Result<CachedToken> {
+        if let Some(token) = self
+            .current()
+            .as_ref()
+            .and_then(|held| held.fresh(Instant::now()))
+        {
+            return Ok(token);
+        }
         let seen = self.finished.load(Ordering::Acquire);
         let mut state = self.state.lock().await;
         let now = Instant::now();
@@ -502,6 +525,7 @@ impl TokenCache {
             return Err(error);
         }
         state.held = None;
+        *self.current_mut() = None;
         self.exchange(&mut state).await
     }
 
@@ -513,14 +537,18 @@ impl TokenCache {
         match result {
             Ok(token) => {
                 let refresh_at = refresh_at(&token, Instant::now());
+                let authorization = token.authorization().ok();
                 let token = CachedToken {
                     token,
                     generation: state.finished,
+                    authorization,
                 };
-                state.held = Some(Held {
+                let held = Held {
                     token: token.clone(),
                     refresh_at,
-                });
+                };
+                *self.current_mut() = Some(held.clone());
+                state.held = Some(held);
                 state.last_failure = None;
                 Ok(token)
             }
@@ -529,6 +557,20 @@ impl TokenCache {
                 Err(error)
             }
         }
+    }
+}
+
+impl TokenCache {
+    fn current(&self) -> std::sync::RwLockReadGuard<'_, Option<Held>> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn current_mut(&self) -> std::sync::RwLockWriteGuard<'_, Option<Held>> {
+        self.current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

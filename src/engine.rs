@@ -312,21 +312,24 @@ impl Engine {
         authorization: http::HeaderValue,
         timeout: Duration,
     ) -> Answer {
-        let sent = self
+        let mut builder = self
             .http
-            .request(request.method.clone(), request.url.clone())
-            .headers(request.headers.clone())
+            .request(request.method.clone(), request.url.clone());
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let sent = builder
             .header(http::header::AUTHORIZATION, authorization)
             .body(request.body.clone())
             .timeout(timeout)
             .send()
             .await;
-        let response = match sent {
+        let mut response = match sent {
             Ok(response) => response,
             Err(error) => return Answer::no_response(TransportKind::of(&error)),
         };
         let status = response.status();
-        let headers = response.headers().clone();
+        let headers = std::mem::take(response.headers_mut());
         match response.bytes().await {
             Ok(body) => Answer::response(status, headers, body),
             // The server answered a delivery: it committed, whatever the body said.
@@ -381,10 +384,11 @@ fn trace_attempt(
     elapsed: Duration,
 ) {
     let elapsed_ms = elapsed.as_millis() as u64;
-    let result = match (answer.status(), answer.transport()) {
-        (Some(status), _) => status.as_str().to_owned(),
-        (None, Some(kind)) => kind.as_str().to_owned(),
-        (None, None) => "-".to_owned(),
+    let status = answer.status();
+    let result = match (&status, answer.transport()) {
+        (Some(status), _) => status.as_str(),
+        (None, Some(kind)) => kind.as_str(),
+        (None, None) => "-",
     };
     let (wait_ms, reason, cause) = wait.map_or((0, "none", "none"), |(d, r, c)| {
         (d.as_millis() as u64, r, c)

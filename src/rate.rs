@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rand::Rng;
@@ -94,6 +95,9 @@ struct Closed {
 #[derive(Debug, Default)]
 pub(crate) struct RateGate {
     state: Mutex<State>,
+    /// Whether the state must be read: a rate budget is set, or the gate may be closed. When
+    /// neither, an attempt passes without taking the lock.
+    guarded: AtomicBool,
 }
 
 impl RateGate {
@@ -103,6 +107,7 @@ impl RateGate {
             sent: VecDeque::with_capacity(budget.requests.min(4096) as usize),
         });
         Self {
+            guarded: AtomicBool::new(log.is_some()),
             state: Mutex::new(State { log, closed: None }),
         }
     }
@@ -115,11 +120,20 @@ impl RateGate {
         max_wait: Duration,
         rng: &mut R,
     ) -> Result<Duration, Duration> {
+        if !self.guarded.load(Ordering::Acquire) {
+            return Ok(Duration::ZERO);
+        }
         let mut state = self.lock();
         let closed = match state.closed {
             Some(closed) if closed.until > now => {
                 let jitter = rng.random_range(Duration::ZERO..=closed.spread);
                 (closed.until - now) + jitter
+            }
+            Some(_) if state.log.is_none() => {
+                // Reopened: the next attempts need not lock.
+                state.closed = None;
+                self.guarded.store(false, Ordering::Release);
+                Duration::ZERO
             }
             _ => Duration::ZERO,
         };
@@ -155,6 +169,7 @@ impl RateGate {
         }
         let spread = ((until - now) / RELEASE_SPREAD_DIVISOR).min(MAX_RELEASE_SPREAD);
         state.closed = Some(Closed { until, spread });
+        self.guarded.store(true, Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -18,6 +18,7 @@
 //! The defaults are AWS standard mode's: 500 tokens, 5 a retry, 10 a retry after a timeout.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -106,6 +107,7 @@ impl RetryBudget {
             });
         }
         state.tokens -= cost;
+        bucket.full.store(false, Ordering::Release);
         Ok(cost)
     }
 
@@ -115,6 +117,9 @@ impl RetryBudget {
         let Some(bucket) = &self.bucket else {
             return;
         };
+        if spent == 0 && bucket.full.load(Ordering::Acquire) {
+            return;
+        }
         let back = if spent == 0 {
             bucket.config.success_reward
         } else {
@@ -125,6 +130,9 @@ impl RetryBudget {
             .tokens
             .saturating_add(back)
             .min(bucket.config.capacity);
+        bucket
+            .full
+            .store(state.tokens == bucket.config.capacity, Ordering::Release);
     }
 }
 
@@ -266,6 +274,7 @@ impl RetryBudgetBuilder {
                     tokens: config.capacity,
                     refilled_at: now,
                 }),
+                full: AtomicBool::new(true),
             })),
         })
     }
@@ -282,6 +291,8 @@ struct Bucket {
     config: Config,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    /// Whether the bucket is full, so a first-attempt success (the common case) need not lock.
+    full: AtomicBool,
 }
 
 #[derive(Debug)]
