@@ -261,6 +261,9 @@ const GRAPHQL: &[Rule] = &[
     rule(Other,                                           Stop(UnexpectedStatus), "Outside the contract; never retried"),
 ];
 
+/// The header every answer carries to name its request (never an identity).
+pub(crate) const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
 /// What one attempt came back with: an answer, or none.
 #[derive(Debug, Clone)]
 pub struct Answer(Received);
@@ -324,7 +327,7 @@ impl Answer {
 
     /// The answer's `x-request-id`, if any.
     pub fn request_id(&self) -> Option<&str> {
-        self.headers()?.get("x-request-id")?.to_str().ok()
+        self.headers()?.get(&X_REQUEST_ID)?.to_str().ok()
     }
 
     /// The wait the answer's `Retry-After` asks for, counted from `now`; `None` when it is absent

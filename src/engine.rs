@@ -383,6 +383,13 @@ fn trace_attempt(
     wait: Option<(Duration, &str, &str)>,
     elapsed: Duration,
 ) {
+    let traced = match wait {
+        Some(_) => tracing::enabled!(tracing::Level::WARN),
+        None => tracing::enabled!(tracing::Level::INFO),
+    };
+    if !traced {
+        return;
+    }
     let elapsed_ms = elapsed.as_millis() as u64;
     let status = answer.status();
     let result = match (&status, answer.transport()) {
@@ -390,13 +397,14 @@ fn trace_attempt(
         (None, Some(kind)) => kind.as_str(),
         (None, None) => "-",
     };
-    let (wait_ms, reason, cause) = wait.map_or((0, "none", "none"), |(d, r, c)| {
-        (d.as_millis() as u64, r, c)
-    });
     let request_id = answer.request_id().unwrap_or("-");
-    if wait.is_some() {
-        tracing::warn!(attempt = number, result = %result, request_id, verdict = ?verdict, wait_ms, reason, cause, elapsed_ms, "attempt will be retried");
-    } else {
-        tracing::info!(attempt = number, result = %result, request_id, verdict = ?verdict, elapsed_ms, "attempt finished");
+    match wait {
+        Some((wait, reason, cause)) => {
+            let wait_ms = wait.as_millis() as u64;
+            tracing::warn!(attempt = number, result = %result, request_id, verdict = ?verdict, wait_ms, reason, cause, elapsed_ms, "attempt will be retried");
+        }
+        None => {
+            tracing::info!(attempt = number, result = %result, request_id, verdict = ?verdict, elapsed_ms, "attempt finished");
+        }
     }
 }

@@ -9,9 +9,13 @@ use http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::attempt::Attempt;
+use crate::classify::X_REQUEST_ID;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::DeliveryId;
 
+/// The header a replayed write answer carries (document 000).
+const IDEMPOTENCY_REPLAYED: http::HeaderName =
+    http::HeaderName::from_static("idempotency-replayed");
 /// How the server took a webhook delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -186,7 +190,7 @@ impl Response {
     /// attempt with the same key had already run the write.
     pub fn replayed(&self) -> bool {
         self.headers
-            .get("idempotency-replayed")
+            .get(&IDEMPOTENCY_REPLAYED)
             .is_some_and(|value| value.as_bytes().trim_ascii().eq_ignore_ascii_case(b"true"))
     }
 
@@ -197,7 +201,7 @@ impl Response {
 
     /// The answer's `x-request-id`.
     pub fn request_id(&self) -> Option<&str> {
-        self.headers.get("x-request-id")?.to_str().ok()
+        self.headers.get(&X_REQUEST_ID)?.to_str().ok()
     }
 }
 

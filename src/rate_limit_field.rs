@@ -13,7 +13,7 @@ use std::time::Duration;
 use http::HeaderMap;
 
 /// The field's name.
-const RATE_LIMIT: &str = "ratelimit";
+const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
 
 /// The longest reset honoured: a larger `t` is taken as malformed (RFC 9651 integers have at
 /// most 15 digits; a day is more than any documented window).
@@ -24,7 +24,7 @@ const MAX_RESET: Duration = Duration::from_secs(86_400);
 /// or malformed.
 pub(crate) fn exhausted_for(headers: &HeaderMap) -> Option<Duration> {
     let mut members = Vec::new();
-    for value in headers.get_all(RATE_LIMIT) {
+    for value in headers.get_all(&RATE_LIMIT) {
         members.extend(split_members(value.to_str().ok()?)?);
     }
     let mut closed: Option<Duration> = None;
