@@ -10,20 +10,22 @@
 //!
 //! The seed is printed; replay a failure with `CHAOS_SEED=<seed> cargo test --test chaos`.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hodoflow_mock::{ClientSeed, Fault, Ledger, Limits, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Backoff, Budget, ClientCredentials, DeliveryId, Error, ExchangeFuture, IdempotencyKey,
-    RetryingClient, TokenExchanger, WebhookOutcome,
+    Backoff, Budget, ClientCredentials, DeliveryId, Error, IdempotencyKey, RetryingClient,
+    WebhookOutcome,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tracing_subscriber::fmt::MakeWriter;
+
+use support::{Captured, Recording};
 
 const OPERATIONS: usize = 10_000;
 /// One operation in five is a JSON:API write, the rest are deliveries.
@@ -311,46 +313,6 @@ fn report(
     );
 }
 
-/// Client credentials that remember every token they were issued.
-struct Recording {
-    inner: ClientCredentials,
-    tokens: Arc<Mutex<Vec<String>>>,
-}
-
-impl TokenExchanger for Recording {
-    fn exchange(&self) -> ExchangeFuture<'_> {
-        Box::pin(async move {
-            let token = self.inner.exchange().await?;
-            let secret = token.secret().expose().to_owned();
-            self.tokens.lock().unwrap().push(secret);
-            Ok(token)
-        })
-    }
-}
-
-/// Everything the subscriber wrote.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 /// Routes every trace event and `log` record of the process, at every level, into `trace`.
 fn capture_every_trace(trace: &Captured) {
     tracing_log::LogTracer::init().expect("log records are routed into tracing");
@@ -363,8 +325,7 @@ fn capture_every_trace(trace: &Captured) {
 }
 
 fn assert_trace_holds_no_secret(trace: &Captured, tokens: &[String]) {
-    let output = trace.0.lock().unwrap();
-    let output = String::from_utf8_lossy(&output);
+    let output = trace.text();
     println!("  trace: {} bytes at TRACE level", output.len());
     assert!(
         output.contains("attempt will be retried") && output.contains("call finished"),

@@ -1,16 +1,16 @@
 //! No bearer token, client secret, trigger token or request body reaches any
 //! trace output, at any level, through a run with faults and retries.
 
-use std::io::Write;
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hodoflow_mock::{ClientSeed, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Backoff, Budget, ClientCredentials, DeliveryId, ExchangeFuture, IdempotencyKey, RetryingClient,
-    TokenExchanger, TriggerLimit,
+    Backoff, Budget, ClientCredentials, DeliveryId, IdempotencyKey, RetryingClient, TriggerLimit,
 };
-use tracing_subscriber::fmt::MakeWriter;
+use support::{Captured, Recording};
 
 const CLIENT_SECRET: &str = "cs_SECRET_never_logged_42";
 const TRIGGER_TOKEN: &str = "trg_SECRET_never_logged_77";
@@ -18,48 +18,6 @@ const WEBHOOK_BODY: &str = r#"{"marker":"BODY_SECRET_webhook_9c2"}"#;
 const WRITE_BODY: &str =
     r#"{"data":{"type":"notes","attributes":{"text":"BODY_SECRET_write_5e1"}}}"#;
 const GRAPHQL_MARKER: &str = "BODY_SECRET_graphql_3a7";
-
-/// Everything written by the subscriber.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-/// Client credentials that remember every token they were issued.
-struct Recording {
-    inner: ClientCredentials,
-    tokens: Arc<Mutex<Vec<String>>>,
-}
-
-impl TokenExchanger for Recording {
-    fn exchange(&self) -> ExchangeFuture<'_> {
-        Box::pin(async move {
-            let token = self.inner.exchange().await?;
-            self.tokens
-                .lock()
-                .unwrap()
-                .push(token.secret().expose().to_owned());
-            Ok(token)
-        })
-    }
-}
 
 #[tokio::test]
 async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body() {
@@ -155,7 +113,7 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
     );
     drop(_guard);
 
-    let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let output = captured.text();
     let tokens = tokens.lock().unwrap().clone();
     assert!(
         tokens.len() >= 3,

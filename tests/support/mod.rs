@@ -4,6 +4,8 @@
 #![allow(dead_code, reason = "each test file uses a part of the support module")]
 
 use std::future::Future;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hodoflow_mock::{
@@ -11,9 +13,10 @@ use hodoflow_mock::{
     MockServerBuilder, RequestRecord, Scope,
 };
 use hodoflow_retry::{
-    AccessToken, Attempt, Backoff, Budget, ClientBuilder, Delivery, DeliveryId, Error, ErrorKind,
-    ExchangeFuture, IdempotencyKey, RetryingClient, TokenExchanger,
+    AccessToken, Attempt, Backoff, Budget, ClientBuilder, ClientCredentials, Delivery, DeliveryId,
+    Error, ErrorKind, ExchangeFuture, IdempotencyKey, RetryingClient, TokenExchanger,
 };
+use tracing_subscriber::fmt::MakeWriter;
 
 /// The demo webhook trigger's token.
 pub const TRIGGER: &str = hodoflow_mock::DEMO_TRIGGER_TOKEN;
@@ -230,4 +233,53 @@ pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
     let started = Instant::now();
     let output = future.await;
     (output, started.elapsed())
+}
+
+/// Everything a tracing subscriber wrote, for the tests that prove no secret is logged.
+#[derive(Clone, Default)]
+pub struct Captured(pub Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    /// What was written so far, as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Client credentials that remember every token they were issued.
+pub struct Recording {
+    /// The real exchanger.
+    pub inner: ClientCredentials,
+    /// Every access token issued, in order.
+    pub tokens: Arc<Mutex<Vec<String>>>,
+}
+
+impl TokenExchanger for Recording {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(async move {
+            let token = self.inner.exchange().await?;
+            let secret = token.secret().expose().to_owned();
+            self.tokens.lock().unwrap().push(secret);
+            Ok(token)
+        })
+    }
 }
