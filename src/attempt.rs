@@ -36,6 +36,15 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// Every kind.
+    pub const ALL: [TransportKind; 5] = [
+        TransportKind::Connect,
+        TransportKind::Timeout,
+        TransportKind::Closed,
+        TransportKind::Body,
+        TransportKind::Other,
+    ];
+
     /// Sorts a `reqwest` error into a kind. A connect failure wins over a timeout, since a connect
     /// timeout means nothing was sent.
     pub(crate) fn of(error: &reqwest::Error) -> Self {

@@ -42,6 +42,14 @@ pub enum Surface {
 }
 
 impl Surface {
+    /// Every surface, each with a matrix of its own.
+    pub const ALL: [Surface; 4] = [
+        Surface::JsonApiWrite,
+        Surface::Webhook,
+        Surface::Read,
+        Surface::GraphQl,
+    ];
+
     /// A stable snake_case name for logs, such as `"json_api_write"`.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -26,20 +26,9 @@ use crate::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
 /// Cases per property.
 const CASES: u32 = 256;
 
-const SURFACES: [Surface; 4] = [
-    Surface::JsonApiWrite,
-    Surface::Webhook,
-    Surface::Read,
-    Surface::GraphQl,
-];
+const SURFACES: [Surface; 4] = Surface::ALL;
 
-const TRANSPORT_KINDS: [TransportKind; 5] = [
-    TransportKind::Connect,
-    TransportKind::Timeout,
-    TransportKind::Closed,
-    TransportKind::Body,
-    TransportKind::Other,
-];
+const TRANSPORT_KINDS: [TransportKind; 5] = TransportKind::ALL;
 
 /// Error codes some row of a matrix matches on, so generated bodies reach the `Code` rows.
 const KNOWN_CODES: [&str; 8] = [

@@ -13,20 +13,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
-const SURFACES: [Surface; 4] = [
-    Surface::JsonApiWrite,
-    Surface::Webhook,
-    Surface::Read,
-    Surface::GraphQl,
-];
+const SURFACES: [Surface; 4] = Surface::ALL;
 
-const TRANSPORT_KINDS: [TransportKind; 5] = [
-    TransportKind::Connect,
-    TransportKind::Timeout,
-    TransportKind::Closed,
-    TransportKind::Body,
-    TransportKind::Other,
-];
+const TRANSPORT_KINDS: [TransportKind; 5] = TransportKind::ALL;
 
 /// The headers the SDK reads; others come from the input's bytes.
 const NAMES: [&str; 4] = [
