@@ -344,11 +344,7 @@ impl RetryingClient {
     /// What this client and its clones have done so far: calls, attempts, retries by cause,
     /// retry tokens left, time waited, exchanges. Cheap: a few atomic loads.
     pub fn stats(&self) -> Stats {
-        let engine = &self.inner.engine;
-        let mut stats = engine.counters.snapshot();
-        stats.retry_budget_tokens = engine.retry_budget.tokens();
-        stats.exchanges = engine.tokens.exchanges();
-        stats
+        self.inner.engine.stats()
     }
 
     /// Follows a workflow run until it succeeds, fails or is cancelled.

@@ -18,7 +18,7 @@ use crate::rate::RateGate;
 use crate::rate_limit_field;
 use crate::request::FixedRequest;
 use crate::retry_budget::{Refused, RetryBudget};
-use crate::stats::{Counters, RetryCause};
+use crate::stats::{Counters, RetryCause, Stats};
 use crate::trigger_limit::{Slot, TriggerLimiter};
 
 /// The least time an attempt needs: a rate-budget wait must leave this much of the budget.
@@ -72,6 +72,15 @@ impl Engine {
         result
     }
 
+    /// What the client has done so far: the counters, the retry tokens left, the exchanges.
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            retry_budget_tokens: self.retry_budget.tokens(),
+            exchanges: self.tokens.exchanges(),
+            ..self.counters.snapshot()
+        }
+    }
+
     /// One event per call with the client's counters, for dashboards built on tracing.
     fn trace_call(&self, result: &Result<Answered>) {
         if !tracing::enabled!(tracing::Level::DEBUG) {
@@ -81,7 +90,7 @@ impl Engine {
             Ok(answered) => (answered.attempts.len(), "ok"),
             Err(error) => (error.attempts().len(), error.kind().as_str()),
         };
-        let stats = self.counters.snapshot();
+        let stats = self.stats();
         tracing::debug!(
             attempts,
             outcome,
@@ -89,10 +98,10 @@ impl Engine {
             client_attempts = stats.attempts,
             client_retries = stats.retries.total(),
             client_retry_refusals = stats.retry_budget_refusals,
-            retry_tokens_left = self.retry_budget.tokens().map(i64::from).unwrap_or(-1),
+            retry_tokens_left = stats.retry_budget_tokens.map(i64::from).unwrap_or(-1),
             gate_wait_ms = stats.gate_wait.as_millis() as u64,
             trigger_wait_ms = stats.trigger_wait.as_millis() as u64,
-            exchanges = self.tokens.exchanges(),
+            exchanges = stats.exchanges,
             "call finished"
         );
     }

@@ -165,7 +165,7 @@ impl Counters {
             .fetch_add(nanos(wait), Ordering::Relaxed);
     }
 
-    /// A snapshot; the budget's tokens and the exchanges are filled in by the client.
+    /// A snapshot of the counters; the budget's tokens and the exchanges are the engine's.
     pub(crate) fn snapshot(&self) -> Stats {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let retry = |cause: RetryCause| load(&self.retries[cause as usize]);
