@@ -250,7 +250,9 @@ impl ClientBuilder {
 
 /// A client that makes every call to a Hodoflow-style API safe to retry.
 ///
-/// Cheap to clone: clones share the connection pool and the token cache.
+/// Cheap to clone: clones share the connection pool, the token cache, the credential's gate,
+/// the retry budget, the trigger limiter and the stats. Build one client per credential and
+/// clone it into every task that sends with it, so they all respect one budget and one gate.
 #[derive(Debug, Clone)]
 pub struct RetryingClient {
     pub(crate) inner: Arc<Inner>,
