@@ -185,13 +185,12 @@ impl Engine {
                     "the next wait of {:?} ends past the {:?} left",
                     refused.wait, refused.remaining
                 );
-                let mut error = exhausted(message)
-                    .with_retry_after(retry_after)
-                    .with_attempts(attempts);
-                if let Some(status) = answer.status() {
-                    error = error.with_status(status);
-                }
-                return Err(error);
+                return Err(not_retried(
+                    exhausted(message),
+                    &answer,
+                    retry_after,
+                    attempts,
+                ));
             }
             if verdict != Verdict::ReexchangeOnce {
                 let after_timeout = answer.transport() == Some(TransportKind::Timeout);
@@ -200,13 +199,8 @@ impl Engine {
                     Err(refused) => {
                         trace_attempt(&answer, number, verdict, None, elapsed);
                         self.counters.retry_refused();
-                        let mut error = retry_budget_exhausted(refused)
-                            .with_retry_after(retry_after)
-                            .with_attempts(attempts);
-                        if let Some(status) = answer.status() {
-                            error = error.with_status(status);
-                        }
-                        return Err(error);
+                        let error = retry_budget_exhausted(refused);
+                        return Err(not_retried(error, &answer, retry_after, attempts));
                     }
                 }
             }
@@ -376,6 +370,21 @@ fn retry_budget_exhausted(refused: Refused) -> Error {
             refused.cost, refused.left
         ),
     )
+}
+
+/// `error` for a retry the matrix wanted but a budget refused: with the last answer's status and
+/// `Retry-After`, so the caller can schedule the same request later, and every attempt.
+fn not_retried(
+    error: Error,
+    answer: &Answer,
+    retry_after: Option<Duration>,
+    attempts: Vec<Attempt>,
+) -> Error {
+    let error = error.with_retry_after(retry_after).with_attempts(attempts);
+    match answer.status() {
+        Some(status) => error.with_status(status),
+        None => error,
+    }
 }
 
 /// The error of the answer the engine stopped on, with every attempt.

@@ -237,7 +237,7 @@ pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
 
 /// Everything a tracing subscriber wrote, for the tests that prove no secret is logged.
 #[derive(Clone, Default)]
-pub struct Captured(pub Arc<Mutex<Vec<u8>>>);
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
     /// What was written so far, as text.

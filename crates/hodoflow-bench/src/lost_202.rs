@@ -133,14 +133,8 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param("deliveries", deliveries);
     report.param("concurrency", CONCURRENCY);
     report.param("fault", format!("execute_then_close with probability {LOSS}, seed {SEED:#x}, on every webhook request (retries too)"));
-    report.param(
-        "sdk_config",
-        "defaults (5 attempts, backoff 500 ms..30 s, retry budget 500 tokens)",
-    );
-    report.param(
-        "reqwest_retry_policy",
-        "ExponentialBackoff::builder().build_with_max_retries(4): full jitter, 1 s doubling",
-    );
+    report.param("sdk_config", peers::SDK_DEFAULTS);
+    report.param("reqwest_retry_policy", peers::REQWEST_RETRY_DEFAULTS);
 
     // The SDK: one delivery ID per event.
     let server = lossy_server().await?;

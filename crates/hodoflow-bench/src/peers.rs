@@ -50,6 +50,14 @@ pub(crate) fn retry_policy(min: Duration, max: Duration) -> ExponentialBackoff {
         .build_with_max_retries(4)
 }
 
+/// How a report describes the SDK run with its defaults.
+pub(crate) const SDK_DEFAULTS: &str =
+    "defaults (5 attempts, backoff 500 ms..30 s, retry budget 500 tokens)";
+
+/// How a report describes [`default_retry_policy`].
+pub(crate) const REQWEST_RETRY_DEFAULTS: &str =
+    "ExponentialBackoff::builder().build_with_max_retries(4): full jitter, 1 s doubling";
+
 /// `reqwest-retry`'s policy as its documentation builds it: 4 retries, defaults otherwise.
 pub(crate) fn default_retry_policy() -> ExponentialBackoff {
     ExponentialBackoff::builder().build_with_max_retries(4)

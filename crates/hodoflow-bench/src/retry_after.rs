@@ -114,14 +114,8 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         format!("the first attempt of {each} operations 429, of {each} others 503, each with Retry-After: 1; each operation has its own trigger"),
     );
     report.param("concurrency", operations);
-    report.param(
-        "sdk_config",
-        "defaults (5 attempts, backoff 500 ms..30 s, retry budget 500 tokens)",
-    );
-    report.param(
-        "reqwest_retry_policy",
-        "ExponentialBackoff::builder().build_with_max_retries(4): full jitter, 1 s doubling",
-    );
+    report.param("sdk_config", peers::SDK_DEFAULTS);
+    report.param("reqwest_retry_policy", peers::REQWEST_RETRY_DEFAULTS);
     report.param(
         "early_means",
         "retry arrival - refusal arrival < 1 s, server clock",
