@@ -4,6 +4,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
+use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient};
+use tokio::sync::Barrier;
+
 /// Runs `op(0)` .. `op(count - 1)` on `concurrency` spawned workers and returns the results
 /// in index order. With `concurrency >= count` every operation starts at once.
 pub(crate) async fn each<T, F, Fut>(count: u64, concurrency: usize, op: F) -> Vec<T>
@@ -37,4 +41,35 @@ where
     }
     results.sort_by_key(|(index, _)| *index);
     results.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Releases one delivery of `body` per trigger at the same instant, from a barrier: operation
+/// `n` goes to `triggers[n]` with the delivery ID `{prefix}-{n}`. Returns how many failed.
+pub(crate) async fn burst(
+    sdk: &RetryingClient,
+    triggers: Vec<String>,
+    prefix: &'static str,
+    body: &'static [u8],
+) -> usize {
+    let count = triggers.len() as u64;
+    let barrier = Arc::new(Barrier::new(triggers.len()));
+    let (sdk, triggers) = (sdk.clone(), Arc::new(triggers));
+    each(count, triggers.len(), move |n| {
+        let (sdk, barrier, triggers) = (sdk.clone(), barrier.clone(), triggers.clone());
+        async move {
+            let Ok(key) = IdempotencyKey::new(format!("{prefix}-{n}")) else {
+                return true;
+            };
+            barrier.wait().await;
+            sdk.deliver(triggers[n as usize].as_str(), Bytes::from_static(body))
+                .delivery_id(DeliveryId::new(key))
+                .send()
+                .await
+                .is_err()
+        }
+    })
+    .await
+    .into_iter()
+    .filter(|failed| *failed)
+    .count()
 }

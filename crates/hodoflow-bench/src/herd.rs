@@ -18,14 +18,12 @@
 //! Target: aligned bunching <= 1.5.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault};
 use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
 use serde_json::json;
-use tokio::sync::Barrier;
 
 use crate::figures::{Bunching, ms, round};
 use crate::peers;
@@ -74,7 +72,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
             }
         })
         .await;
-        let triggers = Arc::new(server::triggers(&server, "trg_herd", operations));
+        let triggers = server::triggers(&server, "trg_herd", operations);
         for token in triggers.iter() {
             server.inject(
                 Fault::respond(503)
@@ -83,26 +81,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
                     .times(1),
             );
         }
-        let barrier = Arc::new(Barrier::new(operations as usize));
-        let herd = sdk.clone();
-        let failed = drive::each(operations, operations as usize, move |op| {
-            let (sdk, barrier, triggers) = (herd.clone(), barrier.clone(), triggers.clone());
-            async move {
-                let Ok(key) = IdempotencyKey::new(format!("herd-{op}")) else {
-                    return true;
-                };
-                barrier.wait().await;
-                sdk.deliver(triggers[op as usize].as_str(), Bytes::from_static(BODY))
-                    .delivery_id(DeliveryId::new(key))
-                    .send()
-                    .await
-                    .is_err()
-            }
-        })
-        .await
-        .into_iter()
-        .filter(|failed| *failed)
-        .count();
+        let failed = drive::burst(&sdk, triggers, "herd", BODY).await;
 
         // Each operation's failure and its retry, from the server's arrival times.
         let ledger = server.ledger();

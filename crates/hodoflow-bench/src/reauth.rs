@@ -10,13 +10,11 @@
 //! ledger (`tokens_issued`). The SDK runs with its defaults.
 //! Target: 1 exchange.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, ManualClock};
 use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
-use tokio::sync::Barrier;
 
 use crate::report::Report;
 use crate::scenario::Size;
@@ -38,7 +36,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let before = server.ledger().tokens_issued();
     clock.advance(ttl + Duration::from_secs(1));
     let hold = size.pick(Duration::from_millis(300), Duration::from_millis(100));
-    let triggers = Arc::new(server::triggers(&server, "trg_reauth", calls));
+    let triggers = server::triggers(&server, "trg_reauth", calls);
     for token in triggers.iter() {
         server.inject(
             Fault::delay_then_handle(hold)
@@ -47,24 +45,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         );
     }
 
-    let barrier = Arc::new(Barrier::new(calls as usize));
-    let burst = sdk.clone();
-    let failed = drive::each(calls, calls as usize, move |call| {
-        let (sdk, barrier, triggers) = (burst.clone(), barrier.clone(), triggers.clone());
-        async move {
-            let id = DeliveryId::new(IdempotencyKey::from_operation_id(&format!("reauth-{call}")));
-            barrier.wait().await;
-            sdk.deliver(triggers[call as usize].as_str(), Bytes::from_static(BODY))
-                .delivery_id(id)
-                .send()
-                .await
-                .is_err()
-        }
-    })
-    .await
-    .into_iter()
-    .filter(|failed| *failed)
-    .count();
+    let failed = drive::burst(&sdk, triggers, "reauth", BODY).await;
     let ledger = server.ledger();
     let exchanges = ledger.tokens_issued() - before;
     let unauthorized = ledger
