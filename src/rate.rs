@@ -26,6 +26,12 @@ use crate::error::{Error, Result};
 const RELEASE_SPREAD_DIVISOR: u32 = 5;
 /// ...but never over more than this.
 const MAX_RELEASE_SPREAD: Duration = Duration::from_secs(5);
+/// The longest one answer closes the gate. A server may ask for more (`Retry-After:
+/// 18446744073709551615` reads as 584 billion years); the call that got it stops with
+/// `budget_exhausted` and the server's value, but the credential reopens after an hour: no
+/// documented limit comes near it, and a larger value is a server's bug that must not stall a
+/// sender for longer.
+pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(3600);
 
 /// How many requests the credential may send in a period.
 ///
@@ -145,15 +151,19 @@ impl RateGate {
             };
         };
         let requests = log.budget.requests as usize;
-        let mut slot = now + closed;
+        let mut wait = closed;
         if log.sent.len() >= requests {
-            // The request `requests` back must be at least `per` before this one.
-            slot = slot.max(log.sent[log.sent.len() - requests] + log.budget.per);
+            // The request `requests` back must be at least `per` before this one; a period too
+            // long for an `Instant` keeps the slot out of reach.
+            let free_in = log.sent[log.sent.len() - requests]
+                .checked_add(log.budget.per)
+                .map_or(Duration::MAX, |free| free.saturating_duration_since(now));
+            wait = wait.max(free_in);
         }
-        let wait = slot.saturating_duration_since(now);
-        if wait > max_wait {
+        let slot = now.checked_add(wait).filter(|_| wait <= max_wait);
+        let Some(slot) = slot else {
             return Err(wait);
-        }
+        };
         log.sent.push_back(slot);
         while log.sent.len() > requests {
             log.sent.pop_front();
@@ -161,13 +171,18 @@ impl RateGate {
         Ok(wait)
     }
 
-    /// Closes the gate from `now` until `until`. A shorter close never shortens a longer one.
-    pub(crate) fn close_until(&self, now: Instant, until: Instant) {
+    /// Closes the gate from `now` for `pause`, at most [`MAX_PAUSE`]. A shorter close never
+    /// shortens a longer one.
+    pub(crate) fn close_for(&self, now: Instant, pause: Duration) {
+        let pause = pause.min(MAX_PAUSE);
+        let Some(until) = now.checked_add(pause) else {
+            return;
+        };
         let mut state = self.lock();
         if state.closed.is_some_and(|closed| closed.until >= until) {
             return;
         }
-        let spread = ((until - now) / RELEASE_SPREAD_DIVISOR).min(MAX_RELEASE_SPREAD);
+        let spread = (pause / RELEASE_SPREAD_DIVISOR).min(MAX_RELEASE_SPREAD);
         state.closed = Some(Closed { until, spread });
         self.guarded.store(true, Ordering::Release);
     }
@@ -244,8 +259,8 @@ mod tests {
         let gate = RateGate::new(None);
         let mut rng = rng();
         assert_eq!(gate.reserve(now, FOREVER, &mut rng), Ok(Duration::ZERO));
-        gate.close_until(now, now + 5 * SECOND);
-        gate.close_until(now, now + SECOND);
+        gate.close_for(now, 5 * SECOND);
+        gate.close_for(now, SECOND);
         for _ in 0..1000 {
             let wait = gate.reserve(now, FOREVER, &mut rng).unwrap();
             assert!(
@@ -266,7 +281,7 @@ mod tests {
     fn releases_waiters_spread_over_a_fifth_of_the_pause() {
         let now = Instant::now();
         let gate = RateGate::new(None);
-        gate.close_until(now, now + SECOND);
+        gate.close_for(now, SECOND);
         let mut rng = rng();
         let waits: Vec<Duration> = (0..1000)
             .map(|_| gate.reserve(now, FOREVER, &mut rng).unwrap() - SECOND)
@@ -285,7 +300,7 @@ mod tests {
     fn caps_the_release_spread_at_five_seconds() {
         let now = Instant::now();
         let gate = RateGate::new(None);
-        gate.close_until(now, now + 3600 * SECOND);
+        gate.close_for(now, 3600 * SECOND);
         let mut rng = rng();
         let longest = (0..1000)
             .map(|_| gate.reserve(now, 2 * FOREVER, &mut rng).unwrap())
@@ -296,12 +311,45 @@ mod tests {
     }
 
     #[test]
+    fn a_pause_past_any_instant_closes_for_an_hour_and_never_panics() {
+        let now = Instant::now();
+        let gate = RateGate::new(None);
+        let mut rng = rng();
+        gate.close_for(now, Duration::MAX);
+        let refused = gate.reserve(now, SECOND, &mut rng).unwrap_err();
+        assert!(
+            refused >= MAX_PAUSE && refused <= MAX_PAUSE + MAX_RELEASE_SPREAD,
+            "{refused:?}"
+        );
+        assert!(gate.reserve(now, Duration::MAX, &mut rng).is_ok());
+        assert_eq!(
+            gate.reserve(now + MAX_PAUSE, FOREVER, &mut rng),
+            Ok(Duration::ZERO),
+            "open again after the hour"
+        );
+    }
+
+    #[test]
+    fn a_period_past_any_instant_refuses_the_second_attempt_without_panicking() {
+        let now = Instant::now();
+        let gate = RateGate::new(Some(RateBudget::new(1, Duration::MAX).unwrap()));
+        let mut rng = rng();
+        assert_eq!(gate.reserve(now, FOREVER, &mut rng), Ok(Duration::ZERO));
+        assert_eq!(gate.reserve(now, FOREVER, &mut rng), Err(Duration::MAX));
+        assert_eq!(
+            gate.reserve(now, Duration::MAX, &mut rng),
+            Err(Duration::MAX),
+            "no instant holds the slot, however long the caller waits"
+        );
+    }
+
+    #[test]
     fn a_closed_gate_and_the_rate_budget_add_up() {
         let now = Instant::now();
         let gate = RateGate::new(Some(RateBudget::new(1, 10 * SECOND).unwrap()));
         let mut rng = rng();
         assert_eq!(gate.reserve(now, FOREVER, &mut rng), Ok(Duration::ZERO));
-        gate.close_until(now, now + SECOND);
+        gate.close_for(now, SECOND);
         assert_eq!(
             gate.reserve(now, FOREVER, &mut rng),
             Ok(10 * SECOND),

@@ -156,17 +156,23 @@ impl<'a> FollowRun<'a> {
             ));
         }
         let path = format!("/api/json/v1/workflow_runs/{}", self.run_id);
-        let end = Instant::now() + self.max_elapsed;
+        // `None`: a budget past any instant never ends.
+        let end = Instant::now().checked_add(self.max_elapsed);
+        let remaining = |end: Option<Instant>| {
+            end.map_or(Duration::MAX, |end| {
+                end.saturating_duration_since(Instant::now())
+            })
+        };
         let client_budget = self.client.inner.policy.budget;
         let mut polls = 0;
         loop {
-            let remaining = end.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
+            let left = remaining(end);
+            if left.is_zero() {
                 let message = format!("follow budget ended after {polls} polls");
                 return Err(Error::new(ErrorKind::BudgetExhausted, message));
             }
             let budget = Budget {
-                max_elapsed: remaining,
+                max_elapsed: left,
                 ..client_budget
             };
             let response = self.client.get(&path).budget(budget).send().await?;
@@ -182,7 +188,7 @@ impl<'a> FollowRun<'a> {
                     attempts,
                 });
             }
-            if Instant::now() + self.interval >= end {
+            if self.interval >= remaining(end) {
                 let message =
                     format!("run still {state:?} when the follow budget ended after {polls} polls");
                 let error = Error::new(ErrorKind::BudgetExhausted, message.to_lowercase());
