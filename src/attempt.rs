@@ -86,6 +86,9 @@ pub enum WaitReason {
     RetryAfter,
     /// The token was exchanged before the next attempt; no wait.
     Reexchange,
+    /// The server asked for a `Retry-After` it did not give: the backoff's fallback, plus the
+    /// jitter of a `Retry-After` (see [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback)).
+    RetryAfterFallback,
 }
 
 impl WaitReason {
@@ -96,6 +99,7 @@ impl WaitReason {
             Self::Backoff => "backoff",
             Self::RetryAfter => "retry_after",
             Self::Reexchange => "reexchange",
+            Self::RetryAfterFallback => "retry_after_fallback",
         }
     }
 }

@@ -22,7 +22,9 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::answer_limit::{BodyRead, TOKEN_ANSWER_LIMIT, read_body};
 use crate::attempt::TransportKind;
+use crate::endpoint;
 use crate::error::{Error, Result};
 
 /// The most a token is refreshed ahead of its expiry.
@@ -198,7 +200,8 @@ impl ClientCredentials {
     /// # Errors
     ///
     /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `base_url` is
-    /// not an `http` or `https` URL, and a
+    /// not an `http` or `https` URL with a host, or holds a user name, password, query or
+    /// fragment, and a
     /// [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when the HTTP client
     /// cannot be built.
     pub fn new(
@@ -206,9 +209,9 @@ impl ClientCredentials {
         client_id: impl Into<String>,
         client_secret: impl Into<Secret>,
     ) -> Result<Self> {
-        let token_url = format!("{}/oauth/token", base_url.trim_end_matches('/'));
-        let token_url = http_url(&token_url)
-            .ok_or_else(|| Error::invalid_input("the token base URL is not an http(s) URL"))?;
+        let base = endpoint::base_url(base_url, "the token base URL")?;
+        let token_url = format!("{}/oauth/token", base.as_str().trim_end_matches('/'));
+        let token_url = endpoint::base_url(&token_url, "the token base URL")?;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -233,10 +236,9 @@ impl ClientCredentials {
     /// # Errors
     ///
     /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `token_url` is
-    /// not an `http` or `https` URL with a host.
+    /// not an `http` or `https` URL with a host, or holds a user name, password or fragment.
     pub fn token_url(mut self, token_url: &str) -> Result<Self> {
-        self.token_url = http_url(token_url)
-            .ok_or_else(|| Error::invalid_input("the token URL is not an http(s) URL"))?;
+        self.token_url = endpoint::endpoint_url(token_url, "the token URL")?;
         Ok(self)
     }
 
@@ -294,7 +296,17 @@ impl ClientCredentials {
             .await
             .map_err(unanswered)?;
         let status = response.status();
-        let body = response.bytes().await.map_err(unanswered)?;
+        let body = match read_body(response, TOKEN_ANSWER_LIMIT).await {
+            BodyRead::Whole(body) => body,
+            BodyRead::Failed(source) => return Err(unanswered(source)),
+            BodyRead::TooLarge => {
+                return Err(Error::token_exchange(format_args!(
+                    "the token endpoint answered {} with a body over {TOKEN_ANSWER_LIMIT} bytes",
+                    status.as_u16()
+                ))
+                .with_status(status));
+            }
+        };
         read_token_answer(status, &body, Instant::now(), &self.client_secret)
     }
 }
@@ -367,13 +379,6 @@ fn seconds(value: &Value) -> Option<u64> {
 
 /// Whether `code` looks like an OAuth error code (`invalid_client`): short, and only the
 /// characters RFC 6749 allows, so quoting it cannot leak a body.
-/// `url` parsed, when it is an `http` or `https` URL with a host.
-fn http_url(url: &str) -> Option<reqwest::Url> {
-    reqwest::Url::parse(url)
-        .ok()
-        .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
-}
-
 fn is_oauth_error_code(code: &str) -> bool {
     (1..=64).contains(&code.len())
         && code
@@ -395,6 +400,11 @@ impl CachedToken {
     #[cfg(test)]
     pub(crate) fn token(&self) -> &AccessToken {
         &self.token
+    }
+
+    /// The token's text, to redact from what a server echoes. Never log it.
+    pub(crate) fn expose(&self) -> &str {
+        self.token.secret().expose()
     }
 
     /// The `Authorization: Bearer …` value, marked sensitive.

@@ -8,6 +8,12 @@
 //! When the server names a wait in `Retry-After`, it is never undercut: the SDK waits that long
 //! plus a small positive jitter (at most 10% of it, at most one second), so workers that got the
 //! same `Retry-After` do not return in the same instant.
+//!
+//! A 429 without a usable `Retry-After` (absent, or a value that is neither delay-seconds nor an
+//! HTTP-date) is not retried on the short exponential schedule: a rate limit does not clear in
+//! 300 ms, and a quick retry only spends the credential's budget. It waits
+//! [`Backoff::DEFAULT_RETRY_AFTER_FALLBACK`], 2 s, the default document 004 gives a client for a
+//! missing `Retry-After`, with the same jitter, or the backoff when that is longer.
 
 use std::time::{Duration, SystemTime};
 
@@ -43,6 +49,7 @@ const RETRY_AFTER_JITTER_MAX: Duration = Duration::from_secs(1);
 pub struct Backoff {
     base: Duration,
     cap: Duration,
+    retry_after_fallback: Duration,
 }
 
 impl Backoff {
@@ -50,12 +57,17 @@ impl Backoff {
     pub const DEFAULT_BASE: Duration = Duration::from_millis(500);
     /// The default cap: 30 s.
     pub const DEFAULT_CAP: Duration = Duration::from_secs(30);
+    /// The default least wait after a 429 without a usable `Retry-After`: 2 s, document 004's
+    /// `Number(response.headers.get('Retry-After') || 2)`.
+    pub const DEFAULT_RETRY_AFTER_FALLBACK: Duration = Duration::from_secs(2);
 
-    /// The default policy: base 500 ms, doubling to a 30 s cap.
+    /// The default policy: base 500 ms, doubling to a 30 s cap; 2 s after a 429 without a usable
+    /// `Retry-After`.
     pub const fn new() -> Self {
         Self {
             base: Self::DEFAULT_BASE,
             cap: Self::DEFAULT_CAP,
+            retry_after_fallback: Self::DEFAULT_RETRY_AFTER_FALLBACK,
         }
     }
 
@@ -72,6 +84,16 @@ impl Backoff {
     /// Default: 30 s.
     pub const fn cap(mut self, cap: Duration) -> Self {
         self.cap = cap;
+        self
+    }
+
+    /// Sets the least wait after an answer that asks for `Retry-After` (a 429, or a key in
+    /// progress being waited for) but carries none that can be read. The wait is this plus the
+    /// jitter of a `Retry-After`, or the backoff when that is longer.
+    ///
+    /// Default: 2 s ([`Backoff::DEFAULT_RETRY_AFTER_FALLBACK`]).
+    pub const fn retry_after_fallback(mut self, wait: Duration) -> Self {
+        self.retry_after_fallback = wait;
         self
     }
 
@@ -101,7 +123,9 @@ impl Backoff {
     /// `retry_after` is the server's `Retry-After`, already parsed. When present it is honoured
     /// (plus jitter, see [`retry_after_wait`]): as the wait itself for
     /// [`Verdict::RetryAfterRetryAfter`], as a floor under the backoff for
-    /// [`Verdict::RetryAfterBackoff`]. When absent both use backoff.
+    /// [`Verdict::RetryAfterBackoff`]. When absent, [`Verdict::RetryAfterBackoff`] backs off and
+    /// [`Verdict::RetryAfterRetryAfter`] waits the fallback (plus jitter) or the backoff, the
+    /// longer.
     pub(crate) fn wait<R: Rng + ?Sized>(
         &self,
         verdict: Verdict,
@@ -113,7 +137,15 @@ impl Backoff {
         match verdict {
             Verdict::RetryAfterRetryAfter => Some(match server_wait {
                 Some(wait) => (wait, WaitReason::RetryAfter),
-                None => (self.delay(retry, rng), WaitReason::Backoff),
+                None => {
+                    let fallback = retry_after_wait(self.retry_after_fallback, rng);
+                    let backoff = self.delay(retry, rng);
+                    if fallback >= backoff {
+                        (fallback, WaitReason::RetryAfterFallback)
+                    } else {
+                        (backoff, WaitReason::Backoff)
+                    }
+                }
             }),
             Verdict::RetryAfterBackoff => {
                 let backoff = self.delay(retry, rng);
@@ -337,11 +369,53 @@ mod tests {
         assert_eq!(reason, WaitReason::RetryAfter);
         assert!(wait >= server && wait <= server + Duration::from_secs(1));
 
+        for _ in 0..SAMPLES {
+            let (wait, reason) = backoff
+                .wait(Verdict::RetryAfterRetryAfter, 0, None, &mut rng)
+                .expect("retries");
+            assert_eq!(reason, WaitReason::RetryAfterFallback);
+            assert!(
+                wait >= Duration::from_secs(2) && wait <= Duration::from_millis(2200),
+                "2 s and at most a tenth of it in jitter: {wait:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_429_without_retry_after_waits_the_fallback_or_a_longer_backoff() {
+        let backoff = Backoff::new().retry_after_fallback(Duration::from_millis(100));
+        let mut rng = rng();
         let (wait, reason) = backoff
             .wait(Verdict::RetryAfterRetryAfter, 0, None, &mut rng)
             .expect("retries");
-        assert_eq!(reason, WaitReason::Backoff);
-        assert!(wait <= Duration::from_millis(500));
+        assert!(wait >= Duration::from_millis(100), "{wait:?}");
+        assert!(matches!(
+            reason,
+            WaitReason::RetryAfterFallback | WaitReason::Backoff
+        ));
+        // At retry 6 the ceiling is 30 s: the backoff is longer far more often than not.
+        let reasons: Vec<_> = (0..SAMPLES)
+            .map(|_| backoff.wait(Verdict::RetryAfterRetryAfter, 6, None, &mut rng))
+            .map(|wait| wait.expect("retries"))
+            .collect();
+        assert!(
+            reasons
+                .iter()
+                .all(|(wait, _)| *wait >= Duration::from_millis(100))
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|(_, reason)| *reason == WaitReason::Backoff)
+        );
+        let zero = Backoff::new()
+            .retry_after_fallback(Duration::ZERO)
+            .base(Duration::ZERO);
+        assert_eq!(
+            zero.wait(Verdict::RetryAfterRetryAfter, 0, None, &mut rng),
+            Some((Duration::ZERO, WaitReason::RetryAfterFallback)),
+            "both turned off, for tests"
+        );
     }
 
     #[test]

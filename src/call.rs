@@ -279,7 +279,11 @@ impl<'a> Delivering<'a> {
         let trigger = TriggerKey::of(token);
         let request =
             FixedRequest::webhook(&inner.base, &path, trigger, &id, self.body, &self.headers)?;
-        let answered = inner.engine.run(&request, self.policy).await?;
+        let answered = inner
+            .engine
+            .run(&request, self.policy)
+            .await
+            .map_err(|error| error.redacting(token))?;
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }

@@ -181,6 +181,14 @@ const UNLISTED: Rule = rule(
     "Outside the contract; never retried",
 );
 
+/// The verdict for an answer over the client's limit whose status does not retry: its body is
+/// needed and was not read.
+const TOO_LARGE: Rule = rule(
+    When::Other,
+    Verdict::Stop(ErrorKind::AnswerTooLarge),
+    "The answer is over the client's limit; on a 2xx the server acted: read the current state",
+);
+
 use ErrorKind::{
     ClientError, Forbidden, GraphQl, InProgress, KeyReused, NotFound, PayloadTooLarge, Server,
     Unauthorized, UnexpectedStatus, Unprocessable,
@@ -284,6 +292,11 @@ enum Received {
         headers: HeaderMap,
         body: Bytes,
     },
+    /// The server answered, with a body over the client's limit that was not read.
+    TooLarge {
+        status: StatusCode,
+        headers: HeaderMap,
+    },
 }
 
 impl Answer {
@@ -301,10 +314,18 @@ impl Answer {
         })
     }
 
+    /// The server answered with a body over the client's limit, which was not read (see
+    /// [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes)). Its verdict
+    /// is its status's when that retries, else a stop with
+    /// [`ErrorKind::AnswerTooLarge`](crate::ErrorKind::AnswerTooLarge).
+    pub fn too_large(status: StatusCode, headers: HeaderMap) -> Self {
+        Self(Received::TooLarge { status, headers })
+    }
+
     /// The status, if the server answered.
     pub fn status(&self) -> Option<StatusCode> {
         match &self.0 {
-            Received::Response { status, .. } => Some(*status),
+            Received::Response { status, .. } | Received::TooLarge { status, .. } => Some(*status),
             Received::Nothing(_) => None,
         }
     }
@@ -313,24 +334,31 @@ impl Answer {
     pub fn transport(&self) -> Option<TransportKind> {
         match &self.0 {
             Received::Nothing(kind) => Some(*kind),
-            Received::Response { .. } => None,
+            Received::Response { .. } | Received::TooLarge { .. } => None,
         }
     }
 
     /// The headers, if the server answered.
     pub fn headers(&self) -> Option<&HeaderMap> {
         match &self.0 {
-            Received::Response { headers, .. } => Some(headers),
+            Received::Response { headers, .. } | Received::TooLarge { headers, .. } => {
+                Some(headers)
+            }
             Received::Nothing(_) => None,
         }
     }
 
-    /// The body; empty when the server did not answer.
+    /// The body; empty when the server did not answer or its body was over the limit.
     pub fn body(&self) -> &[u8] {
         match &self.0 {
             Received::Response { body, .. } => body,
-            Received::Nothing(_) => &[],
+            Received::Nothing(_) | Received::TooLarge { .. } => &[],
         }
+    }
+
+    /// Whether the body was over the client's limit and not read.
+    pub fn is_too_large(&self) -> bool {
+        matches!(self.0, Received::TooLarge { .. })
     }
 
     /// The answer's `x-request-id`, if any.
@@ -370,7 +398,7 @@ impl Answer {
                 headers,
                 body,
             } => Some((status, headers, body)),
-            Received::Nothing(_) => None,
+            Received::Nothing(_) | Received::TooLarge { .. } => None,
         }
     }
 }
@@ -409,11 +437,15 @@ pub(crate) fn rule_for(surface: Surface, answer: &Answer) -> &'static Rule {
     } else {
         Vec::new()
     };
-    rules
+    let rule = rules
         .iter()
         .filter(|rule| rule.when.matches(status, &codes))
         .min_by_key(|rule| rule.when.rank())
-        .unwrap_or(&UNLISTED)
+        .unwrap_or(&UNLISTED);
+    if answer.is_too_large() && !rule.verdict.retries() {
+        return &TOO_LARGE;
+    }
+    rule
 }
 
 /// The error codes in an error body, read the way `surface` writes them:

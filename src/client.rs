@@ -7,10 +7,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Method;
 
+use crate::answer_limit::DEFAULT_ANSWER_LIMIT;
 use crate::auth::{ClientCredentials, Secret, TokenCache, TokenExchanger};
 use crate::backoff::Backoff;
 use crate::budget::Budget;
 use crate::call::{Call, Delivering, Target};
+use crate::endpoint;
 use crate::engine::{Engine, Policy};
 use crate::error::{Error, Result};
 use crate::key::IdempotencyKey;
@@ -45,6 +47,7 @@ pub struct ClientBuilder {
     credentials: Option<(String, Secret)>,
     policy: Policy,
     webhook_body_limit: usize,
+    answer_limit: usize,
     poll_interval: Duration,
     rate_budget: Option<RateBudget>,
     retry_budget: RetryBudget,
@@ -59,6 +62,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("base_url", &self.base_url)
             .field("policy", &self.policy)
             .field("webhook_body_limit", &self.webhook_body_limit)
+            .field("answer_limit", &self.answer_limit)
             .field("rate_budget", &self.rate_budget)
             .field("retry_budget", &self.retry_budget)
             .field("trigger_limit", &self.trigger_limit)
@@ -78,6 +82,7 @@ impl ClientBuilder {
                 backoff: Backoff::default(),
             },
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
+            answer_limit: DEFAULT_ANSWER_LIMIT,
             poll_interval: Duration::from_secs(1),
             rate_budget: None,
             retry_budget: RetryBudget::new(),
@@ -130,6 +135,17 @@ impl ClientBuilder {
     /// Default: 1,048,576 bytes, the server's default limit.
     pub fn webhook_body_limit(mut self, bytes: usize) -> Self {
         self.webhook_body_limit = bytes;
+        self
+    }
+
+    /// The most bytes of a JSON:API, read or GraphQL answer the client reads. A body over it is
+    /// never buffered past the limit: the call retries when its status would be retried anyway,
+    /// and otherwise stops with [`ErrorKind::AnswerTooLarge`](crate::ErrorKind::AnswerTooLarge).
+    /// Webhook answers are read up to 64 KiB, the token endpoint's too: both are a few fields.
+    ///
+    /// Default: 8 MiB ([`DEFAULT_ANSWER_LIMIT`](crate::DEFAULT_ANSWER_LIMIT)). At least 1.
+    pub fn max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.answer_limit = bytes;
         self
     }
 
@@ -196,16 +212,15 @@ impl ClientBuilder {
     ///
     /// # Errors
     ///
-    /// An `invalid_input` error when the base URL is not http(s), no exchanger or client
-    /// credentials are set, the budget is invalid, or the poll interval is zero.
+    /// An `invalid_input` error when the base URL is not an http(s) URL with a host, or holds a
+    /// user name, password, query or fragment; when no exchanger or client credentials are set,
+    /// the budget is invalid, the answer limit or the poll interval is zero.
     pub fn build(self) -> Result<RetryingClient> {
-        let base = reqwest::Url::parse(&self.base_url)
-            .ok()
-            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
-            .ok_or_else(|| {
-                Error::invalid_input("the base URL must be an http(s) URL with a host")
-            })?;
+        let base = endpoint::base_url(&self.base_url, "the base URL")?;
         self.policy.budget.validate()?;
+        if self.answer_limit == 0 {
+            return Err(Error::invalid_input("max_answer_bytes must be at least 1"));
+        }
         if self.poll_interval.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
         }
@@ -239,6 +254,7 @@ impl ClientBuilder {
                     triggers: TriggerLimiter::new(self.trigger_limit, self.trigger_limits),
                     retry_budget: self.retry_budget,
                     counters: Counters::default(),
+                    answer_limit: self.answer_limit,
                 },
                 policy: self.policy,
                 webhook_body_limit: self.webhook_body_limit,

@@ -8,6 +8,7 @@ use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::answer_limit::{BodyRead, WEBHOOK_ANSWER_LIMIT, read_body};
 use crate::attempt::{Attempt, TransportKind};
 use crate::auth::TokenCache;
 use crate::backoff::Backoff;
@@ -40,6 +41,8 @@ pub(crate) struct Engine {
     pub(crate) triggers: TriggerLimiter,
     pub(crate) retry_budget: RetryBudget,
     pub(crate) counters: Counters,
+    /// The most bytes of a JSON:API, read or GraphQL answer read.
+    pub(crate) answer_limit: usize,
 }
 
 /// The final, successful answer and every attempt that led to it.
@@ -111,9 +114,10 @@ impl Engine {
         request: &FixedRequest,
         Policy { budget, backoff }: Policy,
     ) -> Result<Answered> {
-        let mut token = self.tokens.get().await?;
         let deadline = Deadline::start(budget, Instant::now());
         let mut attempts: Vec<Attempt> = Vec::new();
+        // Set once a 401 was answered with a fresh exchange: another 401 then means the
+        // credential itself is refused.
         let mut reexchanged = false;
         let mut retries = 0;
         // Retry tokens this call took, refunded if it succeeds.
@@ -127,6 +131,12 @@ impl Engine {
             let Some(timeout) = deadline.attempt_timeout(Instant::now()) else {
                 let error = exhausted("no time left for another attempt".to_owned());
                 return Err(error.with_attempts(attempts));
+            };
+            // Read after every wait: a token that expired while the call waited is refreshed
+            // before it is sent, never sent stale.
+            let token = match self.tokens.get().await {
+                Ok(token) => token,
+                Err(error) => return Err(error.with_attempts(attempts)),
             };
             let authorization = match token.authorization() {
                 Ok(value) => value,
@@ -152,7 +162,7 @@ impl Engine {
                     request_id = answer.request_id().unwrap_or("-"),
                     "unauthorized again after a token re-exchange: stopping; alert an operator",
                 );
-                return Err(stopped(request, &answer, attempts));
+                return Err(stopped(request, &answer, attempts).redacting(token.expose()));
             }
             let next = match verdict {
                 Verdict::Success => {
@@ -177,7 +187,7 @@ impl Engine {
             };
             let Some((wait, reason)) = next else {
                 trace_attempt(&answer, number, verdict, None, elapsed);
-                return Err(stopped(request, &answer, attempts));
+                return Err(stopped(request, &answer, attempts).redacting(token.expose()));
             };
             if let Err(refused) = deadline.check_wait(wait, Instant::now()) {
                 trace_attempt(&answer, number, verdict, None, elapsed);
@@ -218,10 +228,9 @@ impl Engine {
             );
             if verdict == Verdict::ReexchangeOnce {
                 reexchanged = true;
-                token = match self.tokens.refresh_after_unauthorized(&token).await {
-                    Ok(fresh) => fresh,
-                    Err(error) => return Err(error.with_attempts(attempts)),
-                };
+                if let Err(error) = self.tokens.refresh_after_unauthorized(&token).await {
+                    return Err(error.with_attempts(attempts));
+                }
             } else {
                 retries += 1;
                 tokio::time::sleep(wait).await;
@@ -299,8 +308,7 @@ impl Engine {
             _ => exhausted,
         };
         if let Some(wait) = closed_for.filter(|wait| !wait.is_zero()) {
-            let now = Instant::now();
-            self.gate.close_until(now, now + wait);
+            self.gate.close_for(Instant::now(), wait);
             tracing::debug!(
                 wait_ms = wait.as_millis() as u64,
                 "the server asked the credential to slow down: gate closed"
@@ -333,14 +341,19 @@ impl Engine {
         };
         let status = response.status();
         let headers = std::mem::take(response.headers_mut());
-        match response.bytes().await {
-            Ok(body) => Answer::response(status, headers, body),
+        let limit = match request.surface {
+            Surface::Webhook => WEBHOOK_ANSWER_LIMIT,
+            _ => self.answer_limit,
+        };
+        match read_body(response, limit).await {
+            BodyRead::Whole(body) => Answer::response(status, headers, body),
+            BodyRead::TooLarge => Answer::too_large(status, headers),
             // The server answered a delivery: it committed, whatever the body said.
-            Err(_) if request.surface == Surface::Webhook => {
+            BodyRead::Failed(_) if request.surface == Surface::Webhook => {
                 Answer::response(status, headers, Bytes::new())
             }
             // A write or read is retried with the same key: a replay brings the body back.
-            Err(error) => Answer::no_response(TransportKind::of(&error)),
+            BodyRead::Failed(error) => Answer::no_response(TransportKind::of(&error)),
         }
     }
 }

@@ -70,6 +70,11 @@ pub enum ErrorKind {
     Decode,
     /// A status outside the contract, such as a redirect.
     UnexpectedStatus,
+    /// The answer's body was over the client's limit and was not read (see
+    /// [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes)). On a 2xx
+    /// the server acted ([`Error::may_have_run`] is true): read the current state instead of
+    /// sending again.
+    AnswerTooLarge,
 }
 
 impl ErrorKind {
@@ -94,6 +99,7 @@ impl ErrorKind {
             Self::RateLimited => "rate_limited",
             Self::Decode => "decode",
             Self::UnexpectedStatus => "unexpected_status",
+            Self::AnswerTooLarge => "answer_too_large",
         }
     }
 
@@ -118,6 +124,7 @@ impl ErrorKind {
             Self::RateLimited => "rate limited",
             Self::Decode => "body could not be decoded",
             Self::UnexpectedStatus => "unexpected status",
+            Self::AnswerTooLarge => "answer too large",
         }
     }
 }
@@ -212,6 +219,15 @@ impl Error {
         self
     }
 
+    /// Replaces `secret` wherever the message quotes it, as it does when a server echoes a
+    /// token in an error code. The body is the server's own text and stays as it came.
+    pub(crate) fn redacting(mut self, secret: &str) -> Self {
+        if !secret.is_empty() && self.0.message.contains(secret) {
+            self.0.message = Cow::Owned(self.0.message.replace(secret, crate::redact::REDACTED));
+        }
+        self
+    }
+
     /// Records the attempts made before the error.
     pub(crate) fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
         self.0.attempts = attempts;
@@ -236,7 +252,8 @@ impl Error {
         self.0.retry_after
     }
 
-    /// The error body of the last answer, if the server sent one.
+    /// The error body of the last answer, if the server sent one, as it came: a server may echo
+    /// what it was sent, so treat it as untrusted text and redact before logging it.
     pub fn body(&self) -> Option<&Bytes> {
         self.0.body.as_ref()
     }
@@ -254,11 +271,16 @@ impl Error {
     /// Whether the operation may have taken effect despite this error.
     ///
     /// True when some attempt was sent and no answer came back (a timeout or a reset after the
-    /// request left), or when the server said a request with the same key is still in progress.
-    /// Then reconcile or retry later with the same key; never send the work under a new key.
-    /// False when every attempt got a definite answer, or when nothing was sent.
+    /// request left), when the server said a request with the same key is still in progress,
+    /// or when it answered 2xx with a body over the client's limit. Then reconcile or retry
+    /// later with the same key; never send the work under a new key. False when every attempt
+    /// got a definite answer, or when nothing was sent.
     pub fn may_have_run(&self) -> bool {
-        self.0.kind == ErrorKind::InProgress || self.0.attempts.iter().any(Attempt::may_have_run)
+        let acted = self.0.kind == ErrorKind::AnswerTooLarge
+            && self.0.status.is_some_and(|status| status.is_success());
+        acted
+            || self.0.kind == ErrorKind::InProgress
+            || self.0.attempts.iter().any(Attempt::may_have_run)
     }
 
     /// Whether sending the same request again later, with the same key, may succeed.

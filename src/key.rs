@@ -40,6 +40,9 @@ const MAX_LEN: usize = 255;
 pub struct IdempotencyKey {
     text: Arc<str>,
     header: HeaderValue,
+    /// Derived from an empty or blank operation ID: every send refuses it (see
+    /// [`IdempotencyKey::from_operation_id`]).
+    blank_operation: bool,
 }
 
 impl IdempotencyKey {
@@ -76,6 +79,7 @@ impl IdempotencyKey {
         Ok(Self {
             text: Arc::from(value),
             header,
+            blank_operation: false,
         })
     }
 
@@ -87,6 +91,21 @@ impl IdempotencyKey {
     /// The same ID always gives the same key, so even a restarted process repeats the same
     /// operation rather than starting a new one. Two different operations must have different
     /// IDs within one tenant and service account.
+    ///
+    /// An empty or blank ID (only whitespace) would map every such operation to one global key,
+    /// so the first would run and every later one would be answered as its duplicate. Its key
+    /// is refused by every send with
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), before anything is sent.
+    ///
+    /// ```
+    /// # async fn example(client: hodoflow_retry::RetryingClient) {
+    /// use hodoflow_retry::{DeliveryId, ErrorKind, IdempotencyKey};
+    ///
+    /// let blank = DeliveryId::new(IdempotencyKey::from_operation_id("  "));
+    /// let error = client.deliver("trg_x", "{}").delivery_id(blank).send().await.unwrap_err();
+    /// assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    /// # }
+    /// ```
     pub fn from_operation_id(operation_id: &str) -> Self {
         Self::from_operation_id_in(Self::NAMESPACE, operation_id)
     }
@@ -94,7 +113,20 @@ impl IdempotencyKey {
     /// Like [`IdempotencyKey::from_operation_id`], under a namespace of your own, for example one
     /// per application sharing a service account.
     pub fn from_operation_id_in(namespace: Uuid, operation_id: &str) -> Self {
-        Self::from_uuid(Uuid::new_v5(&namespace, operation_id.as_bytes()))
+        Self {
+            blank_operation: operation_id.trim().is_empty(),
+            ..Self::from_uuid(Uuid::new_v5(&namespace, operation_id.as_bytes()))
+        }
+    }
+
+    /// Refuses a key no request may carry: one derived from a blank operation ID.
+    pub(crate) fn check_sendable(&self) -> Result<()> {
+        if self.blank_operation {
+            return Err(Error::invalid_input(
+                "the operation ID is empty or blank: it would give every such operation one key; nothing was sent",
+            ));
+        }
+        Ok(())
     }
 
     /// A random UUIDv4 key: the last resort.
@@ -113,6 +145,7 @@ impl IdempotencyKey {
         Self {
             text: Arc::from(text),
             header,
+            blank_operation: false,
         }
     }
 

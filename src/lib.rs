@@ -71,6 +71,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+mod answer_limit;
 mod attempt;
 mod auth;
 mod backoff;
@@ -79,6 +80,7 @@ mod call;
 mod classify;
 mod client;
 mod clock;
+mod endpoint;
 mod engine;
 mod error;
 mod key;
@@ -94,6 +96,7 @@ mod run;
 mod stats;
 mod trigger_limit;
 
+pub use answer_limit::DEFAULT_ANSWER_LIMIT;
 pub use attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
 pub use auth::{AccessToken, ClientCredentials, ExchangeFuture, Secret, TokenExchanger};
 pub use backoff::Backoff;

@@ -440,6 +440,11 @@ proptest! {
                 prop_assert_eq!(verdict, Verdict::ReexchangeOnce);
                 prop_assert_eq!(wait, Duration::ZERO);
             }
+            Some((wait, WaitReason::RetryAfterFallback)) => {
+                prop_assert_eq!(verdict, Verdict::RetryAfterRetryAfter);
+                let fallback = Backoff::DEFAULT_RETRY_AFTER_FALLBACK;
+                prop_assert!(wait >= fallback && wait - fallback <= retry_after_jitter_max(fallback));
+            }
             Some(other) => prop_assert!(false, "no Retry-After, yet {:?}", other),
             None => prop_assert!(!verdict.retries()),
         }

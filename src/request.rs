@@ -119,6 +119,7 @@ impl FixedRequest {
         if !path.starts_with("/api/json/") {
             return Err(Error::invalid_input("JSON:API writes go under /api/json/"));
         }
+        key.check_sendable()?;
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;
@@ -196,6 +197,7 @@ impl FixedRequest {
         body: Bytes,
         extra: &HeaderMap,
     ) -> Result<Self> {
+        id.key().check_sendable()?;
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;
@@ -224,6 +226,38 @@ mod tests {
 
     fn key() -> IdempotencyKey {
         IdempotencyKey::new("op-1").unwrap()
+    }
+
+    #[test]
+    fn refuses_keys_of_blank_operation_ids_before_building_a_request() {
+        for blank in ["", " ", "\t\n"] {
+            let key = IdempotencyKey::from_operation_id(blank);
+            let write = FixedRequest::write(
+                &base(),
+                Method::POST,
+                "/api/json/v1/projects",
+                &key,
+                Bytes::new(),
+                &HeaderMap::new(),
+            );
+            let error = write.expect_err("a blank operation ID is refused");
+            assert_eq!(error.kind(), crate::ErrorKind::InvalidInput);
+            assert!(error.to_string().contains("blank"), "{error}");
+            let delivery = FixedRequest::webhook(
+                &base(),
+                "/api/v1/webhooks/trg_1",
+                TriggerKey::of("trg_1"),
+                &DeliveryId::new(key),
+                Bytes::new(),
+                &HeaderMap::new(),
+            );
+            assert!(delivery.is_err());
+        }
+        assert!(
+            IdempotencyKey::from_operation_id("order-1")
+                .check_sendable()
+                .is_ok()
+        );
     }
 
     #[test]

@@ -1,0 +1,80 @@
+//! How much of an answer the client reads.
+//!
+//! Every answer body is read into memory before it is classified, so a server that sends a
+//! gigabyte, by bug or by malice, would make the client hold a gigabyte, once for each call in
+//! flight. So each body is read chunk by chunk against a limit and never buffered past it: a
+//! `Content-Length` over the limit is refused before the first byte is read, and a body without
+//! one stops at the first chunk that crosses the limit, closing the connection.
+//!
+//! The limits follow what each surface needs:
+//! - a webhook answer is a status and a run ID (document 001: `{"status":"accepted",
+//!   "workflow_run_id":…}` or `{"error":…}`): [`WEBHOOK_ANSWER_LIMIT`], 64 KiB, is a thousand
+//!   times that;
+//! - the token endpoint's answer is a token and three short fields: [`TOKEN_ANSWER_LIMIT`];
+//! - JSON:API and GraphQL answers are documents of any size the caller asked for:
+//!   [`DEFAULT_ANSWER_LIMIT`], 8 MiB, configurable with
+//!   [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes).
+//!
+//! An answer over its limit is not an answer the caller can use. When the matrix would retry its
+//! status anyway (a 5xx, a 429) the body is not needed and the call retries; otherwise the call
+//! stops with [`ErrorKind::AnswerTooLarge`](crate::ErrorKind::AnswerTooLarge), whose
+//! `may_have_run` is true when the status says the server acted (2xx).
+
+use bytes::{Bytes, BytesMut};
+
+/// The most bytes of a webhook answer read: 64 KiB.
+pub(crate) const WEBHOOK_ANSWER_LIMIT: usize = 64 * 1024;
+/// The most bytes of a token endpoint's answer read: 64 KiB.
+pub(crate) const TOKEN_ANSWER_LIMIT: usize = 64 * 1024;
+/// The default most bytes of a JSON:API, read or GraphQL answer read: 8 MiB.
+pub const DEFAULT_ANSWER_LIMIT: usize = 8 * 1024 * 1024;
+
+/// A body read against a limit.
+#[derive(Debug)]
+pub(crate) enum BodyRead {
+    /// The whole body, within the limit.
+    Whole(Bytes),
+    /// The body is longer than the limit; what was read is dropped.
+    TooLarge,
+    /// The body broke off.
+    Failed(reqwest::Error),
+}
+
+/// Reads `response`'s body, at most `limit` bytes of it.
+pub(crate) async fn read_body(mut response: reqwest::Response, limit: usize) -> BodyRead {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return BodyRead::TooLarge;
+    }
+    // Most bodies come in one chunk: it is handed on as it is, without a copy.
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    let mut length = 0usize;
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(error) => return BodyRead::Failed(error),
+        };
+        length = length.saturating_add(chunk.len());
+        if length > limit {
+            return BodyRead::TooLarge;
+        }
+        match (&mut first, &mut joined) {
+            (None, None) => first = Some(chunk),
+            (Some(_), None) => {
+                let mut buffer = BytesMut::with_capacity(length);
+                buffer.extend_from_slice(&first.take().unwrap_or_default());
+                buffer.extend_from_slice(&chunk);
+                joined = Some(buffer);
+            }
+            (_, Some(buffer)) => buffer.extend_from_slice(&chunk),
+        }
+    }
+    BodyRead::Whole(match joined {
+        Some(buffer) => buffer.freeze(),
+        None => first.unwrap_or_default(),
+    })
+}
