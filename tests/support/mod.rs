@@ -8,6 +8,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod hostile;
+
 use hodoflow_mock::{
     ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, Limits, MockServer,
     MockServerBuilder, RequestRecord, Scope,
