@@ -59,7 +59,7 @@ pub struct ClientBuilder {
 impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("base_url", &self.base_url)
+            .field("base_url", &endpoint::shown(&self.base_url))
             .field("policy", &self.policy)
             .field("webhook_body_limit", &self.webhook_body_limit)
             .field("answer_limit", &self.answer_limit)

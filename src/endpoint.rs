@@ -51,6 +51,27 @@ pub(crate) fn endpoint_url(text: &str, what: &str) -> Result<reqwest::Url> {
     Ok(url)
 }
 
+/// `text` as it may be shown: any userinfo in front of the host replaced by `<redacted>`, for
+/// `Debug` of a URL that was never checked.
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(scheme_end) = text.find("://").map(|at| at + 3) else {
+        return text.into();
+    };
+    let authority_end = text[scheme_end..]
+        .find(['/', '?', '#'])
+        .map_or(text.len(), |at| scheme_end + at);
+    match text[scheme_end..authority_end].rfind('@') {
+        Some(at) => format!(
+            "{}{}{}",
+            &text[..scheme_end],
+            crate::redact::REDACTED,
+            &text[scheme_end + at..]
+        )
+        .into(),
+        None => text.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +131,16 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn shows_a_url_without_its_userinfo() {
+        assert_eq!(
+            shown("http://u:hunter2@127.0.0.1:8/x@y?q=a@b"),
+            "http://<redacted>@127.0.0.1:8/x@y?q=a@b"
+        );
+        assert_eq!(shown("https://h.example/a"), "https://h.example/a");
+        assert_eq!(shown("not a url @ all"), "not a url @ all");
     }
 
     #[test]

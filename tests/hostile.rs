@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use hodoflow_retry::{
     Backoff, Budget, ClientCredentials, DeliveryId, Error, ErrorKind, IdempotencyKey, RateBudget,
-    RetryBudget, RetryingClient, WaitReason,
+    RetryBudget, RetryingClient, TriggerLimit, WaitReason,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::task::JoinSet;
@@ -160,6 +160,29 @@ async fn a_rate_budget_period_past_any_instant_refuses_the_second_call() {
     let error = client.get(PROJECTS).send().await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
     assert_eq!(server.seen_under("/api/").len(), 1);
+}
+
+#[tokio::test]
+async fn a_trigger_window_past_any_instant_refuses_the_second_delivery() {
+    let server = Hostile::start(|_, _| Reply::json(202, ACCEPTED)).await;
+    let client = client_for(&server)
+        .trigger_limit(TriggerLimit::new(1, Duration::MAX).unwrap())
+        .budget(Budget::new().max_elapsed(Duration::from_millis(200)))
+        .build()
+        .unwrap();
+    client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(id("window-1"))
+        .send()
+        .await
+        .unwrap();
+    let second = client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(id("window-2"))
+        .send()
+        .await;
+    assert_eq!(second.unwrap_err().kind(), ErrorKind::BudgetExhausted);
+    assert_eq!(server.seen_under(WEBHOOK).len(), 1);
 }
 
 #[tokio::test]
