@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+mod base_url;
 mod batch;
 mod body;
 mod cli;
