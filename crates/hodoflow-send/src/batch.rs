@@ -14,7 +14,7 @@
 //!  "workflow_run_id":"…"|null,"attempts":1,"error":null|{"kind":…,"may_have_run":…,"message":…}}
 //! ```
 
-use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::io::{IsTerminal as _, Read as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -164,10 +164,7 @@ impl Prepared {
                 Err(error) => std::panic::resume_unwind(error.into_panic()),
             };
             tally.add(&line);
-            let text = serde_json::to_string(&line).expect("a result line serializes");
-            let print = || {
-                let _ = writeln!(std::io::stdout().lock(), "{text}");
-            };
+            let print = || crate::redact::print_json(&line);
             // Hiding the bar redraws it: only when both share the terminal.
             if stdout_is_terminal {
                 bar.suspend(print);
@@ -177,7 +174,7 @@ impl Prepared {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        eprintln!("{}", tally.summary(total, started.elapsed()));
+        crate::redact::eprint(&tally.summary(total, started.elapsed()));
         tally.worst
     }
 }

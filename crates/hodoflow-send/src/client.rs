@@ -1,6 +1,12 @@
 //! The SDK client the global options describe.
+//!
+//! The token exchange goes through [`Recording`], which adds every access token issued to this
+//! process to the redaction set (`redact.rs`) before the SDK sends it anywhere, so a server that
+//! echoes the bearer token it received has it redacted from everything printed.
 
-use hodoflow_retry::{Budget, ClientCredentials, RetryingClient};
+use std::sync::Arc;
+
+use hodoflow_retry::{Budget, ClientCredentials, ExchangeFuture, RetryingClient, TokenExchanger};
 
 use crate::base_url::BaseUrl;
 use crate::cli::Cli;
@@ -53,8 +59,24 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
     RetryingClient::builder(base_url.as_str())
-        .exchanger(credentials)
+        .exchanger(Arc::new(Recording { inner: credentials }))
         .budget(budget)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// Client credentials that add each issued token to the redaction set.
+#[derive(Debug)]
+struct Recording {
+    inner: ClientCredentials,
+}
+
+impl TokenExchanger for Recording {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(async move {
+            let token = self.inner.exchange().await?;
+            crate::redact::add(token.secret().expose());
+            Ok(token)
+        })
+    }
 }

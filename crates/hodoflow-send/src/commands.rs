@@ -165,12 +165,12 @@ fn write_action(write: &cli::Write) -> Result<Action, String> {
         (None, Some(event)) => IdempotencyKey::from_operation_id(event),
         (None, None) => {
             let key = IdempotencyKey::random();
-            eprintln!(
+            crate::redact::eprint(&format!(
                 "no --key or --event-id: generated Idempotency-Key {}; \
                  to retry this write safely, pass --key {}",
                 key.as_str(),
                 key.as_str()
-            );
+            ));
             key
         }
     };

@@ -36,8 +36,9 @@
 //!
 //! Any failure whose `may_have_run` is true exits 3 as well: the operation may have taken
 //! effect, so the only safe next step is the same request with the same key.
+//!
+//! Everything here is printed through `redact.rs`, server-provided text included.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use hodoflow_retry::{Attempt, AttemptResult, Error, ErrorKind};
@@ -362,31 +363,33 @@ impl Report {
             .map_or(Exit::Success, |failure| failure.exit)
     }
 
-    /// Prints the report: one JSON object, or a summary on stdout and the attempts on stderr.
+    /// Prints the report, redacted: one JSON object, or a summary on stdout and the attempts on
+    /// stderr.
     pub(crate) fn print(&self, json: bool) {
         if json {
-            let text = serde_json::to_string(self).expect("a report serializes");
-            println!("{text}");
+            crate::redact::print_json(self);
             return;
         }
-        let mut log = std::io::stderr().lock();
+        let mut log = Vec::new();
         if let Some(first) = &self.first {
-            for line in &first.first_attempts {
-                let _ = writeln!(log, "first delivery: {line}");
-            }
-            for line in &self.attempts {
-                let _ = writeln!(log, "resend: {line}");
-            }
+            log.extend(
+                first
+                    .first_attempts
+                    .iter()
+                    .map(|l| format!("first delivery: {l}")),
+            );
+            log.extend(self.attempts.iter().map(|l| format!("resend: {l}")));
         } else {
-            for line in &self.attempts {
-                let _ = writeln!(log, "{line}");
-            }
+            log.extend(self.attempts.iter().map(ToString::to_string));
         }
-        drop(log);
-        println!("{}", self.summary());
+        if !log.is_empty() {
+            crate::redact::eprint(&log.join("\n"));
+        }
+        crate::redact::print(&self.summary());
         if let Some(body) = self.body.as_ref().filter(|body| !body.is_null()) {
-            let text = serde_json::to_string_pretty(body).expect("a JSON value serializes");
-            println!("{text}");
+            let body = crate::redact::json(body.clone());
+            let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+            crate::redact::print(&text);
         }
     }
 

@@ -1,7 +1,7 @@
 //! `TRIGGER`: a trigger token, or the full trigger URL a workflow shows.
 //!
-//! The token is a secret (document 001): it is wrapped in a [`Secret`] at once, and no error
-//! message here quotes the argument, the URL or the token.
+//! The token is a secret (document 001): it is wrapped in a [`Secret`] at once and added to the
+//! redaction set, and no error message here quotes the argument, the URL or the token.
 
 use hodoflow_retry::Secret;
 
@@ -26,6 +26,13 @@ impl Trigger {
     ///
     /// A sentence that says what is wrong without repeating the secret.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let trigger = Self::read(text)?;
+        crate::redact::add(trigger.token.expose());
+        Ok(trigger)
+    }
+
+    /// [`Trigger::parse`], without the redaction set.
+    fn read(text: &str) -> Result<Self, String> {
         let text = text.trim();
         let has_scheme = |scheme: &str| {
             text.get(..scheme.len())
