@@ -26,11 +26,13 @@
 //! | `payload_too_large` | `payload_too_large` | 1 |
 //! | `unprocessable`, `client_error`, `graphql` | `unprocessable` | 1 |
 //! | `unauthorized` | `unauthorized` | 1 |
-//! | `token_exchange` refused with a 4xx | `unauthorized` | 1 |
-//! | `token_exchange` unanswered or 5xx | `transport` | 3 |
+//! | `token_exchange` refused with a 4xx other than 429 | `unauthorized` | 1 |
+//! | `token_exchange` answered 2xx or 3xx (no `access_token`, not JSON, a redirect) | `configuration` | 1 |
+//! | `token_exchange` unanswered, 429 or 5xx | `transport` | 3 |
 //! | `budget_exhausted`, `retry_budget_exhausted`, `server`, `rate_limited` | `budget_exhausted` | 3 |
 //! | `invalid_input` | `invalid_input` | 2 |
-//! | `transport`, `decode`, `unexpected_status` | `transport` | 3 |
+//! | `unexpected_status` with a 3xx (a redirect: the base URL is wrong) | `configuration` | 1 |
+//! | `transport`, `decode`, any other `unexpected_status` | `transport` | 3 |
 //! | any later kind the SDK retries | `budget_exhausted` | 3 |
 //! | any later kind it does not retry | `unprocessable` | 1 |
 //!
@@ -239,15 +241,19 @@ fn reported_kind(error: &Error) -> &'static str {
         ErrorKind::PayloadTooLarge => "payload_too_large",
         ErrorKind::Unprocessable | ErrorKind::ClientError | ErrorKind::GraphQl => "unprocessable",
         ErrorKind::Unauthorized => "unauthorized",
-        ErrorKind::TokenExchange if error.status().is_some_and(|s| s.is_client_error()) => {
-            "unauthorized"
-        }
-        ErrorKind::TokenExchange => "transport",
+        ErrorKind::TokenExchange => match error.status() {
+            Some(status) if status.is_success() || status.is_redirection() => "configuration",
+            Some(status) if status.is_client_error() && status.as_u16() != 429 => "unauthorized",
+            _ => "transport",
+        },
         ErrorKind::BudgetExhausted
         | ErrorKind::RetryBudgetExhausted
         | ErrorKind::Server
         | ErrorKind::RateLimited => "budget_exhausted",
         ErrorKind::InvalidInput => "invalid_input",
+        ErrorKind::UnexpectedStatus if error.status().is_some_and(|s| s.is_redirection()) => {
+            "configuration"
+        }
         ErrorKind::Transport | ErrorKind::Decode | ErrorKind::UnexpectedStatus => "transport",
         _ if error.is_retryable() => "budget_exhausted",
         _ => "unprocessable",
