@@ -6,10 +6,17 @@
 
 use std::sync::Arc;
 
-use hodoflow_retry::{Budget, ClientCredentials, ExchangeFuture, RetryingClient, TokenExchanger};
+use hodoflow_retry::{
+    Budget, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture, RetryingClient,
+    TokenExchanger,
+};
 
 use crate::base_url::BaseUrl;
 use crate::cli::Cli;
+
+/// The most bytes of one webhook body: the SDK's default, document 001's limit. A batch checks
+/// every line against it before sending any.
+pub(crate) const WEBHOOK_BODY_LIMIT: usize = DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// Builds the client: base URL, client credentials (and token URL), and the budget.
 ///
@@ -60,6 +67,7 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
         .attempt_timeout(cli.attempt_timeout);
     RetryingClient::builder(base_url.as_str())
         .exchanger(Arc::new(Recording { inner: credentials }))
+        .webhook_body_limit(WEBHOOK_BODY_LIMIT)
         .budget(budget)
         .build()
         .map_err(|e| e.to_string())

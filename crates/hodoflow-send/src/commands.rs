@@ -3,6 +3,10 @@
 //! Input is checked before the client is built, so a usage error sends nothing, not even a
 //! token exchange. An operation ID (`--delivery-id`, `--event-id`, `--key`) that is empty or
 //! only whitespace is refused: `--event-id ""` would map every such call onto one key.
+//!
+//! The operation runs in a task of its own, so a panic under it (a bug here or in the SDK) is
+//! reported as an `internal` failure, exit 3 with the key to retry with, not as exit 101 and
+//! no report.
 
 use std::time::Instant;
 
@@ -29,7 +33,20 @@ pub(crate) async fn run(cli: Cli) -> Exit {
         };
     }
     let report = match prepare(&cli) {
-        Ok(prepared) => prepared.send().await,
+        Ok(prepared) => {
+            let key = prepared.action.key();
+            match tokio::spawn(prepared.send()).await {
+                Ok(report) => report,
+                Err(error) => {
+                    let report =
+                        Report::failure(Failure::internal(&crate::internal::describe(error)));
+                    match key {
+                        Some(key) => report.with_key(&key),
+                        None => report,
+                    }
+                }
+            }
+        }
         Err(message) => Report::failure(Failure::invalid_input(message)),
     };
     finish(with_command_fields(report, &cli.command), started, json)
@@ -89,6 +106,17 @@ enum Action {
     },
     /// `follow`.
     Follow { run_id: String },
+}
+
+impl Action {
+    /// The key or delivery ID the action sends, known before it is sent.
+    fn key(&self) -> Option<String> {
+        match self {
+            Self::Deliver { id, .. } => Some(id.key().as_str().to_owned()),
+            Self::Write { key, .. } => Some(key.as_str().to_owned()),
+            Self::Get { .. } | Self::GraphQl { .. } | Self::Follow { .. } => None,
+        }
+    }
 }
 
 /// Checks every input and builds the client, or says what is wrong.

@@ -15,6 +15,7 @@ mod cli;
 mod client;
 mod commands;
 mod duration;
+mod internal;
 mod logging;
 mod redact;
 mod report;
@@ -26,6 +27,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
+    internal::install_hook();
     // Known before parsing, so a usage error that quotes a mistyped argument cannot show it.
     if let Ok(secret) = std::env::var(secret::ENV) {
         redact::add(&secret);

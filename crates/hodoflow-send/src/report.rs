@@ -35,9 +35,12 @@
 //! | `transport`, `decode`, any other `unexpected_status` | `transport` | 3 |
 //! | any later kind the SDK retries | `budget_exhausted` | 3 |
 //! | any later kind it does not retry | `unprocessable` | 1 |
+//! | (no SDK error: the operation panicked inside this process) | `internal` | 3 |
 //!
 //! Any failure whose `may_have_run` is true exits 3 as well: the operation may have taken
-//! effect, so the only safe next step is the same request with the same key.
+//! effect, so the only safe next step is the same request with the same key. A panic is
+//! reported `internal` with `may_have_run` true for the same reason: nothing says how far the
+//! operation got.
 //!
 //! Everything here is printed through `redact.rs`, server-provided text included.
 
@@ -214,6 +217,20 @@ impl Failure {
             detail: message.clone(),
             message,
             exit: Exit::Usage,
+            retry_after: None,
+        }
+    }
+
+    /// An operation that panicked inside this process: it may have run, so exit 3.
+    pub(crate) fn internal(what: &str) -> Self {
+        let detail =
+            format!("the operation failed inside hodoflow-send ({what}); it may have been sent");
+        Self {
+            kind: "internal",
+            may_have_run: true,
+            message: format!("internal: {detail}"),
+            detail,
+            exit: Exit::Retryable,
             retry_after: None,
         }
     }
@@ -513,6 +530,19 @@ mod tests {
             Failure::from_error(&refused)
                 .message
                 .starts_with("token_exchange: ")
+        );
+    }
+
+    #[test]
+    fn a_panic_is_internal_may_have_run_and_exits_3() {
+        let failure = Failure::internal("boom");
+        assert_eq!(failure.kind, "internal");
+        assert!(failure.may_have_run);
+        assert_eq!(failure.exit, Exit::Retryable);
+        assert!(
+            failure.message.starts_with("internal: "),
+            "{}",
+            failure.message
         );
     }
 }
