@@ -4,8 +4,8 @@
 //! echoes the bearer token it received, an `x-request-id` holding the trigger token. So the
 //! redaction happens last, on what is about to be written, whoever put the secret there: every
 //! known secret (the client secret, the trigger token, each access token issued to this process)
-//! becomes [`MARKER`]. Standard output and standard error are written only through [`print`],
-//! [`print_json`] and [`eprint`], and the log writer (`logging.rs`) passes its lines through
+//! becomes [`MARKER`]. Standard output and standard error are written only through [`print()`],
+//! [`print_json`] and [`eprint()`], and the log writer (`logging.rs`) passes its lines through
 //! [`text`]. clap's own usage errors are redacted in `main.rs`; its help prints no values
 //! (`hide_env_values`).
 //!
