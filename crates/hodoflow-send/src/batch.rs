@@ -4,7 +4,13 @@
 //! Every event's delivery ID is derived from its `event_id` exactly as `--event-id` derives it, so
 //! running the same file twice (after a crash, or after exit 3) starts no second run: events
 //! already accepted come back `duplicate`. The whole file is read and checked before anything is
-//! sent; one bad line refuses the batch with exit 2.
+//! sent: every line's JSON, its `event_id` (not blank, not repeated: a repeated one would be
+//! reported `duplicate` without its body ever being delivered) and its body's size against the
+//! webhook limit. One bad line refuses the batch with exit 2, every bad line counted at once.
+//!
+//! One event's failure never takes the others down: each delivery is a task of its own, and a
+//! task that panics is reported as that event's `internal` result line (exit 3: it may have been
+//! sent) while the others go on.
 //!
 //! Each input line is `{"event_id": "<business id>", "body": <any JSON>}`; the body is sent as the
 //! bytes it has in the line, not re-serialized. Each output line, in the order deliveries finish:
@@ -14,7 +20,8 @@
 //!  "workflow_run_id":"…"|null,"attempts":1,"error":null|{"kind":…,"may_have_run":…,"message":…}}
 //! ```
 
-use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::collections::HashMap;
+use std::io::{IsTerminal as _, Read as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,14 +29,14 @@ use hodoflow_retry::RetryingClient;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use tokio::task::JoinSet;
+use tokio::task::{Id, JoinError, JoinSet};
 
 use crate::cli::{self, Cli};
 use crate::report::{Exit, Failure, Outcome};
 use crate::trigger::Trigger;
 
-/// The most line errors quoted when a file is refused.
-const QUOTED_ERRORS: usize = 5;
+/// The most line errors quoted when a file is refused; all are counted.
+const QUOTED_ERRORS: usize = 20;
 
 /// One event to deliver.
 #[derive(Debug)]
@@ -92,7 +99,7 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
     } else {
         crate::body::read_file(&batch.events, "--events")?
     };
-    let events = parse(&text)?;
+    let events = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
     let client = crate::client::build(cli, trigger.base_url.as_deref())?;
     Ok(Prepared {
         client,
@@ -102,24 +109,50 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
     })
 }
 
-/// Parses NDJSON events; blank lines are skipped.
-fn parse(text: &[u8]) -> Result<Vec<Event>, String> {
+/// Parses NDJSON events and checks each against the rules of the module docs and a body limit
+/// of `limit` bytes; blank lines are skipped.
+fn parse(text: &[u8], limit: usize) -> Result<Vec<Event>, String> {
     let mut events = Vec::new();
     let mut errors = Vec::new();
+    let mut first_line_of = std::collections::HashMap::new();
     for (index, line) in text.split(|&b| b == b'\n').enumerate() {
+        let number = index + 1;
         let line = line.trim_ascii();
         if line.is_empty() {
             continue;
         }
-        match serde_json::from_slice::<Line<'_>>(line) {
-            Ok(parsed) if parsed.event_id.is_empty() => {
-                errors.push(format!("line {}: event_id is empty", index + 1));
+        let parsed = match serde_json::from_slice::<Line<'_>>(line) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                errors.push(format!("line {number}: {e}"));
+                continue;
             }
-            Ok(parsed) => events.push(Event {
+        };
+        let mut refused = false;
+        if parsed.event_id.trim().is_empty() {
+            errors.push(format!("line {number}: event_id is empty or blank"));
+            refused = true;
+        } else if let Some(first) = first_line_of.get(&parsed.event_id) {
+            errors.push(format!(
+                "line {number}: event_id repeats line {first}'s (one line per event)"
+            ));
+            refused = true;
+        } else {
+            first_line_of.insert(parsed.event_id.clone(), number);
+        }
+        let body = parsed.body.get().as_bytes();
+        if body.len() > limit {
+            errors.push(format!(
+                "line {number}: the body is {} bytes, over the {limit}-byte webhook limit",
+                body.len()
+            ));
+            refused = true;
+        }
+        if !refused {
+            events.push(Event {
                 event_id: parsed.event_id,
-                body: parsed.body.get().as_bytes().to_vec(),
-            }),
-            Err(e) => errors.push(format!("line {}: {e}", index + 1)),
+                body: body.to_vec(),
+            });
         }
     }
     if errors.is_empty() {
@@ -149,25 +182,22 @@ impl Prepared {
         let mut tally = Tally::default();
         let mut pending = self.events.into_iter();
         let mut running = JoinSet::new();
+        let mut in_flight = HashMap::new();
         loop {
             while running.len() < self.concurrency {
                 let Some(event) = pending.next() else { break };
                 let client = self.client.clone();
                 let trigger = Arc::clone(&self.trigger);
-                running.spawn(async move { deliver(&client, &trigger, event).await });
+                let event_id = event.event_id.clone();
+                let task = running.spawn(async move { deliver(&client, &trigger, event).await });
+                in_flight.insert(task.id(), event_id);
             }
-            let Some(finished) = running.join_next().await else {
+            let Some(finished) = running.join_next_with_id().await else {
                 break;
             };
-            let line = match finished {
-                Ok(line) => line,
-                Err(error) => std::panic::resume_unwind(error.into_panic()),
-            };
+            let line = settle(finished, &mut in_flight);
             tally.add(&line);
-            let text = serde_json::to_string(&line).expect("a result line serializes");
-            let print = || {
-                let _ = writeln!(std::io::stdout().lock(), "{text}");
-            };
+            let print = || crate::redact::print_json(&line);
             // Hiding the bar redraws it: only when both share the terminal.
             if stdout_is_terminal {
                 bar.suspend(print);
@@ -177,8 +207,38 @@ impl Prepared {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        eprintln!("{}", tally.summary(total, started.elapsed()));
+        crate::redact::eprint(&tally.summary(total, started.elapsed()));
         tally.worst
+    }
+}
+
+/// The result line of a finished task: its own, or an `internal` failure of the event it was
+/// delivering when it panicked (or was cancelled).
+fn settle(
+    finished: Result<(Id, ResultLine), JoinError>,
+    in_flight: &mut HashMap<Id, String>,
+) -> ResultLine {
+    match finished {
+        Ok((id, line)) => {
+            in_flight.remove(&id);
+            line
+        }
+        Err(error) => {
+            let event_id = in_flight.remove(&error.id()).unwrap_or_default();
+            let delivery_id = crate::commands::event_delivery_id(&event_id)
+                .key()
+                .as_str()
+                .to_owned();
+            ResultLine {
+                event_id,
+                delivery_id,
+                outcome: Outcome::Error,
+                status: None,
+                workflow_run_id: None,
+                attempts: 0,
+                error: Some(Failure::internal(&crate::internal::describe(error))),
+            }
+        }
     }
 }
 
@@ -294,7 +354,7 @@ mod tests {
     #[test]
     fn parses_events_and_keeps_each_body_byte_for_byte() {
         let text = b"{\"event_id\":\"e-1\",\"body\":{ \"b\" : 1 }}\n\n{\"body\":[1,2],\"event_id\":\"e-2\",\"extra\":true}\r\n";
-        let events = parse(text).unwrap();
+        let events = parse(text, 1024).unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].event_id, "e-1");
         assert_eq!(events[0].body, b"{ \"b\" : 1 }");
@@ -304,7 +364,7 @@ mod tests {
     #[test]
     fn refuses_the_whole_file_naming_bad_lines() {
         let text = b"{\"event_id\":\"e-1\",\"body\":{}}\nnot json\n{\"event_id\":\"\",\"body\":1}\n{\"body\":1}\n";
-        let error = parse(text).unwrap_err();
+        let error = parse(text, 1024).unwrap_err();
         assert!(
             error.starts_with("--events has 3 bad line(s); nothing was sent"),
             "{error}"
@@ -314,6 +374,81 @@ mod tests {
         assert!(
             error.contains("line 4: missing field `event_id`"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn blank_and_repeated_ids_and_bodies_over_the_limit_are_all_found_at_once() {
+        let text = b"{\"event_id\":\"a\",\"body\":\"12345678\"}\n\
+            {\"event_id\":\" \\t \",\"body\":1}\n\
+            {\"event_id\":\"b\",\"body\":\"123456789\"}\n\
+            {\"event_id\":\"a\",\"body\":2}\n\
+            {\"event_id\":\"\",\"body\":\"123456789\"}\n";
+        let error = parse(text, 10).unwrap_err();
+        assert!(error.starts_with("--events has 5 bad line(s)"), "{error}");
+        for says in [
+            "line 2: event_id is empty or blank",
+            "line 3: the body is 11 bytes, over the 10-byte webhook limit",
+            "line 4: event_id repeats line 1",
+            "line 5: event_id is empty or blank",
+            "line 5: the body is 11 bytes",
+        ] {
+            assert!(error.contains(says), "{says}: {error}");
+        }
+        assert!(!error.contains("line 1:"), "{error}");
+        assert_eq!(
+            parse(b"{\"event_id\":\"a\",\"body\":\"12345678\"}", 10)
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_task_that_panics_is_its_events_internal_line_and_the_others_are_kept() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let lines = runtime.block_on(async {
+            let mut running = JoinSet::new();
+            let mut in_flight = HashMap::new();
+            for n in 0..3 {
+                let task = running.spawn(async move {
+                    assert_ne!(n, 1, "event 1 panics");
+                    ResultLine {
+                        event_id: format!("e-{n}"),
+                        delivery_id: "d".into(),
+                        outcome: Outcome::Accepted,
+                        status: Some(202),
+                        workflow_run_id: None,
+                        attempts: 1,
+                        error: None,
+                    }
+                });
+                in_flight.insert(task.id(), format!("e-{n}"));
+            }
+            let mut lines = Vec::new();
+            while let Some(finished) = running.join_next_with_id().await {
+                lines.push(settle(finished, &mut in_flight));
+            }
+            assert!(in_flight.is_empty());
+            lines
+        });
+        assert_eq!(lines.len(), 3);
+        let failed: Vec<&ResultLine> = lines.iter().filter(|l| l.error.is_some()).collect();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].event_id, "e-1");
+        assert_eq!(
+            failed[0].delivery_id,
+            crate::commands::event_delivery_id("e-1").key().as_str()
+        );
+        let failure = failed[0].error.as_ref().unwrap();
+        assert_eq!((failure.kind, failure.may_have_run), ("internal", true));
+        assert_eq!(failed[0].exit(), Exit::Retryable);
+        assert!(
+            failure.message.contains("event 1 panics"),
+            "{}",
+            failure.message
         );
     }
 

@@ -3,6 +3,9 @@
 //! There is no `--client-secret` flag on purpose: a flag's value is visible to every user of
 //! the machine in the process list and stays in shell history. The secret comes from
 //! `--client-secret-file` or `HODOFLOW_CLIENT_SECRET` (see `secret.rs`).
+//!
+//! Every option read from the environment hides its value in `--help` (`hide_env_values`): the
+//! help is printed to whoever asks, and `HODOFLOW_BASE_URL` may hold a password.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,11 +22,23 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(name = "hodoflow-send", version)]
 pub(crate) struct Cli {
     /// The API's base URL, such as `https://hodoflow.example`.
-    #[arg(long, env = "HODOFLOW_BASE_URL", global = true, value_name = "URL")]
+    #[arg(
+        long,
+        env = "HODOFLOW_BASE_URL",
+        hide_env_values = true,
+        global = true,
+        value_name = "URL"
+    )]
     pub(crate) base_url: Option<String>,
 
     /// The client ID of the service account.
-    #[arg(long, env = "HODOFLOW_CLIENT_ID", global = true, value_name = "ID")]
+    #[arg(
+        long,
+        env = "HODOFLOW_CLIENT_ID",
+        hide_env_values = true,
+        global = true,
+        value_name = "ID"
+    )]
     pub(crate) client_id: Option<String>,
 
     /// A file holding the client secret (a trailing newline is trimmed). Without it, the
@@ -31,19 +46,27 @@ pub(crate) struct Cli {
     #[arg(
         long,
         env = "HODOFLOW_CLIENT_SECRET_FILE",
+        hide_env_values = true,
         global = true,
         value_name = "PATH"
     )]
     pub(crate) client_secret_file: Option<PathBuf>,
 
     /// The token endpoint. [default: {base-url}/oauth/token]
-    #[arg(long, env = "HODOFLOW_TOKEN_URL", global = true, value_name = "URL")]
+    #[arg(
+        long,
+        env = "HODOFLOW_TOKEN_URL",
+        hide_env_values = true,
+        global = true,
+        value_name = "URL"
+    )]
     pub(crate) token_url: Option<String>,
 
     /// The most attempts of one operation, the first included.
     #[arg(
         long,
         env = "HODOFLOW_MAX_ATTEMPTS",
+        hide_env_values = true,
         global = true,
         default_value_t = 5,
         value_name = "N",
@@ -55,6 +78,7 @@ pub(crate) struct Cli {
     #[arg(
         long,
         env = "HODOFLOW_MAX_ELAPSED",
+        hide_env_values = true,
         global = true,
         default_value = "60s",
         value_name = "DUR",
@@ -66,6 +90,7 @@ pub(crate) struct Cli {
     #[arg(
         long,
         env = "HODOFLOW_ATTEMPT_TIMEOUT",
+        hide_env_values = true,
         global = true,
         default_value = "15s",
         value_name = "DUR",
@@ -196,6 +221,7 @@ pub(crate) struct Batch {
     #[arg(
         long,
         env = "HODOFLOW_CONCURRENCY",
+        hide_env_values = true,
         default_value_t = 8,
         value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..=1024)
@@ -222,6 +248,20 @@ mod tests {
         }
         assert!(names.contains(&"client-secret-file"));
         assert!(!names.contains(&"client-secret"), "{names:?}");
+    }
+
+    #[test]
+    fn help_shows_no_value_from_the_environment() {
+        let mut command = Cli::command();
+        command.build();
+        let mut with_env = 0;
+        for command in std::iter::once(&command).chain(command.get_subcommands()) {
+            for arg in command.get_arguments().filter(|a| a.get_env().is_some()) {
+                with_env += 1;
+                assert!(arg.is_hide_env_values_set(), "{:?}", arg.get_id());
+            }
+        }
+        assert!(with_env >= 8, "{with_env} options from the environment");
     }
 
     #[test]

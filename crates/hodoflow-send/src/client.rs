@@ -1,8 +1,22 @@
 //! The SDK client the global options describe.
+//!
+//! The token exchange goes through [`Recording`], which adds every access token issued to this
+//! process to the redaction set (`redact.rs`) before the SDK sends it anywhere, so a server that
+//! echoes the bearer token it received has it redacted from everything printed.
 
-use hodoflow_retry::{Budget, ClientCredentials, RetryingClient};
+use std::sync::Arc;
 
+use hodoflow_retry::{
+    Budget, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture, RetryingClient,
+    TokenExchanger,
+};
+
+use crate::base_url::BaseUrl;
 use crate::cli::Cli;
+
+/// The most bytes of one webhook body: the SDK's default, document 001's limit. A batch checks
+/// every line against it before sending any.
+pub(crate) const WEBHOOK_BODY_LIMIT: usize = DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// Builds the client: base URL, client credentials (and token URL), and the budget.
 ///
@@ -13,10 +27,16 @@ use crate::cli::Cli;
 ///
 /// A sentence for the user, with no secret in it, when an option is missing or refused.
 pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingClient, String> {
-    let base_url = match (cli.base_url.as_deref(), trigger_base) {
-        (Some(given), Some(from_trigger))
-            if given.trim_end_matches('/') != from_trigger.trim_end_matches('/') =>
-        {
+    let given = cli
+        .base_url
+        .as_deref()
+        .map(|text| BaseUrl::parse(text, "--base-url (HODOFLOW_BASE_URL)"))
+        .transpose()?;
+    let from_trigger = trigger_base
+        .map(|text| BaseUrl::parse(text, "the trigger URL's base"))
+        .transpose()?;
+    let base_url = match (given, from_trigger) {
+        (Some(given), Some(from_trigger)) if !given.same_as(&from_trigger) => {
             return Err(format!(
                 "the trigger URL is on {from_trigger}, not on --base-url {given}"
             ));
@@ -30,23 +50,41 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
     let client_id = cli
         .client_id
         .as_deref()
-        .filter(|id| !id.is_empty())
+        .filter(|id| !id.trim().is_empty())
         .ok_or("no client ID: pass --client-id ID or set HODOFLOW_CLIENT_ID")?;
     let secret = crate::secret::client_secret(cli.client_secret_file.as_deref())?;
     let mut credentials =
-        ClientCredentials::new(base_url, client_id, secret).map_err(|e| e.to_string())?;
+        ClientCredentials::new(base_url.as_str(), client_id, secret).map_err(|e| e.to_string())?;
     if let Some(token_url) = &cli.token_url {
+        crate::base_url::check_token_url(token_url)?;
         credentials = credentials
-            .token_url(token_url)
+            .token_url(token_url.trim())
             .map_err(|e| format!("--token-url: {e}"))?;
     }
     let budget = Budget::new()
         .max_attempts(cli.max_attempts)
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
-    RetryingClient::builder(base_url)
-        .exchanger(credentials)
+    RetryingClient::builder(base_url.as_str())
+        .exchanger(Arc::new(Recording { inner: credentials }))
+        .webhook_body_limit(WEBHOOK_BODY_LIMIT)
         .budget(budget)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// Client credentials that add each issued token to the redaction set.
+#[derive(Debug)]
+struct Recording {
+    inner: ClientCredentials,
+}
+
+impl TokenExchanger for Recording {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(async move {
+            let token = self.inner.exchange().await?;
+            crate::redact::add(token.secret().expose());
+            Ok(token)
+        })
+    }
 }

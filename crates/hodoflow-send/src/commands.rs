@@ -1,7 +1,12 @@
 //! Each command: check its input, send through the SDK, and report.
 //!
 //! Input is checked before the client is built, so a usage error sends nothing, not even a
-//! token exchange.
+//! token exchange. An operation ID (`--delivery-id`, `--event-id`, `--key`) that is empty or
+//! only whitespace is refused: `--event-id ""` would map every such call onto one key.
+//!
+//! The operation runs in a task of its own, so a panic under it (a bug here or in the SDK) is
+//! reported as an `internal` failure, exit 3 with the key to retry with, not as exit 101 and
+//! no report.
 
 use std::time::Instant;
 
@@ -28,7 +33,20 @@ pub(crate) async fn run(cli: Cli) -> Exit {
         };
     }
     let report = match prepare(&cli) {
-        Ok(prepared) => prepared.send().await,
+        Ok(prepared) => {
+            let key = prepared.action.key();
+            match tokio::spawn(prepared.send()).await {
+                Ok(report) => report,
+                Err(error) => {
+                    let report =
+                        Report::failure(Failure::internal(&crate::internal::describe(error)));
+                    match key {
+                        Some(key) => report.with_key(&key),
+                        None => report,
+                    }
+                }
+            }
+        }
         Err(message) => Report::failure(Failure::invalid_input(message)),
     };
     finish(with_command_fields(report, &cli.command), started, json)
@@ -90,6 +108,17 @@ enum Action {
     Follow { run_id: String },
 }
 
+impl Action {
+    /// The key or delivery ID the action sends, known before it is sent.
+    fn key(&self) -> Option<String> {
+        match self {
+            Self::Deliver { id, .. } => Some(id.key().as_str().to_owned()),
+            Self::Write { key, .. } => Some(key.as_str().to_owned()),
+            Self::Get { .. } | Self::GraphQl { .. } | Self::Follow { .. } => None,
+        }
+    }
+}
+
 /// Checks every input and builds the client, or says what is wrong.
 fn prepare(cli: &Cli) -> Result<Prepared, String> {
     let (action, trigger_base) = match &cli.command {
@@ -141,16 +170,31 @@ fn prepare(cli: &Cli) -> Result<Prepared, String> {
 /// A delivery without a stable ID cannot be made safe: a retry of it would start a second run.
 pub(crate) fn delivery_id(delivery: &cli::Delivery) -> Result<DeliveryId, String> {
     match (&delivery.delivery_id, &delivery.event_id) {
-        (Some(id), _) => IdempotencyKey::new(id)
+        (Some(id), _) => IdempotencyKey::new(operation_id("--delivery-id", id)?)
             .map(DeliveryId::new)
             .map_err(|e| format!("--delivery-id: {e}")),
-        (None, Some(event)) => Ok(event_delivery_id(event)),
+        (None, Some(event)) => Ok(event_delivery_id(operation_id("--event-id", event)?)),
         (None, None) => Err(
             "a delivery needs a stable ID so that a retry cannot start a second run: \
              pass --delivery-id ID or --event-id BUSINESS_ID"
                 .to_owned(),
         ),
     }
+}
+
+/// `value`, unless it is empty or only whitespace.
+///
+/// # Errors
+///
+/// A sentence naming `option`.
+pub(crate) fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
+    if value.trim().is_empty() {
+        return Err(format!(
+            "{option} is empty or blank: an operation needs an ID of its own, or every such \
+             call would share one key"
+        ));
+    }
+    Ok(value)
 }
 
 /// The delivery ID derived from a business event ID, the same for `--event-id` and `batch`.
@@ -161,16 +205,20 @@ pub(crate) fn event_delivery_id(event_id: &str) -> DeliveryId {
 /// The write's key: given, derived, or generated and announced.
 fn write_action(write: &cli::Write) -> Result<Action, String> {
     let key = match (&write.key, &write.event_id) {
-        (Some(key), _) => IdempotencyKey::new(key).map_err(|e| format!("--key: {e}"))?,
-        (None, Some(event)) => IdempotencyKey::from_operation_id(event),
+        (Some(key), _) => {
+            IdempotencyKey::new(operation_id("--key", key)?).map_err(|e| format!("--key: {e}"))?
+        }
+        (None, Some(event)) => {
+            IdempotencyKey::from_operation_id(operation_id("--event-id", event)?)
+        }
         (None, None) => {
             let key = IdempotencyKey::random();
-            eprintln!(
+            crate::redact::eprint(&format!(
                 "no --key or --event-id: generated Idempotency-Key {}; \
                  to retry this write safely, pass --key {}",
                 key.as_str(),
                 key.as_str()
-            );
+            ));
             key
         }
     };
@@ -355,4 +403,18 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
         ));
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_operation_ids_are_refused_and_others_kept_as_given() {
+        for blank in ["", " ", "\t\n "] {
+            let error = operation_id("--event-id", blank).unwrap_err();
+            assert!(error.starts_with("--event-id is empty or blank"), "{error}");
+        }
+        assert_eq!(operation_id("--key", " order-1 "), Ok(" order-1 "));
+    }
 }

@@ -1,7 +1,8 @@
 //! Tracing on standard error, filtered by `RUST_LOG` (default `warn`).
 //!
 //! The SDK records no bearer token, client secret, trigger token or body at any level, and this
-//! tool adds none. `log` records of the HTTP stack are not bridged into tracing: reqwest's own
+//! tool adds none; each line is redacted all the same (`redact.rs`) before it is written, since a
+//! field can hold text a server sent. `log` records of the HTTP stack are not bridged into tracing: reqwest's own
 //! trace lines show full URLs, and a webhook URL holds the trigger token.
 
 use std::io::Write;
@@ -28,27 +29,49 @@ pub(crate) fn show_progress(bar: ProgressBar) {
     let _ = PROGRESS.set(bar);
 }
 
-/// Standard error, around the progress bar if one is shown.
+/// Standard error, around the progress bar if one is shown: each event's line is gathered,
+/// then redacted and written whole.
 #[derive(Debug, Clone, Copy)]
 struct Stderr;
 
 impl<'a> MakeWriter<'a> for Stderr {
-    type Writer = Stderr;
+    type Writer = Line;
 
     fn make_writer(&'a self) -> Self::Writer {
-        *self
+        Line(Vec::new())
     }
 }
 
-impl Write for Stderr {
+/// One log event's text, written when dropped.
+#[derive(Debug)]
+struct Line(Vec<u8>);
+
+impl Write for Line {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        match PROGRESS.get() {
-            Some(bar) => bar.suspend(|| std::io::stderr().write(bytes)),
-            None => std::io::stderr().write(bytes),
-        }
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.0);
+        let text = crate::redact::text(&text);
+        let write = || {
+            let mut stderr = std::io::stderr().lock();
+            let _ = stderr.write_all(text.as_bytes());
+            let _ = stderr.flush();
+        };
+        match PROGRESS.get() {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
     }
 }

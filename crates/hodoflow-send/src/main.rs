@@ -8,13 +8,16 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+mod base_url;
 mod batch;
 mod body;
 mod cli;
 mod client;
 mod commands;
 mod duration;
+mod internal;
 mod logging;
+mod redact;
 mod report;
 mod secret;
 mod trigger;
@@ -24,7 +27,19 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    internal::install_hook();
+    // Known before parsing, so a usage error that quotes a mistyped argument cannot show it.
+    if let Ok(secret) = std::env::var(secret::ENV) {
+        redact::add(&secret);
+    }
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if error.use_stderr() => {
+            redact::eprint(error.render().to_string().trim_end());
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
+        }
+        Err(help) => help.exit(),
+    };
     logging::init();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -26,18 +26,24 @@
 //! | `payload_too_large` | `payload_too_large` | 1 |
 //! | `unprocessable`, `client_error`, `graphql` | `unprocessable` | 1 |
 //! | `unauthorized` | `unauthorized` | 1 |
-//! | `token_exchange` refused with a 4xx | `unauthorized` | 1 |
-//! | `token_exchange` unanswered or 5xx | `transport` | 3 |
+//! | `token_exchange` refused with a 4xx other than 429 | `unauthorized` | 1 |
+//! | `token_exchange` answered 2xx or 3xx (no `access_token`, not JSON, a redirect) | `configuration` | 1 |
+//! | `token_exchange` unanswered, 429 or 5xx | `transport` | 3 |
 //! | `budget_exhausted`, `retry_budget_exhausted`, `server`, `rate_limited` | `budget_exhausted` | 3 |
 //! | `invalid_input` | `invalid_input` | 2 |
-//! | `transport`, `decode`, `unexpected_status` | `transport` | 3 |
+//! | `unexpected_status` with a 3xx (a redirect: the base URL is wrong) | `configuration` | 1 |
+//! | `transport`, `decode`, any other `unexpected_status` | `transport` | 3 |
 //! | any later kind the SDK retries | `budget_exhausted` | 3 |
 //! | any later kind it does not retry | `unprocessable` | 1 |
+//! | (no SDK error: the operation panicked inside this process) | `internal` | 3 |
 //!
 //! Any failure whose `may_have_run` is true exits 3 as well: the operation may have taken
-//! effect, so the only safe next step is the same request with the same key.
+//! effect, so the only safe next step is the same request with the same key. A panic is
+//! reported `internal` with `may_have_run` true for the same reason: nothing says how far the
+//! operation got.
+//!
+//! Everything here is printed through `redact.rs`, server-provided text included.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use hodoflow_retry::{Attempt, AttemptResult, Error, ErrorKind};
@@ -215,6 +221,20 @@ impl Failure {
         }
     }
 
+    /// An operation that panicked inside this process: it may have run, so exit 3.
+    pub(crate) fn internal(what: &str) -> Self {
+        let detail =
+            format!("the operation failed inside hodoflow-send ({what}); it may have been sent");
+        Self {
+            kind: "internal",
+            may_have_run: true,
+            message: format!("internal: {detail}"),
+            detail,
+            exit: Exit::Retryable,
+            retry_after: None,
+        }
+    }
+
     /// A permanent failure this tool finds in a definite answer: exit 1.
     pub(crate) fn permanent(kind: &'static str, may_have_run: bool, message: String) -> Self {
         Self {
@@ -238,15 +258,19 @@ fn reported_kind(error: &Error) -> &'static str {
         ErrorKind::PayloadTooLarge => "payload_too_large",
         ErrorKind::Unprocessable | ErrorKind::ClientError | ErrorKind::GraphQl => "unprocessable",
         ErrorKind::Unauthorized => "unauthorized",
-        ErrorKind::TokenExchange if error.status().is_some_and(|s| s.is_client_error()) => {
-            "unauthorized"
-        }
-        ErrorKind::TokenExchange => "transport",
+        ErrorKind::TokenExchange => match error.status() {
+            Some(status) if status.is_success() || status.is_redirection() => "configuration",
+            Some(status) if status.is_client_error() && status.as_u16() != 429 => "unauthorized",
+            _ => "transport",
+        },
         ErrorKind::BudgetExhausted
         | ErrorKind::RetryBudgetExhausted
         | ErrorKind::Server
         | ErrorKind::RateLimited => "budget_exhausted",
         ErrorKind::InvalidInput => "invalid_input",
+        ErrorKind::UnexpectedStatus if error.status().is_some_and(|s| s.is_redirection()) => {
+            "configuration"
+        }
         ErrorKind::Transport | ErrorKind::Decode | ErrorKind::UnexpectedStatus => "transport",
         _ if error.is_retryable() => "budget_exhausted",
         _ => "unprocessable",
@@ -362,31 +386,33 @@ impl Report {
             .map_or(Exit::Success, |failure| failure.exit)
     }
 
-    /// Prints the report: one JSON object, or a summary on stdout and the attempts on stderr.
+    /// Prints the report, redacted: one JSON object, or a summary on stdout and the attempts on
+    /// stderr.
     pub(crate) fn print(&self, json: bool) {
         if json {
-            let text = serde_json::to_string(self).expect("a report serializes");
-            println!("{text}");
+            crate::redact::print_json(self);
             return;
         }
-        let mut log = std::io::stderr().lock();
+        let mut log = Vec::new();
         if let Some(first) = &self.first {
-            for line in &first.first_attempts {
-                let _ = writeln!(log, "first delivery: {line}");
-            }
-            for line in &self.attempts {
-                let _ = writeln!(log, "resend: {line}");
-            }
+            log.extend(
+                first
+                    .first_attempts
+                    .iter()
+                    .map(|l| format!("first delivery: {l}")),
+            );
+            log.extend(self.attempts.iter().map(|l| format!("resend: {l}")));
         } else {
-            for line in &self.attempts {
-                let _ = writeln!(log, "{line}");
-            }
+            log.extend(self.attempts.iter().map(ToString::to_string));
         }
-        drop(log);
-        println!("{}", self.summary());
+        if !log.is_empty() {
+            crate::redact::eprint(&log.join("\n"));
+        }
+        crate::redact::print(&self.summary());
         if let Some(body) = self.body.as_ref().filter(|body| !body.is_null()) {
-            let text = serde_json::to_string_pretty(body).expect("a JSON value serializes");
-            println!("{text}");
+            let body = crate::redact::json(body.clone());
+            let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+            crate::redact::print(&text);
         }
     }
 
@@ -504,6 +530,19 @@ mod tests {
             Failure::from_error(&refused)
                 .message
                 .starts_with("token_exchange: ")
+        );
+    }
+
+    #[test]
+    fn a_panic_is_internal_may_have_run_and_exits_3() {
+        let failure = Failure::internal("boom");
+        assert_eq!(failure.kind, "internal");
+        assert!(failure.may_have_run);
+        assert_eq!(failure.exit, Exit::Retryable);
+        assert!(
+            failure.message.starts_with("internal: "),
+            "{}",
+            failure.message
         );
     }
 }

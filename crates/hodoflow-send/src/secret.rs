@@ -11,18 +11,27 @@ use hodoflow_retry::Secret;
 /// The environment variable that may hold the client secret.
 pub(crate) const ENV: &str = "HODOFLOW_CLIENT_SECRET";
 
-/// Reads the client secret.
+/// Reads the client secret, and adds it to the redaction set.
 ///
 /// # Errors
 ///
-/// A sentence naming the file or the variable (never the secret) when neither gives a
-/// non-empty secret.
+/// A sentence naming the option or the variable, never the secret nor the file's path (a user
+/// may type the secret itself there by mistake), when neither gives a non-empty secret.
 pub(crate) fn client_secret(file: Option<&Path>) -> Result<Secret, String> {
     let secret = match file {
         Some(path) => {
-            let bytes = crate::body::read_file(path, "--client-secret-file")?;
+            if path.as_os_str().is_empty() {
+                return Err("--client-secret-file needs a file name".to_owned());
+            }
+            let bytes = std::fs::read(path).map_err(|e| {
+                format!(
+                    "the client secret file could not be read: {} (the path is not shown: \
+                     it may be a secret typed in the wrong place)",
+                    e.kind()
+                )
+            })?;
             let text = String::from_utf8(bytes)
-                .map_err(|_| format!("the client secret file {} is not UTF-8", path.display()))?;
+                .map_err(|_| "the client secret file is not UTF-8".to_owned())?;
             trim_newline(text)
         }
         None => match std::env::var(ENV) {
@@ -40,6 +49,7 @@ pub(crate) fn client_secret(file: Option<&Path>) -> Result<Secret, String> {
     if secret.is_empty() {
         return Err("the client secret is empty".to_owned());
     }
+    crate::redact::add(&secret);
     Ok(Secret::new(secret))
 }
 
@@ -74,5 +84,21 @@ mod tests {
         let empty = client_secret(Some(&path)).unwrap_err();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(empty, "the client secret is empty");
+    }
+
+    #[test]
+    fn an_unreadable_file_is_not_named_in_the_error() {
+        let path = std::env::temp_dir().join("cs_TYPED_AS_A_PATH_nonexistent");
+        let error = client_secret(Some(&path)).unwrap_err();
+        assert!(
+            error.starts_with("the client secret file could not be read: entity not found"),
+            "{error}"
+        );
+        assert!(!error.contains("cs_TYPED"), "{error}");
+        let directory = client_secret(Some(&std::env::temp_dir())).unwrap_err();
+        assert!(
+            !directory.contains(&*std::env::temp_dir().to_string_lossy()),
+            "{directory}"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! `TRIGGER`: a trigger token, or the full trigger URL a workflow shows.
 //!
-//! The token is a secret (document 001): it is wrapped in a [`Secret`] at once, and no error
-//! message here quotes the argument, the URL or the token.
+//! The token is a secret (document 001): it is wrapped in a [`Secret`] at once and added to the
+//! redaction set, and no error message here quotes the argument, the URL or the token.
 
 use hodoflow_retry::Secret;
 
@@ -26,8 +26,19 @@ impl Trigger {
     ///
     /// A sentence that says what is wrong without repeating the secret.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let trigger = Self::read(text)?;
+        crate::redact::add(trigger.token.expose());
+        Ok(trigger)
+    }
+
+    /// [`Trigger::parse`], without the redaction set.
+    fn read(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        if !(text.starts_with("http://") || text.starts_with("https://")) {
+        let has_scheme = |scheme: &str| {
+            text.get(..scheme.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+        };
+        if !(has_scheme("http://") || has_scheme("https://")) {
             if text.is_empty() || text.contains('/') {
                 return Err("TRIGGER must be a trigger token or an http(s) trigger URL \
                      (it is not shown: it is a secret)"
@@ -41,6 +52,14 @@ impl Trigger {
         }
         if text.contains(['?', '#']) {
             return Err("the trigger URL must not have a query or a fragment".to_owned());
+        }
+        let parsed = url::Url::parse(text).map_err(|e| {
+            format!("the trigger URL is not a URL ({e}; it is not shown: it holds a secret)")
+        })?;
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err("the trigger URL must not hold a user name or password \
+                 (user:password@; it is not shown: it holds a secret)"
+                .to_owned());
         }
         let Some(at) = text.find(ROUTE) else {
             return Err(format!(
@@ -110,12 +129,22 @@ mod tests {
             "http://h.example/api/v1/webhooks/a/b/trg_SECRET",
             "http://h.example/api/v1/webhooks/trg_SECRET?x=1",
             "http://h.example/api/v1/webhooks/",
+            "http://u:SECRET@h.example/api/v1/webhooks/trg_SECRET",
+            "http://SECRET@h.example/api/v1/webhooks/trg_SECRET",
+            "http://h.example:SECRET/api/v1/webhooks/trg_SECRET",
             "trg/SECRET",
             "",
         ] {
             let error = Trigger::parse(text).unwrap_err();
             assert!(!error.contains("SECRET"), "{error}");
         }
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        let trigger = Trigger::parse("HTTPS://h.example/api/v1/webhooks/trg_abc").unwrap();
+        assert_eq!(trigger.token.expose(), "trg_abc");
+        assert_eq!(trigger.base_url.as_deref(), Some("HTTPS://h.example"));
     }
 
     #[test]
