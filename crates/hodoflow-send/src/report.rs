@@ -33,6 +33,8 @@
 //! | `invalid_input` | `invalid_input` | 2 |
 //! | `unexpected_status` with a 3xx (a redirect: the base URL is wrong) | `configuration` | 1 |
 //! | `transport`, `decode`, any other `unexpected_status` | `transport` | 3 |
+//! | `answer_too_large` on a 2xx (the server acted; its answer is over the limit) | `transport` | 3 |
+//! | `answer_too_large` on any other status | `unprocessable` | 1 |
 //! | any later kind the SDK retries | `budget_exhausted` | 3 |
 //! | any later kind it does not retry | `unprocessable` | 1 |
 //! | (no SDK error: the operation panicked inside this process) | `internal` | 3 |
@@ -272,6 +274,9 @@ fn reported_kind(error: &Error) -> &'static str {
             "configuration"
         }
         ErrorKind::Transport | ErrorKind::Decode | ErrorKind::UnexpectedStatus => "transport",
+        // The server acted but its answer could not be read whole: like an answer lost.
+        ErrorKind::AnswerTooLarge if error.status().is_some_and(|s| s.is_success()) => "transport",
+        ErrorKind::AnswerTooLarge => "unprocessable",
         _ if error.is_retryable() => "budget_exhausted",
         _ => "unprocessable",
     }
