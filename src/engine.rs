@@ -119,6 +119,8 @@ impl Engine {
         // Set once a 401 was answered with a fresh exchange: another 401 then means the
         // credential itself is refused.
         let mut reexchanged = false;
+        // Exchanges that failed for this call before an attempt could be sent.
+        let mut failed_exchanges = 0;
         let mut retries = 0;
         // Retry tokens this call took, refunded if it succeeds.
         let mut spent = 0;
@@ -136,7 +138,27 @@ impl Engine {
             // before it is sent, never sent stale.
             let token = match self.tokens.get().await {
                 Ok(token) => token,
-                Err(error) => return Err(error.with_attempts(attempts)),
+                Err(error) => {
+                    // A token endpoint down for a moment costs nothing but time: nothing was
+                    // sent, so back off and exchange again while the call's time lasts (its
+                    // attempts count requests to the API, and none was made). The cache
+                    // single-flights exchanges, so the calls waiting together add one request.
+                    failed_exchanges += 1;
+                    let wait = backoff.delay(failed_exchanges - 1, &mut rand::rng());
+                    let again =
+                        error.is_retryable() && deadline.check_wait(wait, Instant::now()).is_ok();
+                    if !again {
+                        return Err(error.with_attempts(attempts));
+                    }
+                    tracing::warn!(
+                        failed_exchanges,
+                        wait_ms = wait.as_millis() as u64,
+                        "the token exchange failed; exchanging again"
+                    );
+                    drop(slot);
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
             };
             let authorization = match token.authorization() {
                 Ok(value) => value,

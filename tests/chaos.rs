@@ -109,13 +109,21 @@ async fn ten_thousand_operations_under_seeded_faults_each_execute_at_most_once()
         "tokens were renewed ahead of expiry, however fast the run: {} exchanges",
         tokens.len()
     );
-    let unauthorized = operations
-        .iter()
-        .filter(|o| matches!(&o.ended, Err(e) if e.kind() == ErrorKind::Unauthorized))
-        .count();
+    let failed_for = |kind: ErrorKind| {
+        operations
+            .iter()
+            .filter(|o| matches!(&o.ended, Err(e) if e.kind() == kind))
+            .count()
+    };
     assert_eq!(
-        unauthorized, 0,
+        failed_for(ErrorKind::Unauthorized),
+        0,
         "a renewed token is never refused; unauthorized is for a credential the server refuses"
+    );
+    assert_eq!(
+        failed_for(ErrorKind::TokenExchange),
+        0,
+        "the 503 window reaches the token endpoint too; an exchange that fails is retried"
     );
     assert_trace_holds_no_secret(&trace, &tokens);
 }

@@ -456,6 +456,57 @@ async fn a_token_that_expired_while_the_call_waited_is_renewed_before_it_is_sent
 }
 
 #[tokio::test]
+async fn a_token_endpoint_down_for_a_moment_is_waited_out_not_failed() {
+    let exchanges = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&exchanges);
+    let server = Hostile::builder()
+        .scripts_tokens()
+        .start(move |seen, _| {
+            if !seen.path.starts_with("/oauth/token") {
+                return Reply::json(202, ACCEPTED);
+            }
+            match counted.fetch_add(1, Ordering::SeqCst) {
+                0 => Reply::status(503),
+                1 => Reply::Hangup,
+                _ => Reply::json(
+                    200,
+                    r#"{"access_token":"hft_HOSTILE_late","token_type":"Bearer","expires_in":60}"#,
+                ),
+            }
+        })
+        .await;
+    let client = client_for(&server).build().unwrap();
+    let delivery = client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(id("late"))
+        .send()
+        .await;
+    assert_eq!(
+        delivery
+            .expect("a 503 and a hang-up, then a token")
+            .attempts()
+            .len(),
+        1
+    );
+    assert_eq!(exchanges.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        server.seen_under(WEBHOOK).len(),
+        1,
+        "sent once, with the token"
+    );
+
+    // A refusal is not waited out: 401 invalid_client stops at once, nothing sent.
+    let server = Hostile::builder()
+        .scripts_tokens()
+        .start(|_, _| Reply::json(401, r#"{"error":"invalid_client"}"#))
+        .await;
+    let client = client_for(&server).build().unwrap();
+    let error = client.get(PROJECTS).send().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TokenExchange);
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
 async fn a_second_401_after_a_fresh_exchange_is_the_only_unauthorized() {
     let server = Hostile::start(|_, _| Reply::json(401, r#"{"errors":[{"status":"401"}]}"#)).await;
     let client = client_for(&server).build().unwrap();
