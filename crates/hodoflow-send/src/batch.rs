@@ -225,7 +225,7 @@ fn settle(
         }
         Err(error) => {
             let event_id = in_flight.remove(&error.id()).unwrap_or_default();
-            let delivery_id = crate::commands::event_delivery_id(&event_id)
+            let delivery_id = crate::identity::event_delivery_id(&event_id)
                 .key()
                 .as_str()
                 .to_owned();
@@ -256,7 +256,7 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 /// Delivers one event and describes how it went.
 async fn deliver(client: &RetryingClient, trigger: &Trigger, event: Event) -> ResultLine {
-    let id = crate::commands::event_delivery_id(&event.event_id);
+    let id = crate::identity::event_delivery_id(&event.event_id);
     let delivery_id = id.key().as_str().to_owned();
     match crate::commands::deliver(client, trigger, event.body, &id).await {
         Ok(delivery) => ResultLine {
@@ -440,7 +440,7 @@ mod tests {
         assert_eq!(failed[0].event_id, "e-1");
         assert_eq!(
             failed[0].delivery_id,
-            crate::commands::event_delivery_id("e-1").key().as_str()
+            crate::identity::event_delivery_id("e-1").key().as_str()
         );
         let failure = failed[0].error.as_ref().unwrap();
         assert_eq!((failure.kind, failure.may_have_run), ("internal", true));

@@ -150,7 +150,9 @@ pub(crate) struct Delivery {
     /// The body, sent byte for byte: @FILE, @- (standard input) or the text itself.
     #[arg(long, value_name = "@FILE|@-|TEXT")]
     pub(crate) data: Option<String>,
-    /// The stable delivery ID of this event, sent as Idempotency-Key.
+    /// The stable delivery ID of this event, sent as Idempotency-Key. Without it or --event-id
+    /// a random ID is generated, sent on every attempt and printed (on standard error with the
+    /// command that resends under it, and as `key` with --json): resend with it.
     #[arg(long, value_name = "ID", conflicts_with = "event_id")]
     pub(crate) delivery_id: Option<String>,
     /// Derive the delivery ID from this business identifier (the same ID always gives the same
@@ -170,8 +172,9 @@ pub(crate) struct Write {
     /// The body, sent byte for byte: @FILE, @- (standard input) or the text itself.
     #[arg(long, value_name = "@FILE|@-|TEXT")]
     pub(crate) data: Option<String>,
-    /// The Idempotency-Key. Without it or --event-id a random key is generated and printed:
-    /// retry with it.
+    /// The Idempotency-Key. Without it or --event-id a random key is generated, sent on every
+    /// attempt and printed (on standard error with the command that retries under it, and as
+    /// `key` with --json): retry with it.
     #[arg(long, value_name = "KEY", conflicts_with = "event_id")]
     pub(crate) key: Option<String>,
     /// Derive the key from this business identifier.

@@ -1,8 +1,9 @@
 //! Each command: check its input, send through the SDK, and report.
 //!
 //! Input is checked before the client is built, so a usage error sends nothing, not even a
-//! token exchange. An operation ID (`--delivery-id`, `--event-id`, `--key`) that is empty or
-//! only whitespace is refused: `--event-id ""` would map every such call onto one key.
+//! token exchange. The key or delivery ID of `write`, `webhook` and `rehearse` follows the one
+//! rule of `identity.rs`: given, derived from `--event-id`, or generated and announced on
+//! standard error, with the command that resends under it, before the first attempt.
 //!
 //! The operation runs in a task of its own, so a panic under it (a bug here or in the SDK) is
 //! reported as an `internal` failure, exit 3 with the key to retry with, not as exit 101 and
@@ -10,16 +11,20 @@
 
 use std::time::Instant;
 
+use std::ffi::OsString;
+
 use hodoflow_retry::{
     Delivery, DeliveryId, Error, IdempotencyKey, Response, RetryingClient, RunState,
 };
 
 use crate::cli::{self, Cli, Command};
+use crate::identity::{Identity, Operation};
 use crate::report::{Exit, Failure, FirstDelivery, Outcome, Report};
 use crate::trigger::Trigger;
 
-/// Runs the command line and returns how the process ends.
-pub(crate) async fn run(cli: Cli) -> Exit {
+/// Runs the command line, parsed from `args` (the program first), and returns how the process
+/// ends.
+pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
     let started = Instant::now();
     let json = cli.json;
     if let Command::Batch(batch) = &cli.command {
@@ -32,8 +37,11 @@ pub(crate) async fn run(cli: Cli) -> Exit {
             ),
         };
     }
-    let report = match prepare(&cli) {
+    let report = match prepare(&cli, args) {
         Ok(prepared) => {
+            if let Some(announcement) = &prepared.announcement {
+                crate::redact::eprint(announcement);
+            }
             let key = prepared.action.key();
             match tokio::spawn(prepared.send()).await {
                 Ok(report) => report,
@@ -78,6 +86,8 @@ fn finish(mut report: Report, started: Instant, json: bool) -> Exit {
 struct Prepared {
     client: RetryingClient,
     action: Action,
+    /// The generated key or delivery ID and how to resend with it, for standard error.
+    announcement: Option<String>,
 }
 
 /// What to send.
@@ -119,25 +129,29 @@ impl Action {
     }
 }
 
-/// Checks every input and builds the client, or says what is wrong.
-fn prepare(cli: &Cli) -> Result<Prepared, String> {
-    let (action, trigger_base) = match &cli.command {
+/// Checks every input and builds the client, or says what is wrong. `args` is the command line,
+/// the program first, for the announcement of a generated key.
+fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
+    let (action, trigger_base, identity) = match &cli.command {
         Command::Webhook(delivery) | Command::Rehearse(delivery) => {
             let rehearse = matches!(cli.command, Command::Rehearse(_));
             let trigger = Trigger::parse(&delivery.trigger)?;
-            let id = delivery_id(delivery)?;
+            let identity = delivery_identity(delivery)?;
             let body = crate::body::read(delivery.data.as_deref())?;
             let base = trigger.base_url.clone();
             let action = Action::Deliver {
                 trigger,
                 body,
-                id,
+                id: DeliveryId::new(identity.key.clone()),
                 rehearse,
             };
-            (action, base)
+            (action, base, Some((identity, &delivery.data)))
         }
-        Command::Write(write) => (write_action(write)?, None),
-        Command::Get { path } => (Action::Get { path: path.clone() }, None),
+        Command::Write(write) => {
+            let (action, identity) = write_action(write)?;
+            (action, None, Some((identity, &write.data)))
+        }
+        Command::Get { path } => (Action::Get { path: path.clone() }, None, None),
         Command::Graphql { query, variables } => {
             let variables = match variables {
                 None => serde_json::json!({}),
@@ -151,83 +165,51 @@ fn prepare(cli: &Cli) -> Result<Prepared, String> {
                 query: query.clone(),
                 variables,
             };
-            (action, None)
+            (action, None, None)
         }
         Command::Follow { run_id } => (
             Action::Follow {
                 run_id: run_id.clone(),
             },
             None,
+            None,
         ),
         Command::Batch(_) => unreachable!("batch is prepared by batch.rs"),
     };
     let client = crate::client::build(cli, trigger_base.as_deref())?;
-    Ok(Prepared { client, action })
+    // Only now, when nothing can refuse the command any more: an ID announced must be sent.
+    let announcement = identity
+        .and_then(|(identity, data)| identity.announcement(args, data.as_deref() == Some("@-")));
+    Ok(Prepared {
+        client,
+        action,
+        announcement,
+    })
 }
 
-/// The delivery ID of `webhook` and `rehearse`: given, derived, or refused.
-///
-/// A delivery without a stable ID cannot be made safe: a retry of it would start a second run.
-pub(crate) fn delivery_id(delivery: &cli::Delivery) -> Result<DeliveryId, String> {
-    match (&delivery.delivery_id, &delivery.event_id) {
-        (Some(id), _) => IdempotencyKey::new(operation_id("--delivery-id", id)?)
-            .map(DeliveryId::new)
-            .map_err(|e| format!("--delivery-id: {e}")),
-        (None, Some(event)) => Ok(event_delivery_id(operation_id("--event-id", event)?)),
-        (None, None) => Err(
-            "a delivery needs a stable ID so that a retry cannot start a second run: \
-             pass --delivery-id ID or --event-id BUSINESS_ID"
-                .to_owned(),
-        ),
-    }
+/// The delivery ID of `webhook` and `rehearse`: given, derived, or generated (see `identity.rs`).
+fn delivery_identity(delivery: &cli::Delivery) -> Result<Identity, String> {
+    Identity::resolve(
+        Operation::Delivery,
+        delivery.delivery_id.as_deref(),
+        delivery.event_id.as_deref(),
+    )
 }
 
-/// `value`, unless it is empty or only whitespace.
-///
-/// # Errors
-///
-/// A sentence naming `option`.
-pub(crate) fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
-    if value.trim().is_empty() {
-        return Err(format!(
-            "{option} is empty or blank: an operation needs an ID of its own, or every such \
-             call would share one key"
-        ));
-    }
-    Ok(value)
-}
-
-/// The delivery ID derived from a business event ID, the same for `--event-id` and `batch`.
-pub(crate) fn event_delivery_id(event_id: &str) -> DeliveryId {
-    DeliveryId::new(IdempotencyKey::from_operation_id(event_id))
-}
-
-/// The write's key: given, derived, or generated and announced.
-fn write_action(write: &cli::Write) -> Result<Action, String> {
-    let key = match (&write.key, &write.event_id) {
-        (Some(key), _) => {
-            IdempotencyKey::new(operation_id("--key", key)?).map_err(|e| format!("--key: {e}"))?
-        }
-        (None, Some(event)) => {
-            IdempotencyKey::from_operation_id(operation_id("--event-id", event)?)
-        }
-        (None, None) => {
-            let key = IdempotencyKey::random();
-            crate::redact::eprint(&format!(
-                "no --key or --event-id: generated Idempotency-Key {}; \
-                 to retry this write safely, pass --key {}",
-                key.as_str(),
-                key.as_str()
-            ));
-            key
-        }
-    };
-    Ok(Action::Write {
+/// The write's key: given, derived, or generated (see `identity.rs`).
+fn write_action(write: &cli::Write) -> Result<(Action, Identity), String> {
+    let identity = Identity::resolve(
+        Operation::Write,
+        write.key.as_deref(),
+        write.event_id.as_deref(),
+    )?;
+    let action = Action::Write {
         method: write.method.method(),
         path: write.path.clone(),
-        key,
+        key: identity.key.clone(),
         body: crate::body::read(write.data.as_deref())?,
-    })
+    };
+    Ok((action, identity))
 }
 
 impl Prepared {
@@ -403,18 +385,4 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
         ));
     }
     report
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn blank_operation_ids_are_refused_and_others_kept_as_given() {
-        for blank in ["", " ", "\t\n "] {
-            let error = operation_id("--event-id", blank).unwrap_err();
-            assert!(error.starts_with("--event-id is empty or blank"), "{error}");
-        }
-        assert_eq!(operation_id("--key", " order-1 "), Ok(" order-1 "));
-    }
 }

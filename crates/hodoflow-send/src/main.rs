@@ -15,6 +15,7 @@ mod cli;
 mod client;
 mod commands;
 mod duration;
+mod identity;
 mod internal;
 mod logging;
 mod redact;
@@ -32,7 +33,8 @@ fn main() -> ExitCode {
     if let Ok(secret) = std::env::var(secret::ENV) {
         redact::add(&secret);
     }
-    let cli = match cli::Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(error) if error.use_stderr() => {
             redact::eprint(error.render().to_string().trim_end());
@@ -45,6 +47,6 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a single-threaded Tokio runtime starts");
-    let exit = runtime.block_on(commands::run(cli));
+    let exit = runtime.block_on(commands::run(cli, &args));
     ExitCode::from(exit.code())
 }

@@ -486,9 +486,13 @@ fn rehearse_succeeds_when_the_resend_is_a_duplicate() {
     assert_eq!(ledger.duplicates_for_delivery(&key), 1);
 
     // Refused before sending, the report still has the rehearsal's fields.
-    let refused = run(contract
-        .send()
-        .args(["--json", "rehearse", TRIGGER, "--data", EVENT]));
+    let refused = run(contract.send().args([
+        "--json",
+        "rehearse",
+        TRIGGER,
+        "--data",
+        "@/nonexistent/hodoflow/event.json",
+    ]));
     assert_eq!(refused.code, 2, "{refused:?}");
     let report = refused.json();
     assert_eq!(fields(&report), expected);
@@ -588,11 +592,18 @@ fn usage_errors_exit_2_and_send_nothing() {
         assert!(ran.all().contains(says), "{extra:?}: {ran:?}");
     }
 
-    let no_id = run(contract
-        .send()
-        .args(["--json", "webhook", TRIGGER, "--data", EVENT]));
-    assert_eq!(no_id.code, 2, "{no_id:?}");
-    let report = no_id.json();
+    let bad_id = run(contract.send().args([
+        "--json",
+        "webhook",
+        TRIGGER,
+        "--delivery-id",
+        "has space",
+        "--data",
+        EVENT,
+    ]));
+    assert_eq!(bad_id.code, 2, "{bad_id:?}");
+    let report = bad_id.json();
+    assert_eq!(report["key"], Value::Null);
     assert_eq!(report["error"]["kind"], "invalid_input");
     assert_eq!(report["error"]["may_have_run"], false);
     assert_eq!(report["attempts"], json!([]));
@@ -904,12 +915,20 @@ fn no_secret_reaches_stdout_or_stderr_even_at_trace_level() {
 
     assert_eq!(
         runs.iter().map(|r| r.code).collect::<Vec<_>>(),
-        [0, 0, 0, 2, 2, 0, 0],
+        [0, 0, 0, 0, 2, 0, 0],
         "{runs:#?}"
+    );
+    // The generated delivery ID's resend command shows the trigger URL, its token redacted.
+    assert!(
+        runs[3].stderr.contains(&format!(
+            "{WEBHOOKS}<redacted>' --data '{{}}' --delivery-id "
+        )),
+        "{:?}",
+        runs[3]
     );
     let ledger = contract.ledger();
     // One token per run that sent, and one more after the injected expiry.
-    assert_eq!(ledger.tokens_issued(), 6, "{:?}", ledger.exchanges());
+    assert_eq!(ledger.tokens_issued(), 7, "{:?}", ledger.exchanges());
     assert!(
         ledger
             .exchanges()

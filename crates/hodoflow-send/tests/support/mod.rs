@@ -92,6 +92,22 @@ impl Contract {
         command
     }
 
+    /// `line` run by `/bin/sh` in the environment of [`Contract::send`], as a user would paste
+    /// a command this tool printed.
+    pub fn shell(&self, line: &str) -> Command {
+        let mut command = Command::new("/bin/sh");
+        command
+            .env_clear()
+            .env("HODOFLOW_BASE_URL", self.base_url())
+            .env("HODOFLOW_MAX_ELAPSED", "5s")
+            .env("HODOFLOW_ATTEMPT_TIMEOUT", "2s")
+            .env("HODOFLOW_CLIENT_ID", DEMO_CLIENT_ID)
+            .env("HODOFLOW_CLIENT_SECRET", DEMO_CLIENT_SECRET)
+            .args(["-c", line])
+            .timeout(Duration::from_secs(60));
+        command
+    }
+
     /// The trigger URL of `token` on this server.
     pub fn trigger_url(&self, token: &str) -> String {
         format!("{}{WEBHOOKS}{token}", self.base_url())
@@ -170,6 +186,20 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// The command a run that generated its key printed on standard error to send the operation
+/// again under it: the line after the announcement.
+#[track_caller]
+pub fn resend_command(ran: &Ran) -> String {
+    let mut lines = ran.stderr.lines();
+    lines
+        .by_ref()
+        .find(|line| line.contains("to send it again under the same ID, run"))
+        .unwrap_or_else(|| panic!("no announcement of a generated key: {ran:?}"));
+    let command = lines.next().expect("the command follows the announcement");
+    assert!(command.starts_with("  "), "{command:?}");
+    command.trim().to_owned()
 }
 
 /// The delivery ID `--event-id` and `batch` derive from a business event ID.

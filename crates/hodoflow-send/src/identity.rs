@@ -1,0 +1,329 @@
+//! The identity of one operation: a write's Idempotency-Key, a delivery's delivery ID.
+//!
+//! `write`, `webhook` and `rehearse` follow one rule. An ID given (`--key`, `--delivery-id`) is
+//! sent as it is; `--event-id` derives one, the same in every run; without either, a random one
+//! ([`IdempotencyKey::random`]) is generated once, sent on every attempt of this process, and
+//! announced on standard error before the first attempt, with the command that sends the same
+//! operation again under it. An empty or blank ID is refused: `--event-id ""` would map every
+//! such call onto one key.
+//!
+//! Why generate rather than refuse: the retries inside one run are safe with any ID that stays
+//! the same on every attempt, and that is what a first-time user needs. What a random ID cannot
+//! give is safety across runs (after exit 3, or a crash), since the next run would draw another;
+//! the announcement hands that part to the user, and it comes before anything is sent, so it is
+//! there even when the process is killed mid-delivery. A script that retries should pass
+//! `--event-id`, which needs no bookkeeping.
+//!
+//! The resend command is this process's own command line, each argument shell-quoted, with the
+//! ID option added before any `--`. No secret is in it: every argument is redacted before it is
+//! quoted (the trigger token shows as [`MARKER`], to be put back by hand), and the value of
+//! `--client-secret-file` is never shown. Options read from the environment are not repeated:
+//! the command is for the same environment.
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+
+use hodoflow_retry::{DeliveryId, IdempotencyKey};
+
+use crate::redact::MARKER;
+
+/// The option naming the client secret's file, whose value is never shown.
+const SECRET_FILE: &str = "--client-secret-file";
+
+/// What an identity is the key of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// A webhook delivery (`webhook`, `rehearse`): its delivery ID.
+    Delivery,
+    /// A JSON:API write: its Idempotency-Key.
+    Write,
+}
+
+impl Operation {
+    /// The option that gives the ID.
+    fn option(self) -> &'static str {
+        match self {
+            Self::Delivery => "--delivery-id",
+            Self::Write => "--key",
+        }
+    }
+
+    /// What the ID is called.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Delivery => "delivery ID",
+            Self::Write => "Idempotency-Key",
+        }
+    }
+}
+
+/// The key an operation sends, and whether it was generated here.
+#[derive(Debug)]
+pub(crate) struct Identity {
+    /// The key or delivery ID, the same on every attempt.
+    pub(crate) key: IdempotencyKey,
+    /// What it is the key of.
+    operation: Operation,
+    /// Whether it was generated here, and so must be announced.
+    generated: bool,
+}
+
+impl Identity {
+    /// The identity of `operation`: the ID given with its option, else the one derived from
+    /// `event_id`, else a generated one.
+    ///
+    /// # Errors
+    ///
+    /// A sentence naming the option when an ID is blank or not a valid key.
+    pub(crate) fn resolve(
+        operation: Operation,
+        given: Option<&str>,
+        event_id: Option<&str>,
+    ) -> Result<Self, String> {
+        let option = operation.option();
+        let (key, generated) = match (given, event_id) {
+            (Some(id), _) => {
+                let key = IdempotencyKey::new(operation_id(option, id)?)
+                    .map_err(|e| format!("{option}: {e}"))?;
+                (key, false)
+            }
+            (None, Some(event)) => {
+                let event = operation_id("--event-id", event)?;
+                (IdempotencyKey::from_operation_id(event), false)
+            }
+            (None, None) => (IdempotencyKey::random(), true),
+        };
+        Ok(Self {
+            key,
+            operation,
+            generated,
+        })
+    }
+
+    /// What to print on standard error before the first attempt, when the ID was generated:
+    /// the ID, and the command line `args` (the program first) with the ID added, which sends
+    /// the operation again under it. `stdin_body` says the body came from standard input.
+    pub(crate) fn announcement(&self, args: &[OsString], stdin_body: bool) -> Option<String> {
+        if !self.generated {
+            return None;
+        }
+        let (option, what, key) = (
+            self.operation.option(),
+            self.operation.name(),
+            self.key.as_str(),
+        );
+        let args: Vec<String> = args
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect();
+        let stdin = if stdin_body {
+            " with the same body on standard input"
+        } else {
+            ""
+        };
+        Some(format!(
+            "no {option} or --event-id: generated the {what} {key}, the same on every attempt; \
+             to send it again under the same ID, run{stdin}:\n  {}",
+            resend_command(&args, option, key)
+        ))
+    }
+}
+
+/// The delivery ID derived from a business event ID, the same for `--event-id` and `batch`.
+pub(crate) fn event_delivery_id(event_id: &str) -> DeliveryId {
+    DeliveryId::new(IdempotencyKey::from_operation_id(event_id))
+}
+
+/// `value`, unless it is empty or only whitespace.
+///
+/// # Errors
+///
+/// A sentence naming `option`.
+fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
+    if value.trim().is_empty() {
+        return Err(format!(
+            "{option} is empty or blank: an operation needs an ID of its own, or every such \
+             call would share one key"
+        ));
+    }
+    Ok(value)
+}
+
+/// `args` (the program first) with `option key` added before any `--`, each argument redacted
+/// and shell-quoted, and the value of `--client-secret-file` replaced by [`MARKER`].
+fn resend_command(args: &[String], option: &str, key: &str) -> String {
+    let end = args
+        .iter()
+        .skip(1)
+        .position(|arg| arg == "--")
+        .map_or(args.len(), |at| at + 1);
+    let mut words: Vec<Cow<'_, str>> = Vec::with_capacity(args.len() + 2);
+    let mut hide_next = false;
+    for (index, arg) in args.iter().enumerate() {
+        if index == end {
+            words.extend([Cow::Borrowed(option), Cow::Borrowed(key)]);
+        }
+        if index < end && std::mem::take(&mut hide_next) {
+            words.push(Cow::Borrowed(MARKER));
+        } else if index < end && arg == SECRET_FILE {
+            hide_next = true;
+            words.push(Cow::Borrowed(arg));
+        } else if index < end && arg.starts_with(&format!("{SECRET_FILE}=")) {
+            words.push(Cow::Owned(format!("{SECRET_FILE}={MARKER}")));
+        } else {
+            words.push(crate::redact::text(arg));
+        }
+    }
+    if end == args.len() {
+        words.extend([Cow::Borrowed(option), Cow::Borrowed(key)]);
+    }
+    words
+        .iter()
+        .map(|word| shell_word(word))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `word` as one POSIX shell word: as it is when it holds only characters no shell treats
+/// specially, otherwise in single quotes (a `'` inside as `'\''`).
+fn shell_word(word: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-+=:,./@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return Cow::Borrowed(word);
+    }
+    Cow::Owned(format!("'{}'", word.replace('\'', r"'\''")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &[&str]) -> Vec<String> {
+        text.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn os(text: &[&str]) -> Vec<OsString> {
+        text.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn an_id_given_or_derived_is_kept_and_none_is_generated_once() {
+        let given = Identity::resolve(Operation::Delivery, Some("evt-1"), None).unwrap();
+        assert_eq!((given.key.as_str(), given.generated), ("evt-1", false));
+        let derived = Identity::resolve(Operation::Delivery, None, Some("order-1")).unwrap();
+        assert_eq!(
+            derived.key.as_str(),
+            event_delivery_id("order-1").key().as_str()
+        );
+        assert!(
+            derived
+                .announcement(&os(&["s", "webhook", "t"]), false)
+                .is_none()
+        );
+
+        let generated = Identity::resolve(Operation::Write, None, None).unwrap();
+        let other = Identity::resolve(Operation::Write, None, None).unwrap();
+        assert!(generated.generated);
+        assert_ne!(generated.key.as_str(), other.key.as_str());
+        let said = generated
+            .announcement(
+                &os(&["hodoflow-send", "write", "POST", "/p", "--data", "@-"]),
+                true,
+            )
+            .unwrap();
+        let key = generated.key.as_str();
+        assert_eq!(
+            said,
+            format!(
+                "no --key or --event-id: generated the Idempotency-Key {key}, the same on every \
+                 attempt; to send it again under the same ID, run with the same body on standard \
+                 input:\n  hodoflow-send write POST /p --data @- --key {key}"
+            )
+        );
+        let delivery = Identity::resolve(Operation::Delivery, None, None).unwrap();
+        let said = delivery
+            .announcement(&os(&["s", "webhook", "t"]), false)
+            .unwrap();
+        let ends = format!(
+            ", run:\n  s webhook t --delivery-id {}",
+            delivery.key.as_str()
+        );
+        assert!(
+            said.starts_with("no --delivery-id or --event-id: generated the delivery ID ")
+                && said.ends_with(&ends),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn blank_or_invalid_ids_are_refused_naming_the_option() {
+        for blank in ["", " ", "\t\n "] {
+            let error = operation_id("--event-id", blank).unwrap_err();
+            assert!(error.starts_with("--event-id is empty or blank"), "{error}");
+            let error = Identity::resolve(Operation::Delivery, Some(blank), None).unwrap_err();
+            assert!(
+                error.starts_with("--delivery-id is empty or blank"),
+                "{error}"
+            );
+        }
+        assert_eq!(operation_id("--key", " order-1 "), Ok(" order-1 "));
+        let error = Identity::resolve(Operation::Write, Some("has space"), None).unwrap_err();
+        assert!(error.starts_with("--key: "), "{error}");
+    }
+
+    #[test]
+    fn the_resend_command_adds_the_id_before_a_double_dash_and_quotes_what_a_shell_would_split() {
+        let command = resend_command(
+            &args(&[
+                "./hodoflow-send",
+                "--json",
+                "webhook",
+                "--data",
+                "{\"a\": 'b'}",
+                "--",
+                "-t",
+            ]),
+            "--delivery-id",
+            "k-1",
+        );
+        assert_eq!(
+            command,
+            r#"./hodoflow-send --json webhook --data '{"a": '\''b'\''}' --delivery-id k-1 -- -t"#
+        );
+        assert_eq!(
+            resend_command(
+                &args(&["s", "webhook", "t", "--data", ""]),
+                "--delivery-id",
+                "k"
+            ),
+            "s webhook t --data '' --delivery-id k"
+        );
+        // Only the first `--` ends the options; a later one is an argument like any other.
+        assert_eq!(
+            resend_command(&args(&["s", "--", "a", "--"]), "--key", "k"),
+            "s --key k -- a --"
+        );
+    }
+
+    #[test]
+    fn the_resend_command_shows_no_secret_file_and_no_known_secret() {
+        crate::redact::add("trg_ID_TEST_it's_secret");
+        let command = resend_command(
+            &args(&[
+                "s",
+                "--client-secret-file",
+                "/run/cs_typed_here",
+                "--client-secret-file=/run/cs_typed_again",
+                "webhook",
+                "http://127.0.0.1:1/api/v1/webhooks/trg_ID_TEST_it's_secret",
+            ]),
+            "--delivery-id",
+            "k",
+        );
+        assert_eq!(
+            command,
+            "s --client-secret-file '<redacted>' '--client-secret-file=<redacted>' webhook \
+             'http://127.0.0.1:1/api/v1/webhooks/<redacted>' --delivery-id k"
+        );
+    }
+}
