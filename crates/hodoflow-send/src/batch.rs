@@ -4,9 +4,24 @@
 //! Every event's delivery ID is derived from its `event_id` exactly as `--event-id` derives it, so
 //! running the same file twice (after a crash, or after exit 3) starts no second run: events
 //! already accepted come back `duplicate`. The whole file is read and checked before anything is
-//! sent: every line's JSON, its `event_id` (not blank, not repeated: a repeated one would be
-//! reported `duplicate` without its body ever being delivered) and its body's size against the
-//! webhook limit. One bad line refuses the batch with exit 2, every bad line counted at once.
+//! sent: every line's JSON, its `event_id` (not blank), its body's size against the webhook
+//! limit, and that an `event_id` on several lines comes with the same body on each. One bad line
+//! refuses the batch with exit 2, every bad line counted at once.
+//!
+//! # A repeated `event_id`
+//!
+//! Two lines with one `event_id` are one delivery ID. With two different bodies that is a
+//! conflict no retry can settle: the server keeps whichever body arrives first and answers the
+//! other `duplicate`, so one of the two is never delivered while the batch says success. The
+//! file is refused, both lines named.
+//!
+//! With byte-identical bodies the lines are the same event twice, as an export from an
+//! at-least-once queue or an outbox written twice produces it, and refusing the file would make
+//! the user deduplicate by hand what the delivery ID exists to make harmless. Such a line is
+//! accepted and merged into the first: the event is delivered once and has one result line, and
+//! standard error names the merged lines. Sending it twice instead would gain nothing (the second
+//! answer is `duplicate` at best) and, with both in flight at once, would race. Bodies are compared
+//! byte for byte, as they are sent: `{"a":1}` and `{ "a": 1 }` are different bodies.
 //!
 //! One event's failure never takes the others down: each delivery is a task of its own, and a
 //! task that panics is reported as that event's `internal` result line (exit 3: it may have been
@@ -35,8 +50,17 @@ use crate::cli::{self, Cli};
 use crate::report::{Exit, Failure, Outcome};
 use crate::trigger::Trigger;
 
-/// The most line errors quoted when a file is refused; all are counted.
+/// The most bad lines (or merged lines) one message quotes; all are counted.
 const QUOTED_ERRORS: usize = 20;
+
+/// The events of a file that was accepted.
+#[derive(Debug)]
+struct Parsed {
+    /// One per `event_id`, in the order of their first line.
+    events: Vec<Event>,
+    /// `(line, first line)` of each line merged into an earlier one with the same event.
+    merged: Vec<(usize, usize)>,
+}
 
 /// One event to deliver.
 #[derive(Debug)]
@@ -79,6 +103,7 @@ pub(crate) struct Prepared {
     client: RetryingClient,
     trigger: Arc<Trigger>,
     events: Vec<Event>,
+    merged: Vec<(usize, usize)>,
     concurrency: usize,
 }
 
@@ -99,22 +124,26 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
     } else {
         crate::body::read_file(&batch.events, "--events")?
     };
-    let events = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
+    let Parsed { events, merged } = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
     let client = crate::client::build(cli, trigger.base_url.as_deref())?;
     Ok(Prepared {
         client,
         trigger: Arc::new(trigger),
         events,
+        merged,
         concurrency: batch.concurrency as usize,
     })
 }
 
 /// Parses NDJSON events and checks each against the rules of the module docs and a body limit
-/// of `limit` bytes; blank lines are skipped.
-fn parse(text: &[u8], limit: usize) -> Result<Vec<Event>, String> {
+/// of `limit` bytes; blank lines are skipped, and a line repeating an earlier one's event and
+/// body is merged into it.
+fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
     let mut events = Vec::new();
+    let mut merged = Vec::new();
     let mut errors = Vec::new();
-    let mut first_line_of = std::collections::HashMap::new();
+    // The first line of each event_id, and its body.
+    let mut first_of: HashMap<String, (usize, &[u8])> = HashMap::new();
     for (index, line) in text.split(|&b| b == b'\n').enumerate() {
         let number = index + 1;
         let line = line.trim_ascii();
@@ -128,19 +157,25 @@ fn parse(text: &[u8], limit: usize) -> Result<Vec<Event>, String> {
                 continue;
             }
         };
+        let body = parsed.body.get().as_bytes();
         let mut refused = false;
         if parsed.event_id.trim().is_empty() {
             errors.push(format!("line {number}: event_id is empty or blank"));
             refused = true;
-        } else if let Some(first) = first_line_of.get(&parsed.event_id) {
-            errors.push(format!(
-                "line {number}: event_id repeats line {first}'s (one line per event)"
-            ));
+        } else if let Some(&(first, first_body)) = first_of.get(&parsed.event_id) {
+            if first_body != body {
+                errors.push(format!(
+                    "line {number}: event_id repeats line {first}'s with a different body \
+                     (one delivery ID, two bodies: the server keeps whichever arrives first)"
+                ));
+            } else {
+                merged.push((number, first));
+            }
+            // Refused or merged, the line is not an event of its own.
             refused = true;
         } else {
-            first_line_of.insert(parsed.event_id.clone(), number);
+            first_of.insert(parsed.event_id.clone(), (number, body));
         }
-        let body = parsed.body.get().as_bytes();
         if body.len() > limit {
             errors.push(format!(
                 "line {number}: the body is {} bytes, over the {limit}-byte webhook limit",
@@ -156,18 +191,45 @@ fn parse(text: &[u8], limit: usize) -> Result<Vec<Event>, String> {
         }
     }
     if errors.is_empty() {
-        return Ok(events);
+        return Ok(Parsed { events, merged });
     }
-    let more = errors.len().saturating_sub(QUOTED_ERRORS);
-    let mut message = format!(
-        "--events has {} bad line(s); nothing was sent: {}",
-        errors.len(),
-        errors[..errors.len().min(QUOTED_ERRORS)].join("; ")
-    );
+    Err(quoted(
+        &format!(
+            "--events has {} bad line(s); nothing was sent: ",
+            errors.len()
+        ),
+        &errors,
+    ))
+}
+
+/// `lead` and the first [`QUOTED_ERRORS`] of `items`, with a count of the rest.
+fn quoted(lead: &str, items: &[String]) -> String {
+    let shown = &items[..items.len().min(QUOTED_ERRORS)];
+    let mut message = format!("{lead}{}", shown.join("; "));
+    let more = items.len() - shown.len();
     if more > 0 {
         message.push_str(&format!("; and {more} more"));
     }
-    Err(message)
+    message
+}
+
+/// What standard error says of the lines merged, or `None` when there are none.
+fn merged_note(merged: &[(usize, usize)]) -> Option<String> {
+    if merged.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = merged
+        .iter()
+        .map(|(line, first)| format!("line {line} into line {first}"))
+        .collect();
+    Some(quoted(
+        &format!(
+            "--events: {} line(s) repeat an earlier line's event_id and body, each event is \
+             delivered once: ",
+            merged.len()
+        ),
+        &lines,
+    ))
 }
 
 impl Prepared {
@@ -175,6 +237,9 @@ impl Prepared {
     /// Returns the worst exit of any event.
     pub(crate) async fn run(self) -> Exit {
         let started = Instant::now();
+        if let Some(note) = merged_note(&self.merged) {
+            crate::redact::eprint(&note);
+        }
         let total = self.events.len();
         let bar = progress_bar(total as u64);
         let stdout_is_terminal = std::io::stdout().is_terminal();
@@ -354,8 +419,9 @@ mod tests {
     #[test]
     fn parses_events_and_keeps_each_body_byte_for_byte() {
         let text = b"{\"event_id\":\"e-1\",\"body\":{ \"b\" : 1 }}\n\n{\"body\":[1,2],\"event_id\":\"e-2\",\"extra\":true}\r\n";
-        let events = parse(text, 1024).unwrap();
+        let Parsed { events, merged } = parse(text, 1024).unwrap();
         assert_eq!(events.len(), 2);
+        assert!(merged.is_empty());
         assert_eq!(events[0].event_id, "e-1");
         assert_eq!(events[0].body, b"{ \"b\" : 1 }");
         assert_eq!(events[1].body, b"[1,2]");
@@ -389,7 +455,7 @@ mod tests {
         for says in [
             "line 2: event_id is empty or blank",
             "line 3: the body is 11 bytes, over the 10-byte webhook limit",
-            "line 4: event_id repeats line 1",
+            "line 4: event_id repeats line 1's with a different body",
             "line 5: event_id is empty or blank",
             "line 5: the body is 11 bytes",
         ] {
@@ -399,9 +465,49 @@ mod tests {
         assert_eq!(
             parse(b"{\"event_id\":\"a\",\"body\":\"12345678\"}", 10)
                 .unwrap()
+                .events
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_repeated_event_with_the_same_body_is_merged_into_its_first_line() {
+        let text = b"{\"event_id\":\"a\",\"body\":{\"n\":1}}\n\
+            {\"event_id\":\"b\",\"body\":{\"n\":2}}\n\
+            {\"body\":{\"n\":1},\"event_id\":\"a\"}\n\
+            \n\
+            {\"event_id\":\"a\",\"body\":{\"n\":1}}\n";
+        let Parsed { events, merged } = parse(text, 1024).unwrap();
+        let ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(events[0].body, b"{\"n\":1}");
+        assert_eq!(merged, [(3, 1), (5, 1)]);
+        assert_eq!(
+            merged_note(&merged).unwrap(),
+            "--events: 2 line(s) repeat an earlier line's event_id and body, each event is \
+             delivered once: line 3 into line 1; line 5 into line 1"
+        );
+        assert_eq!(merged_note(&[]), None);
+    }
+
+    #[test]
+    fn a_repeated_event_with_another_body_refuses_the_file_naming_both_lines() {
+        // The same JSON value, other bytes: a different body, as it would be sent.
+        for other in ["{\"n\":2}", "{ \"n\": 1 }"] {
+            let text = format!(
+                "{{\"event_id\":\"a\",\"body\":{{\"n\":1}}}}\n\
+                 {{\"event_id\":\"b\",\"body\":{{}}}}\n\
+                 {{\"event_id\":\"a\",\"body\":{other}}}\n"
+            );
+            let error = parse(text.as_bytes(), 1024).unwrap_err();
+            assert_eq!(
+                error,
+                "--events has 1 bad line(s); nothing was sent: line 3: event_id repeats line 1's \
+                 with a different body (one delivery ID, two bodies: the server keeps \
+                 whichever arrives first)"
+            );
+        }
     }
 
     #[test]

@@ -845,6 +845,95 @@ fn batch_exits_with_the_worst_status_and_refuses_a_bad_file_whole() {
     assert_eq!(from_stdin.json()["outcome"], "accepted");
 }
 
+#[test]
+fn batch_refuses_an_event_id_with_two_bodies_naming_both_lines_and_sends_nothing() {
+    let contract = Contract::start();
+    let events = TempFile::new(
+        "conflict.ndjson",
+        b"{\"event_id\":\"order-1:paid\",\"body\":{\"amount\":10}}\n\
+          {\"event_id\":\"order-2:paid\",\"body\":{\"amount\":20}}\n\
+          \n\
+          {\"event_id\":\"order-1:paid\",\"body\":{\"amount\":11}}\n",
+    );
+    let says = "--events has 1 bad line(s); nothing was sent: line 4: event_id repeats \
+                line 1's with a different body";
+
+    let ran = run(contract
+        .send()
+        .args(["--json", "batch", TRIGGER, "--events", &events.arg()]));
+    assert_eq!(ran.code, 2, "{ran:?}");
+    let report = ran.json();
+    assert_eq!(report["outcome"], "error");
+    assert_eq!(report["error"]["kind"], "invalid_input");
+    assert_eq!(report["error"]["may_have_run"], false);
+    let message = report["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with(says), "{message}");
+
+    let human = run(contract
+        .send()
+        .args(["batch", TRIGGER, "--events", &events.arg()]));
+    assert_eq!(human.code, 2, "{human:?}");
+    assert!(human.stdout.contains(says), "{human:?}");
+
+    let ledger = contract.ledger();
+    assert!(ledger.requests().is_empty(), "{:?}", ledger.requests());
+    assert!(ledger.exchanges().is_empty(), "{:?}", ledger.exchanges());
+}
+
+#[test]
+fn batch_delivers_an_event_repeated_with_the_same_body_once_with_one_line() {
+    let contract = Contract::start();
+    let events = TempFile::new(
+        "repeated.ndjson",
+        b"{\"event_id\":\"order-1:paid\",\"body\":{\"amount\":10}}\n\
+          {\"event_id\":\"order-2:paid\",\"body\":{\"amount\":20}}\n\
+          {\"event_id\":\"order-1:paid\",\"body\":{\"amount\":10}}\n",
+    );
+
+    let ran = run(contract
+        .send()
+        .args(["batch", TRIGGER, "--events", &events.arg()]));
+
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let lines = ran.json_lines();
+    let mut ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["event_id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["order-1:paid", "order-2:paid"]);
+    assert!(
+        lines.iter().all(|l| l["outcome"] == "accepted"),
+        "{lines:?}"
+    );
+    assert!(
+        ran.stderr.contains(
+            "--events: 1 line(s) repeat an earlier line's event_id and body, each event is \
+             delivered once: line 3 into line 1"
+        ),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stderr.contains("batch: 2 events, 2 accepted"),
+        "{ran:?}"
+    );
+    let ledger = contract.ledger();
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 2);
+    for event in ["order-1:paid", "order-2:paid"] {
+        assert_eq!(
+            ledger.requests_with_key(&derived(event)).len(),
+            1,
+            "{event}"
+        );
+        assert_eq!(
+            ledger.runs_for_delivery(&derived(event)).len(),
+            1,
+            "{event}"
+        );
+    }
+    assert_eq!(ledger.total_runs(), 2);
+}
+
 /// A JSON:API document that creates or replaces a project.
 const PROJECT: &str = r#"{"data":{"type":"projects","attributes":{"name":"Hygiene"}}}"#;
 

@@ -576,7 +576,7 @@ fn a_batch_is_checked_whole_and_every_bad_line_is_named_before_the_first_send() 
     for says in [
         "line 3: the body is 1048577 bytes, over the 1048576-byte webhook limit",
         "line 4: event_id is empty or blank",
-        "line 5: event_id repeats line 1",
+        "line 5: event_id repeats line 1's with a different body",
         "line 6: ",
     ] {
         assert!(message.contains(says), "{says}: {message}");
