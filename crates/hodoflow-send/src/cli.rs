@@ -141,6 +141,21 @@ pub(crate) enum Command {
     Batch(Batch),
 }
 
+impl Command {
+    /// The command's name on the command line, such as `"webhook"`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Webhook(_) => "webhook",
+            Self::Write(_) => "write",
+            Self::Get { .. } => "get",
+            Self::Graphql { .. } => "graphql",
+            Self::Follow { .. } => "follow",
+            Self::Rehearse(_) => "rehearse",
+            Self::Batch(_) => "batch",
+        }
+    }
+}
+
 /// The arguments of `webhook` and `rehearse`.
 #[derive(Debug, Args)]
 pub(crate) struct Delivery {
@@ -240,6 +255,31 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn each_command_knows_its_name_on_the_command_line() {
+        let lines: [&[&str]; 7] = [
+            &["webhook", "t"],
+            &["write", "POST", "/p"],
+            &["get", "/p"],
+            &["graphql", "--query", "q"],
+            &["follow", "r"],
+            &["rehearse", "t"],
+            &["batch", "t", "--events", "-"],
+        ];
+        let mut names = Vec::new();
+        for line in lines {
+            let cli = Cli::try_parse_from(std::iter::once("s").chain(line.iter().copied()))
+                .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            assert_eq!(cli.command.name(), line[0]);
+            names.push(line[0]);
+        }
+        let command = Cli::command();
+        let mut known: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
+        known.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(known, names);
     }
 
     #[test]

@@ -57,19 +57,24 @@ pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
         }
         Err(message) => Report::failure(Failure::invalid_input(message)),
     };
-    finish(with_command_fields(report, &cli.command), started, json)
+    finish(
+        with_command_fields(report, cli.command.name()),
+        started,
+        json,
+    )
 }
 
-/// Adds the fields a command always reports, even when it failed before sending: `state` for
-/// `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and `graphql`.
-fn with_command_fields(mut report: Report, command: &Command) -> Report {
+/// Adds the fields the command named `command` always reports, even when it failed before
+/// sending: `state` for `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and
+/// `graphql`.
+pub(crate) fn with_command_fields(mut report: Report, command: &str) -> Report {
     match command {
-        Command::Follow { .. } => report.state = Some(report.state.flatten()),
-        Command::Rehearse(_) => report.first = Some(report.first.unwrap_or_default()),
-        Command::Write(_) | Command::Get { .. } | Command::Graphql { .. } => {
+        "follow" => report.state = Some(report.state.flatten()),
+        "rehearse" => report.first = Some(report.first.unwrap_or_default()),
+        "write" | "get" | "graphql" => {
             report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
         }
-        Command::Webhook(_) | Command::Batch(_) => {}
+        _ => {}
     }
     report
 }

@@ -22,6 +22,7 @@ mod redact;
 mod report;
 mod secret;
 mod trigger;
+mod usage;
 
 use std::process::ExitCode;
 
@@ -36,10 +37,8 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(error) if error.use_stderr() => {
-            redact::eprint(error.render().to_string().trim_end());
-            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
-        }
+        Err(error) if error.use_stderr() => return ExitCode::from(usage::refuse(&error, &args)),
+        // --help and --version.
         Err(help) => help.exit(),
     };
     logging::init();

@@ -6,7 +6,7 @@
 //! known secret (the client secret, the trigger token, each access token issued to this process)
 //! becomes [`MARKER`]. Standard output and standard error are written only through [`print()`],
 //! [`print_json`] and [`eprint()`], and the log writer (`logging.rs`) passes its lines through
-//! [`text`]. clap's own usage errors are redacted in `main.rs`; its help prints no values
+//! [`text`]. clap's own usage errors are redacted in `usage.rs`; its help prints no values
 //! (`hide_env_values`).
 //!
 //! JSON is redacted value by value, before it is serialized, so the output stays valid JSON

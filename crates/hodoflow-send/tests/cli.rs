@@ -5,7 +5,9 @@ mod support;
 
 use std::time::Duration;
 
-use hodoflow_mock::{ClientSeed, DEMO_ORGANIZATION, Fault, RunOutcome, TriggerSeed};
+use hodoflow_mock::{
+    ClientSeed, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, Fault, RunOutcome, TriggerSeed,
+};
 use serde_json::{Value, json};
 use support::{
     Contract, EVENT, PROJECTS, TOKEN, TRIGGER, TempFile, WEBHOOKS, derived, is_uuid, run,
@@ -932,6 +934,127 @@ fn batch_delivers_an_event_repeated_with_the_same_body_once_with_one_line() {
         );
     }
     assert_eq!(ledger.total_runs(), 2);
+}
+
+#[test]
+fn usage_errors_clap_catches_are_one_json_object_with_json_and_clap_s_message_without() {
+    let contract = Contract::start();
+    let with = |fields: &[&'static str]| {
+        let mut all = FIELDS.to_vec();
+        all.extend(fields);
+        all.sort_unstable();
+        all
+    };
+    let cases: Vec<(Vec<&str>, &str, Vec<&str>)> = vec![
+        // (arguments after --json, what the message says, the fields of the report)
+        (
+            vec!["webhook"],
+            "the following required arguments were not provided: <TRIGGER>",
+            with(&[]),
+        ),
+        (
+            vec!["webhook", TRIGGER, "--bogus"],
+            "unexpected argument '--bogus' found",
+            with(&[]),
+        ),
+        (
+            vec!["rehearse", TRIGGER, "--delivery-id", "a", "--event-id", "b"],
+            "the argument '--delivery-id <ID>' cannot be used with '--event-id <BUSINESS_ID>'",
+            with(&["first_attempts", "first_outcome", "first_workflow_run_id"]),
+        ),
+        (
+            vec!["--max-elapsed", "5x", "follow", "r"],
+            "'5x' has no unit",
+            with(&["state"]),
+        ),
+        (
+            vec!["write", "POST", PROJECTS, "--max-attempts", "0"],
+            "--max-attempts",
+            with(&["body"]),
+        ),
+        (
+            vec!["--client-secret", "x", "get", PROJECTS],
+            "unexpected argument '--client-secret'",
+            with(&[]),
+        ),
+        (
+            vec!["frobnicate"],
+            "unrecognized subcommand 'frobnicate'",
+            with(&[]),
+        ),
+        (vec![], "requires a subcommand", with(&[])),
+        // A quoted argument that is the secret is redacted, as everything printed.
+        (
+            vec!["get", PROJECTS, DEMO_CLIENT_SECRET],
+            "unexpected argument '<redacted>' found",
+            with(&["body"]),
+        ),
+    ];
+    for (args, says, expected) in &cases {
+        // --json first, or last: it is found wherever it is before a `--`.
+        for json_last in [false, true] {
+            let mut command = contract.send();
+            if json_last {
+                command.args(args).arg("--json");
+            } else {
+                command.arg("--json").args(args);
+            }
+            let ran = run(&mut command);
+            assert_eq!(ran.code, 2, "{args:?}: {ran:?}");
+            let report = ran.json();
+            assert_eq!(fields(&report), *expected, "{args:?}: {report}");
+            assert_eq!(report["outcome"], "error", "{args:?}");
+            assert_eq!(report["error"]["kind"], "invalid_input", "{args:?}");
+            assert_eq!(report["error"]["may_have_run"], false, "{args:?}");
+            assert_eq!(report["key"], Value::Null, "{args:?}");
+            assert_eq!(report["attempts"], json!([]), "{args:?}");
+            let message = report["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{args:?}: {message}");
+            assert!(!message.starts_with("error:"), "{message}");
+            // clap's own message stays on stderr for whoever reads the terminal.
+            assert!(ran.stderr.starts_with("error: "), "{args:?}: {ran:?}");
+            assert!(!ran.all().contains(DEMO_CLIENT_SECRET), "{ran:?}");
+        }
+
+        // Without --json, as before: clap's message on stderr and nothing on stdout.
+        let ran = run(contract.send().args(args));
+        assert_eq!(ran.code, 2, "{args:?}: {ran:?}");
+        assert_eq!(ran.stdout, "", "{args:?}");
+        assert!(
+            ran.stderr.contains("Usage:") || ran.stderr.starts_with("error: "),
+            "{ran:?}"
+        );
+    }
+
+    // After `--`, --json is a value: not asked for. Here an extra TRIGGER, refused by clap.
+    let ran = run(contract.send().args(["webhook", TRIGGER, "--", "--json"]));
+    assert_eq!(ran.code, 2, "{ran:?}");
+    assert_eq!(ran.stdout, "", "{ran:?}");
+    assert!(
+        ran.stderr.contains("unexpected argument '--json' found"),
+        "{ran:?}"
+    );
+
+    // Help and version are not errors: printed as always, exit 0, with or without --json.
+    for args in [
+        &["--json", "--help"][..],
+        &["--json", "webhook", "--help"],
+        &["batch", "-h", "--json"],
+        &["--json", "help", "rehearse"],
+        &["--json", "--version"],
+    ] {
+        let ran = run(contract.send().args(args));
+        assert_eq!(ran.code, 0, "{args:?}: {ran:?}");
+        assert!(
+            ran.stdout.contains("Usage: hodoflow-send") || ran.stdout.starts_with("hodoflow-send "),
+            "{args:?}: {ran:?}"
+        );
+        assert!(!ran.stdout.starts_with('{'), "{args:?}: {ran:?}");
+    }
+
+    let ledger = contract.ledger();
+    assert!(ledger.requests().is_empty(), "{:?}", ledger.requests());
+    assert!(ledger.exchanges().is_empty(), "{:?}", ledger.exchanges());
 }
 
 /// A JSON:API document that creates or replaces a project.
