@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use crate::answer_limit::{BodyRead, WEBHOOK_ANSWER_LIMIT, read_body};
 use crate::attempt::{Attempt, TransportKind};
-use crate::auth::TokenCache;
+use crate::auth::{CachedToken, TokenCache};
 use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
 use crate::classify::{Answer, Surface, Verdict, classify, final_error};
@@ -119,8 +119,6 @@ impl Engine {
         // Set once a 401 was answered with a fresh exchange: another 401 then means the
         // credential itself is refused.
         let mut reexchanged = false;
-        // Exchanges that failed for this call before an attempt could be sent.
-        let mut failed_exchanges = 0;
         let mut retries = 0;
         // Retry tokens this call took, refunded if it succeeds.
         let mut spent = 0;
@@ -136,29 +134,9 @@ impl Engine {
             };
             // Read after every wait: a token that expired while the call waited is refreshed
             // before it is sent, never sent stale.
-            let token = match self.tokens.get().await {
+            let token = match self.fresh_token(&deadline, backoff).await {
                 Ok(token) => token,
-                Err(error) => {
-                    // A token endpoint down for a moment costs nothing but time: nothing was
-                    // sent, so back off and exchange again while the call's time lasts (its
-                    // attempts count requests to the API, and none was made). The cache
-                    // single-flights exchanges, so the calls waiting together add one request.
-                    failed_exchanges += 1;
-                    let wait = backoff.delay(failed_exchanges - 1, &mut rand::rng());
-                    let again =
-                        error.is_retryable() && deadline.check_wait(wait, Instant::now()).is_ok();
-                    if !again {
-                        return Err(error.with_attempts(attempts));
-                    }
-                    tracing::warn!(
-                        failed_exchanges,
-                        wait_ms = wait.as_millis() as u64,
-                        "the token exchange failed; exchanging again"
-                    );
-                    drop(slot);
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
+                Err(error) => return Err(error.with_attempts(attempts)),
             };
             let authorization = match token.authorization() {
                 Ok(value) => value,
@@ -257,6 +235,33 @@ impl Engine {
                 retries += 1;
                 tokio::time::sleep(wait).await;
             }
+        }
+    }
+
+    /// The token to send now, from the cache or a new exchange.
+    ///
+    /// A token endpoint down for a moment costs nothing but time: nothing was sent, so an
+    /// exchange that fails retryably (no answer, 429, 5xx) is backed off and tried again while
+    /// the call's time lasts; the call's attempts count requests to the API, and none was made.
+    /// The cache single-flights exchanges, so calls waiting together add one request.
+    async fn fresh_token(&self, deadline: &Deadline, backoff: Backoff) -> Result<CachedToken> {
+        let mut failed = 0;
+        loop {
+            let error = match self.tokens.get().await {
+                Ok(token) => return Ok(token),
+                Err(error) => error,
+            };
+            let wait = backoff.delay(failed, &mut rand::rng());
+            if !error.is_retryable() || deadline.check_wait(wait, Instant::now()).is_err() {
+                return Err(error);
+            }
+            failed += 1;
+            tracing::warn!(
+                failed_exchanges = failed,
+                wait_ms = wait.as_millis() as u64,
+                "the token exchange failed; exchanging again"
+            );
+            tokio::time::sleep(wait).await;
         }
     }
 
