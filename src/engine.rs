@@ -15,6 +15,7 @@ use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
 use crate::classify::{Answer, Surface, Verdict, classify, final_error};
 use crate::error::{Error, ErrorKind, Result};
+use crate::otel;
 use crate::rate::RateGate;
 use crate::rate_limit_field;
 use crate::request::FixedRequest;
@@ -59,18 +60,13 @@ impl Engine {
     pub(crate) async fn run(&self, request: &FixedRequest, policy: Policy) -> Result<Answered> {
         policy.budget.validate()?;
         self.counters.call_started();
-        let span = tracing::info_span!(
-            "hodoflow_retry.request",
-            surface = request.surface.as_str(),
-            method = %request.method,
-            route = %request.route,
-            key = request.identity.as_deref().unwrap_or("-"),
-        );
+        let span = otel::call_span(request);
         let result = self
             .attempts(request, policy)
             .instrument(span.clone())
             .await;
         self.counters.call_ended(result.is_ok());
+        otel::record_call(&span, &result);
         span.in_scope(|| self.trace_call(&result));
         result
     }
@@ -143,7 +139,12 @@ impl Engine {
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
             self.counters.attempt_sent();
-            let answer = self.send(request, authorization, timeout).await;
+            let attempt_span = otel::attempt_span(request, number);
+            let answer = self
+                .send(request, authorization, timeout)
+                .instrument(attempt_span.clone())
+                .await;
+            otel::record_attempt(&attempt_span, &answer);
             if let Some(slot) = slot {
                 slot.release_after_window();
             }

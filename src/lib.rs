@@ -63,8 +63,13 @@
 //! # Tracing
 //!
 //! Each operation is a span `hodoflow_retry.request` (surface, method, route with trigger tokens
-//! redacted, key or delivery ID) with one event per attempt (attempt, status or transport error,
-//! `x-request-id`, verdict, wait and its reason). A second 401 after a re-exchange is an
+//! redacted, key or delivery ID), each attempt a child span `hodoflow_retry.attempt`, and each
+//! attempt ends in an event (attempt, status or transport error, `x-request-id`, verdict, wait and
+//! its reason). Where OpenTelemetry's HTTP client semantic conventions name a field, the spans
+//! carry that name too (`http.request.method`, `http.response.status_code`,
+//! `http.request.resend_count`, `server.address`, `server.port`, `url.template`, `url.full`
+//! without tokens, `error.type`), with `otel.name` and `otel.kind` for `tracing-opentelemetry`;
+//! `cargo run --example opentelemetry` exports them to stdout. A second 401 after a re-exchange is an
 //! error-level event: alert on it. No bearer token, client secret, trigger token or body is
 //! recorded at any level.
 
@@ -84,6 +89,7 @@ mod endpoint;
 mod engine;
 mod error;
 mod key;
+mod otel;
 mod outcome;
 #[cfg(test)]
 mod proptests;
