@@ -33,23 +33,31 @@ pub enum TransportKind {
     Body,
     /// Any other transport failure.
     Other,
+    /// The server refused the HTTP/2 stream unprocessed: a `RST_STREAM` with `REFUSED_STREAM`,
+    /// or a `GOAWAY` whose last stream ID is below the request's (RFC 9113 section 8.7). The
+    /// request did not run, and is retried like a failed connect.
+    Refused,
 }
 
 impl TransportKind {
     /// Every kind.
-    pub const ALL: [TransportKind; 5] = [
+    pub const ALL: [TransportKind; 6] = [
         TransportKind::Connect,
         TransportKind::Timeout,
         TransportKind::Closed,
         TransportKind::Body,
         TransportKind::Other,
+        TransportKind::Refused,
     ];
 
     /// Sorts a `reqwest` error into a kind. A connect failure wins over a timeout, since a connect
-    /// timeout means nothing was sent.
+    /// timeout means nothing was sent; an HTTP/2 refusal wins over the rest, since the server
+    /// said it processed nothing.
     pub(crate) fn of(error: &reqwest::Error) -> Self {
         if error.is_connect() {
             Self::Connect
+        } else if refused_by_http2(error) {
+            Self::Refused
         } else if error.is_timeout() {
             Self::Timeout
         } else if error.is_body() || error.is_decode() {
@@ -69,8 +77,35 @@ impl TransportKind {
             Self::Closed => "closed",
             Self::Body => "body",
             Self::Other => "other",
+            Self::Refused => "refused",
         }
     }
+
+    /// Whether the request may have reached the server's application: every kind but a failed
+    /// connect and an HTTP/2 refusal.
+    pub const fn may_have_run(self) -> bool {
+        !matches!(self, Self::Connect | Self::Refused)
+    }
+}
+
+/// Whether the error's source chain holds the peer's HTTP/2 word that the stream was not
+/// processed. reqwest wraps hyper-util's error, which wraps hyper's, which wraps `h2::Error`;
+/// the chain is walked whole so another layer does not hide it.
+///
+/// - `RST_STREAM` from the peer with `REFUSED_STREAM`;
+/// - a `GOAWAY` from the peer: h2 fails with it only the streams above the frame's last stream
+///   ID and those opened after it, which the server did not process whatever the error code.
+///   Streams at or below that ID that are cut off end with an I/O error instead.
+fn refused_by_http2(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            let refused_stream = h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+            return h2.is_remote() && (refused_stream || h2.is_go_away());
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// Why the SDK waited after an attempt.
@@ -174,9 +209,10 @@ impl Attempt {
         self.wait_reason
     }
 
-    /// Whether this attempt was sent and no answer came back, so it may have taken effect.
+    /// Whether this attempt was sent and no answer came back, so it may have taken effect: not
+    /// after a failed connect or an HTTP/2 refusal ([`TransportKind::may_have_run`]).
     pub fn may_have_run(&self) -> bool {
-        matches!(self.result, AttemptResult::Transport(kind) if kind != TransportKind::Connect)
+        matches!(self.result, AttemptResult::Transport(kind) if kind.may_have_run())
     }
 }
 
@@ -213,6 +249,39 @@ mod tests {
         assert!(Attempt::unanswered(1, TransportKind::Timeout).may_have_run());
         assert!(Attempt::unanswered(1, TransportKind::Closed).may_have_run());
         assert!(Attempt::unanswered(1, TransportKind::Body).may_have_run());
+        assert!(Attempt::unanswered(1, TransportKind::Other).may_have_run());
+    }
+
+    #[test]
+    fn an_http2_refusal_never_ran() {
+        assert!(!Attempt::unanswered(1, TransportKind::Refused).may_have_run());
+        assert_eq!(
+            Attempt::unanswered(3, TransportKind::Refused).to_string(),
+            "attempt 3: no answer (refused)"
+        );
+    }
+
+    #[test]
+    fn finds_a_remote_refusal_at_any_depth_of_the_source_chain() {
+        #[derive(Debug)]
+        struct Wrap(Box<dyn std::error::Error + Send + Sync>);
+        impl fmt::Display for Wrap {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("wrapped")
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&*self.0)
+            }
+        }
+        // `h2::Error::from(Reason)` is a reset the local side chose, not the peer's word.
+        let local = Wrap(Box::new(Wrap(Box::new(h2::Error::from(
+            h2::Reason::REFUSED_STREAM,
+        )))));
+        assert!(!refused_by_http2(&local));
+        let unrelated = Wrap(Box::new(std::io::Error::other("reset by peer")));
+        assert!(!refused_by_http2(&unrelated));
     }
 
     #[test]

@@ -209,15 +209,22 @@ impl ClientCredentials {
         client_id: impl Into<String>,
         client_secret: impl Into<Secret>,
     ) -> Result<Self> {
+        let http = crate::transport::http_client(false).map_err(|source| {
+            Error::token_exchange("the HTTP client could not be built").with_source(source)
+        })?;
+        Self::with_http_client(base_url, client_id, client_secret, http)
+    }
+
+    /// [`new`](Self::new) sending through `http`, without building a client of its own.
+    pub(crate) fn with_http_client(
+        base_url: &str,
+        client_id: impl Into<String>,
+        client_secret: impl Into<Secret>,
+        http: reqwest::Client,
+    ) -> Result<Self> {
         let base = endpoint::base_url(base_url, "the token base URL")?;
         let token_url = format!("{}/oauth/token", base.as_str().trim_end_matches('/'));
         let token_url = endpoint::base_url(&token_url, "the token base URL")?;
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|source| {
-                Error::token_exchange("the HTTP client could not be built").with_source(source)
-            })?;
         Ok(Self {
             http,
             token_url,
@@ -263,7 +270,9 @@ impl ClientCredentials {
     /// Sends the exchange through this HTTP client, for example one with a custom root
     /// certificate. Configure it not to follow redirects.
     ///
-    /// Default: a client of its own that follows no redirects.
+    /// Default: a client of its own that follows no redirects and never retries by itself;
+    /// with [`ClientBuilder::client_credentials`](crate::ClientBuilder::client_credentials),
+    /// the client's HTTP client.
     #[must_use]
     pub fn http_client(mut self, http: reqwest::Client) -> Self {
         self.http = http;

@@ -20,6 +20,7 @@ use crate::rate::{RateBudget, RateGate};
 use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
 use crate::stats::{Counters, Stats};
+use crate::transport;
 use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
@@ -54,6 +55,7 @@ pub struct ClientBuilder {
     trigger_limit: Option<TriggerLimit>,
     trigger_limits: HashMap<TriggerKey, TriggerLimit>,
     http: Option<reqwest::Client>,
+    http2_prior_knowledge: bool,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -66,6 +68,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("rate_budget", &self.rate_budget)
             .field("retry_budget", &self.retry_budget)
             .field("trigger_limit", &self.trigger_limit)
+            .field("http2_prior_knowledge", &self.http2_prior_knowledge)
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +92,7 @@ impl ClientBuilder {
             trigger_limit: None,
             trigger_limits: HashMap::new(),
             http: None,
+            http2_prior_knowledge: false,
         }
     }
 
@@ -199,10 +203,30 @@ impl ClientBuilder {
         self
     }
 
-    /// Sends through this reqwest client (custom TLS roots, proxies). Configure it not to
-    /// follow redirects: a redirect would carry the bearer token elsewhere.
+    /// Speaks HTTP/2 from the first byte on plain `http://` URLs (h2c with prior knowledge),
+    /// for servers and proxies known to accept it: every call of the client then shares one
+    /// connection. Over `https://`, HTTP/2 is negotiated by ALPN without this. A server that
+    /// speaks only HTTP/1.1 fails every attempt with a transport error.
     ///
-    /// Default: a client with rustls that follows no redirects.
+    /// Applies to the HTTP client the SDK builds, which the client-credentials exchange shares.
+    /// With [`http_client`](Self::http_client), set
+    /// [`reqwest::ClientBuilder::http2_prior_knowledge`] on that client instead.
+    ///
+    /// Default: off (HTTP/1.1 on `http://`; h2 or HTTP/1.1 by ALPN on `https://`).
+    pub fn http2_prior_knowledge(mut self) -> Self {
+        self.http2_prior_knowledge = true;
+        self
+    }
+
+    /// Sends through this reqwest client (custom TLS roots, proxies, HTTP/2 settings); the
+    /// client-credentials exchange set with
+    /// [`client_credentials`](Self::client_credentials) sends through it too. Configure it
+    /// not to follow redirects (a redirect would carry the bearer token elsewhere), and not to
+    /// retry on its own (`.retry(reqwest::retry::never())`): reqwest 0.13 retries HTTP/2
+    /// refusals by default, unseen by this client's attempts, budgets and records.
+    ///
+    /// Default: a client with rustls and HTTP/2 by ALPN that follows no redirects and never
+    /// retries by itself.
     pub fn http_client(mut self, http: reqwest::Client) -> Self {
         self.http = Some(http);
         self
@@ -224,25 +248,25 @@ impl ClientBuilder {
         if self.poll_interval.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
         }
+        let http = match self.http {
+            Some(http) => http,
+            None => transport::http_client(self.http2_prior_knowledge).map_err(|e| {
+                Error::invalid_input("the HTTP client could not be built").with_source(e)
+            })?,
+        };
         let exchanger: Arc<dyn TokenExchanger> = match (self.exchanger, self.credentials) {
             (Some(exchanger), _) => exchanger,
-            (None, Some((id, secret))) => {
-                Arc::new(ClientCredentials::new(&self.base_url, id, secret)?)
-            }
+            (None, Some((id, secret))) => Arc::new(ClientCredentials::with_http_client(
+                &self.base_url,
+                id,
+                secret,
+                http.clone(),
+            )?),
             (None, None) => {
                 return Err(Error::invalid_input(
                     "no token source: set client_credentials(..) or exchanger(..)",
                 ));
             }
-        };
-        let http = match self.http {
-            Some(http) => http,
-            None => reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| {
-                    Error::invalid_input("the HTTP client could not be built").with_source(e)
-                })?,
         };
         Ok(RetryingClient {
             inner: Arc::new(Inner {

@@ -100,6 +100,7 @@ mod request;
 mod retry_budget;
 mod run;
 mod stats;
+mod transport;
 mod trigger_limit;
 
 pub use answer_limit::DEFAULT_ANSWER_LIMIT;

@@ -28,7 +28,7 @@ const CASES: u32 = 256;
 
 const SURFACES: [Surface; 4] = Surface::ALL;
 
-const TRANSPORT_KINDS: [TransportKind; 5] = TransportKind::ALL;
+const TRANSPORT_KINDS: [TransportKind; 6] = TransportKind::ALL;
 
 /// Error codes some row of a matrix matches on, so generated bodies reach the `Code` rows.
 const KNOWN_CODES: [&str; 8] = [

@@ -12,6 +12,17 @@ use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, ManualClock, Mock
 use hodoflow_retry::{ClientCredentials, ErrorKind, ExchangeFuture, TokenExchanger, WaitReason};
 use support::{JSON_API, PROJECTS, client, key, project, server, statuses};
 
+// Every test again over h2c, as over_h2c::<name>.
+support::over_h2c!(
+    one_token_serves_every_call_while_it_is_fresh,
+    an_expired_token_is_exchanged_again_once_and_the_write_succeeds,
+    a_401_on_every_attempt_stops_after_exactly_two_attempts_as_unauthorized,
+    a_bad_client_secret_fails_the_token_exchange_and_nothing_reaches_the_api,
+    a_custom_exchanger_is_asked_for_the_token_and_again_after_a_401,
+    a_custom_exchanger_whose_token_the_server_refuses_is_asked_twice_then_unauthorized,
+    a_thousand_concurrent_calls_refused_with_401_share_one_token_exchange
+);
+
 /// Hands out what `source` gives and counts how often it was asked.
 struct Counting<S> {
     source: S,
@@ -116,7 +127,9 @@ async fn a_custom_exchanger_is_asked_for_the_token_and_again_after_a_401() {
     let server = server().await;
     server.inject(Fault::expired_token().on("GET", JSON_API));
     let credentials =
-        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET).unwrap();
+        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+            .unwrap()
+            .http_client(support::http_client());
     let (exchanger, exchanges) = Counting::new(credentials);
     let client = support::builder(&server)
         .exchanger(exchanger)

@@ -6,13 +6,22 @@ mod support;
 use std::time::{Duration, Instant, SystemTime};
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{
-    AttemptResult, Backoff, ErrorKind, RetryingClient, TransportKind, WaitReason,
-};
+use hodoflow_retry::{AttemptResult, Backoff, ErrorKind, TransportKind, WaitReason};
 use support::{
     JSON_API, PROJECTS, TRIGGER, WEBHOOKS, budget, client, client_with, delivery, key, project,
     server, statuses, timed,
 };
+
+// Every test again over h2c, as over_h2c::<name>.
+support::over_h2c!(
+    a_retry_after_beyond_the_budget_stops_at_once_with_the_servers_wait,
+    a_real_webhook_rate_limit_longer_than_the_budget_stops_with_the_time_to_the_window_end,
+    a_429_with_an_http_date_is_retried_no_earlier_than_that_date,
+    max_attempts_caps_the_attempts_the_first_included,
+    a_per_call_budget_overrides_the_clients_both_ways,
+    an_elapsed_budget_spent_on_timeouts_stops_and_says_the_call_may_have_run,
+    a_per_call_backoff_overrides_the_clients
+);
 
 const RATE_LIMITED: &str =
     r#"{"errors":[{"status":"429","code":"rate_limited","title":"Rate limit exceeded"}]}"#;
@@ -205,7 +214,7 @@ async fn a_per_call_backoff_overrides_the_clients() {
     let slow = Backoff::new()
         .base(Duration::from_secs(10))
         .cap(Duration::from_secs(10));
-    let client = RetryingClient::builder(server.base_url())
+    let client = support::builder(&server)
         .client_credentials(
             hodoflow_mock::DEMO_CLIENT_ID,
             hodoflow_mock::DEMO_CLIENT_SECRET,

@@ -13,6 +13,21 @@ use support::{
     eventually, server, server_where,
 };
 
+// Every test again over h2c, as over_h2c::<name>.
+support::over_h2c!(
+    a_drained_retry_budget_holds_a_storm_to_one_request_per_call,
+    without_the_retry_budget_the_same_storm_sends_every_attempt,
+    clients_given_one_retry_budget_drain_it_together,
+    a_success_after_retries_refunds_the_bucket,
+    a_429_closes_the_credential_for_its_retry_after_and_the_waiters_succeed_after,
+    the_trigger_limiter_keeps_a_burst_of_300_under_the_servers_limit,
+    without_the_limiter_the_same_burst_meets_429s,
+    a_ratelimit_field_with_nothing_remaining_closes_the_gate_until_the_reset,
+    a_malformed_or_unexhausted_ratelimit_field_holds_nothing_back,
+    retry_after_wins_over_a_ratelimit_field,
+    stats_count_calls_attempts_retries_by_cause_and_exchanges
+);
+
 /// Every delivery of the webhook surface answered `503` without `Retry-After`.
 fn always_503() -> Fault {
     Fault::respond(503)

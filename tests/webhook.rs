@@ -16,6 +16,28 @@ use support::{
     deliver, delivery, gaps, identity, run_id, server, statuses,
 };
 
+// Every test again over h2c, as over_h2c::<name>.
+support::over_h2c!(
+    accepts_a_first_delivery_with_its_run_id,
+    a_lost_202_is_retried_with_the_same_id_and_answered_duplicate_with_one_run,
+    a_timeout_after_commit_is_retried_and_answered_duplicate,
+    a_delivery_whose_every_answer_is_lost_may_have_run_and_started_one_run,
+    two_503s_with_retry_after_are_waited_out_and_the_third_attempt_is_accepted,
+    a_relayed_github_delivery_id_is_the_identity_on_every_attempt,
+    a_delivery_with_only_x_request_id_or_an_invalid_provider_id_is_refused_and_nothing_is_sent,
+    the_legacy_organization_route_still_delivers,
+    an_unknown_trigger_is_not_found_after_one_attempt,
+    a_deactivated_trigger_is_not_found_after_one_attempt,
+    a_body_over_the_servers_limit_is_payload_too_large_after_one_attempt,
+    a_body_the_runtime_cannot_process_is_unprocessable_after_one_attempt,
+    an_unsupported_trigger_authentication_is_unprocessable_after_one_attempt,
+    a_token_without_the_webhooks_scope_is_forbidden_after_one_attempt,
+    a_webhook_unauthorized_stops_at_once_without_a_token_exchange,
+    missing_credentials_is_exchanged_once_and_retried_with_the_same_id,
+    a_body_over_the_client_limit_is_refused_and_nothing_is_sent,
+    a_configured_client_body_limit_is_enforced_before_sending
+);
+
 const GITHUB_DELIVERY: &str = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
 
 /// Delivers `body` to `trigger` once with its own delivery ID and expects an error.

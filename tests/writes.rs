@@ -19,6 +19,27 @@ use support::{
 };
 use tokio::task::JoinHandle;
 
+// Every test again over h2c, as over_h2c::<name>.
+support::over_h2c!(
+    a_lost_write_answer_is_replayed_and_the_write_runs_once,
+    every_attempt_sends_the_same_bytes_so_a_retry_after_a_lost_answer_replays_instead_of_conflicting,
+    a_lost_delete_answer_is_replayed_as_204_and_the_delete_runs_once,
+    a_write_whose_every_answer_is_lost_may_have_run_and_ran_once,
+    a_write_that_cannot_connect_is_retried_and_certainly_never_ran,
+    idempotency_unavailable_is_retried_with_the_same_key_and_the_write_runs_once,
+    a_500_on_every_attempt_stops_after_exactly_max_attempts_with_nothing_written,
+    a_token_without_the_write_scope_is_forbidden_after_one_attempt,
+    a_write_to_a_missing_resource_is_not_found_after_one_attempt,
+    a_key_reused_with_a_different_body_is_a_conflict_after_one_attempt,
+    a_key_still_in_progress_stops_after_one_attempt_and_says_it_may_have_run,
+    waiting_for_a_key_in_progress_when_opted_in_ends_in_the_replay,
+    a_body_over_the_servers_limit_is_payload_too_large_after_one_attempt,
+    a_body_that_fails_validation_is_unprocessable_after_one_attempt,
+    a_bad_key_is_refused_when_it_is_made_so_nothing_can_be_sent,
+    an_authorization_or_idempotency_key_header_from_the_caller_is_refused_and_nothing_is_sent,
+    a_read_method_or_a_path_outside_json_api_is_not_a_write_and_nothing_is_sent,
+);
+
 /// The ID of the resource in a JSON:API document.
 fn id_of(body: &[u8]) -> String {
     let document: Value = serde_json::from_slice(body).expect("a JSON:API document");

@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 
 const SURFACES: [Surface; 4] = Surface::ALL;
 
-const TRANSPORT_KINDS: [TransportKind; 5] = TransportKind::ALL;
+const TRANSPORT_KINDS: [TransportKind; 6] = TransportKind::ALL;
 
 /// The headers the SDK reads; others come from the input's bytes.
 const NAMES: [&str; 4] = [

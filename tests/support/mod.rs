@@ -3,6 +3,7 @@
 
 #![allow(dead_code, reason = "each test file uses a part of the support module")]
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,73 @@ pub const TOKEN: &str = "/oauth/token";
 /// The GraphQL route.
 pub const GRAPHQL: &str = "/api/graphql";
 
+/// The protocol a test's clients and servers speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 on plain TCP, the default.
+    Http1,
+    /// HTTP/2 with prior knowledge on plain TCP; the servers refuse HTTP/1.1, so a client that
+    /// fell back to it fails the test.
+    H2c,
+}
+
+thread_local! {
+    static PROTOCOL: Cell<Protocol> = const { Cell::new(Protocol::Http1) };
+}
+
+/// The protocol of the running test: HTTP/1.1, or h2c under [`over_h2c!`].
+pub fn protocol() -> Protocol {
+    PROTOCOL.with(Cell::get)
+}
+
+/// Runs `test`, a `#[tokio::test]` function (it starts its runtime and runs its body on this
+/// thread), with `protocol` for every server and client the support module makes for it.
+pub fn run_over(protocol: Protocol, test: fn()) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PROTOCOL.with(|cell| cell.set(Protocol::Http1));
+        }
+    }
+    PROTOCOL.with(|cell| cell.set(protocol));
+    let _reset = Reset;
+    test();
+}
+
+/// Runs each named `#[tokio::test]` of the file a second time, as `over_h2c::<name>`, with its
+/// servers and clients on HTTP/2 with prior knowledge. A test that builds its clients or servers
+/// without the support module stays on HTTP/1.1 and fails under h2c: use `builder`,
+/// `server_with` and `http_client`.
+#[allow(unused_macros, reason = "not every test file runs over h2c")]
+macro_rules! over_h2c {
+    ($($test:ident),+ $(,)?) => {
+        mod over_h2c {
+            $(
+                #[test]
+                fn $test() {
+                    crate::support::run_over(crate::support::Protocol::H2c, super::$test);
+                }
+            )+
+        }
+    };
+}
+#[allow(unused_imports, reason = "not every test file runs over h2c")]
+pub(crate) use over_h2c;
+
+/// A reqwest client as the SDK builds it, speaking [`protocol`], for exchangers and checks that
+/// need their own.
+pub fn http_client() -> reqwest::Client {
+    let builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never());
+    match protocol() {
+        Protocol::Http1 => builder,
+        Protocol::H2c => builder.http2_prior_knowledge(),
+    }
+    .build()
+    .expect("a reqwest client")
+}
+
 /// Millisecond backoff, so real-socket tests stay fast.
 pub fn fast_backoff() -> Backoff {
     Backoff::new()
@@ -63,9 +131,10 @@ pub async fn server() -> MockServer {
     server_with(MockServer::builder().limits(fast_limits())).await
 }
 
-/// A server from `builder`.
+/// A server from `builder`, serving only h2c when the test runs over it.
 pub async fn server_with(builder: MockServerBuilder) -> MockServer {
     builder
+        .http1(protocol() == Protocol::Http1)
         .start()
         .await
         .expect("the contract server starts on 127.0.0.1:0")
@@ -78,11 +147,21 @@ pub async fn server_where(change: impl FnOnce(&mut Limits)) -> MockServer {
     server_with(MockServer::builder().limits(limits)).await
 }
 
-/// A builder for `server` with fast backoff and a 5-attempt budget, but no token source yet.
+/// A builder for `server` with fast backoff and a 5-attempt budget, but no token source yet,
+/// speaking the test's [`protocol`].
 pub fn builder(server: &MockServer) -> ClientBuilder {
-    RetryingClient::builder(server.base_url())
+    builder_for(server, protocol())
+}
+
+/// [`builder`] speaking `protocol`.
+pub fn builder_for(server: &MockServer, protocol: Protocol) -> ClientBuilder {
+    let builder = RetryingClient::builder(server.base_url())
         .backoff(fast_backoff())
-        .budget(budget(5))
+        .budget(budget(5));
+    match protocol {
+        Protocol::Http1 => builder,
+        Protocol::H2c => builder.http2_prior_knowledge(),
+    }
 }
 
 /// A client of `server` with the demo credentials, fast backoff and a 5-attempt budget.

@@ -42,7 +42,7 @@ mod server;
 mod storm;
 
 pub use body_copies::{BodyCopies, install_body_copy_counter};
-pub use memory::{Holder, hold};
+pub use memory::{Holder, Protocol, hold};
 pub use report::Report;
 pub use scenario::{Options, Scenario, Size};
 pub use server::serve_slow;

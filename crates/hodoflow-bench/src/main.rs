@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hodoflow_bench::{Holder, Options, Scenario, Size};
+use hodoflow_bench::{Holder, Options, Protocol, Scenario, Size};
 use tracking_allocator::Allocator;
 
 // Counts body-sized allocations for the memory scenario; it passes every call to the system
@@ -34,6 +34,9 @@ struct Cli {
     /// The client `hold` measures.
     #[arg(long, hide = true, default_value = "sdk")]
     holder: HolderArg,
+    /// The protocol `hold` speaks.
+    #[arg(long, hide = true, default_value = "http1")]
+    protocol: ProtocolArg,
     /// The server `hold` delivers to.
     #[arg(long, hide = true, default_value = "")]
     url: String,
@@ -46,6 +49,12 @@ struct Cli {
 enum HolderArg {
     Sdk,
     Reqwest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProtocolArg {
+    Http1,
+    H2c,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,7 +122,12 @@ fn main() -> ExitCode {
             HolderArg::Sdk => Holder::Sdk,
             HolderArg::Reqwest => Holder::Reqwest,
         };
-        return match runtime.block_on(hodoflow_bench::hold(holder, &cli.url, cli.in_flight)) {
+        let protocol = match cli.protocol {
+            ProtocolArg::Http1 => Protocol::Http1,
+            ProtocolArg::H2c => Protocol::H2c,
+        };
+        let held = hodoflow_bench::hold(holder, protocol, &cli.url, cli.in_flight);
+        return match runtime.block_on(held) {
             Ok(held) => {
                 println!("{held}");
                 ExitCode::SUCCESS

@@ -1,5 +1,8 @@
 //! The clients compared: the SDK, plain `reqwest`, and `reqwest-retry` over
 //! `reqwest-middleware`, each set up as its user would.
+//!
+//! [`Sender`] is on reqwest 0.12 (`reqwest012`), which reqwest-retry 0.8 and
+//! reqwest-middleware 0.4 need; the SDK and the memory scenario's plain reqwest are on 0.13.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,11 +37,11 @@ pub(crate) fn sdk(
         .build()?)
 }
 
-/// The HTTP client the SDK builds for itself (`ClientBuilder::build`): reqwest's default pool
-/// (no idle limit, 90 s idle timeout), redirects off, rustls.
-pub(crate) fn http_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
+/// The HTTP client the SDK built for itself on reqwest 0.12: reqwest's default pool (no idle
+/// limit, 90 s idle timeout), redirects off, rustls.
+pub(crate) fn http_client() -> Result<reqwest012::Client> {
+    Ok(reqwest012::Client::builder()
+        .redirect(reqwest012::redirect::Policy::none())
         .build()?)
 }
 
@@ -169,17 +172,17 @@ struct CountAttempts(Arc<AtomicU64>);
 impl reqwest_middleware::Middleware for CountAttempts {
     async fn handle(
         &self,
-        request: reqwest::Request,
+        request: reqwest012::Request,
         extensions: &mut http::Extensions,
         next: reqwest_middleware::Next<'_>,
-    ) -> reqwest_middleware::Result<reqwest::Response> {
+    ) -> reqwest_middleware::Result<reqwest012::Response> {
         self.0.fetch_add(1, Ordering::Relaxed);
         next.run(request, extensions).await
     }
 }
 
 /// Exchanges the demo credentials for a bearer token, as a plain reqwest user would.
-async fn bearer(http: &reqwest::Client, base_url: &str) -> Result<HeaderValue> {
+async fn bearer(http: &reqwest012::Client, base_url: &str) -> Result<HeaderValue> {
     let form = format!(
         "grant_type=client_credentials&client_id={DEMO_CLIENT_ID}&client_secret={DEMO_CLIENT_SECRET}"
     );

@@ -28,8 +28,13 @@ pub enum FaultAction {
         #[serde(default)]
         body: String,
     },
-    /// Close the connection before executing: nothing runs, no answer.
+    /// Close the connection before executing: nothing runs, no answer. Over HTTP/2 the
+    /// stream is reset with `INTERNAL_ERROR`, which does not tell the client nothing ran.
     CloseBeforeExecute,
+    /// Refuse the request unprocessed. Over HTTP/2 the stream is reset with `REFUSED_STREAM`,
+    /// which tells the client nothing was processed (RFC 9113 section 8.7); HTTP/1.1 has no
+    /// such signal, so there the connection is closed as by `close_before_execute`.
+    RefuseStream,
     /// Execute, then close without answering: the unobserved commit.
     ExecuteThenClose,
     /// Execute, then hold the answer back this long (a client timeout fires after the commit).
@@ -67,6 +72,7 @@ impl FaultAction {
         match self {
             FaultAction::Respond { .. } => "respond",
             FaultAction::CloseBeforeExecute => "close_before_execute",
+            FaultAction::RefuseStream => "refuse_stream",
             FaultAction::ExecuteThenClose => "execute_then_close",
             FaultAction::ExecuteThenDelay { .. } => "execute_then_delay",
             FaultAction::DelayThenHandle { .. } => "delay_then_handle",
@@ -170,6 +176,12 @@ impl Fault {
     /// Close the connection before executing.
     pub fn close_before_execute() -> Self {
         Self::new(FaultAction::CloseBeforeExecute)
+    }
+
+    /// Refuse the request unprocessed: `REFUSED_STREAM` over HTTP/2, a closed connection over
+    /// HTTP/1.1.
+    pub fn refuse_stream() -> Self {
+        Self::new(FaultAction::RefuseStream)
     }
 
     /// Execute, then close the connection without answering.

@@ -32,6 +32,8 @@ pub struct RequestRecord {
     pub status: Option<u16>,
     /// The injected fault that handled it, if any.
     pub fault: Option<String>,
+    /// The protocol it came over: `"HTTP/1.1"` or `"HTTP/2.0"`.
+    pub version: String,
 }
 
 /// One client-credentials exchange.
@@ -65,6 +67,8 @@ pub struct Ledger {
     /// Delivery identity -> answers `duplicate`.
     duplicates: HashMap<String, u32>,
     exchanges: Vec<ExchangeRecord>,
+    /// HTTP/2 connections refused with GOAWAY before any request was processed.
+    go_aways: u64,
 }
 
 impl Ledger {
@@ -77,6 +81,7 @@ impl Ledger {
             deliveries: HashMap::new(),
             duplicates: HashMap::new(),
             exchanges: Vec::new(),
+            go_aways: 0,
         }
     }
 
@@ -123,6 +128,16 @@ impl Ledger {
 
     pub(crate) fn exchanged(&mut self, record: ExchangeRecord) {
         self.exchanges.push(record);
+    }
+
+    pub(crate) fn went_away(&mut self) {
+        self.go_aways += 1;
+    }
+
+    /// HTTP/2 connections refused with GOAWAY before any of their requests was processed (see
+    /// [`MockServer::go_away_connections`](crate::MockServer::go_away_connections)).
+    pub fn go_aways(&self) -> u64 {
+        self.go_aways
     }
 
     /// Every request kept, in arrival order.
@@ -199,6 +214,7 @@ mod tests {
             idempotency_key: None,
             status: None,
             fault: None,
+            version: "HTTP/1.1".into(),
         }
     }
 

@@ -32,6 +32,7 @@ mod clock;
 mod config;
 mod control;
 mod fault;
+mod goaway;
 mod graphql;
 mod idempotency;
 mod jsonapi;

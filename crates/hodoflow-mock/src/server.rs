@@ -1,10 +1,14 @@
 //! The server: routes, the observing and fault-injecting middleware, and an
 //! accept loop that can close a connection without answering.
+//!
+//! One port serves HTTP/1.1 and HTTP/2 with prior knowledge (h2c): hyper-util's auto builder
+//! reads the first bytes of a connection and picks the protocol.
 
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::Router;
@@ -13,7 +17,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
@@ -26,21 +31,34 @@ use crate::ledger::{Ledger, RequestRecord};
 use crate::redact::redact_path;
 use crate::state::Shared;
 
-/// Marks a response that must not be sent: the connection is closed instead.
+/// Marks a response that must not be sent: over HTTP/1.1 the connection is closed instead;
+/// over HTTP/2 the stream is reset, with `REFUSED_STREAM` when `refused` (nothing was
+/// processed) and `INTERNAL_ERROR` otherwise.
 #[derive(Debug, Clone, Copy)]
-struct CloseConnection;
+struct CloseConnection {
+    refused: bool,
+}
 
-/// The error the accept loop hands hyper so it drops the connection unanswered.
+/// The error the accept loop hands hyper so it drops the answer: hyper closes an HTTP/1.1
+/// connection, and resets an HTTP/2 stream with the reason of the `h2::Error` in the source
+/// chain (`INTERNAL_ERROR` when there is none).
 #[derive(Debug)]
-struct ConnectionDropped;
+struct ConnectionDropped(Option<h2::Error>);
 
 impl fmt::Display for ConnectionDropped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("connection closed by an injected fault")
+        f.write_str("answer dropped by an injected fault")
     }
 }
 
-impl std::error::Error for ConnectionDropped {}
+impl std::error::Error for ConnectionDropped {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.as_ref().map(|e| e as _)
+    }
+}
+
+/// The HTTP/2 connection window: room for 10,000 unread 1 KiB bodies and more.
+const H2_CONNECTION_WINDOW: u32 = 64 << 20;
 
 /// Builds a [`MockServer`].
 #[derive(Debug)]
@@ -52,6 +70,7 @@ pub struct MockServerBuilder {
     clients: Vec<ClientSeed>,
     triggers: Vec<TriggerSeed>,
     control_routes: bool,
+    http1: bool,
 }
 
 impl Default for MockServerBuilder {
@@ -71,6 +90,7 @@ impl MockServerBuilder {
             clients: Vec::new(),
             triggers: Vec::new(),
             control_routes: false,
+            http1: true,
         }
     }
 
@@ -111,6 +131,14 @@ impl MockServerBuilder {
         self
     }
 
+    /// Serves HTTP/1.1 beside HTTP/2 with prior knowledge (h2c). Off, only h2c is served, so a
+    /// client that was meant to speak HTTP/2 and fell back to HTTP/1.1 fails loudly.
+    /// Default: on.
+    pub fn http1(mut self, enabled: bool) -> Self {
+        self.http1 = enabled;
+        self
+    }
+
     /// Binds and starts serving in the background.
     ///
     /// # Errors
@@ -144,7 +172,24 @@ impl MockServerBuilder {
         let app = app.with_state(shared.clone());
         let listener = TcpListener::bind(self.listen).await?;
         let addr = listener.local_addr()?;
-        let accept = tokio::spawn(accept_loop(listener, app));
+        let mut protocols = auto::Builder::new(TokioExecutor::new());
+        // hyper's default of 200 streams would queue a load test's deliveries in the client, and
+        // its 1 MiB connection window would stall the bodies of requests held unread (a
+        // `delay_then_handle` fault): the client then sends them in slivers as the window
+        // reopens, and h2's guard against floods of small DATA frames closes the connection.
+        protocols
+            .http2()
+            .max_concurrent_streams(None)
+            .initial_connection_window_size(H2_CONNECTION_WINDOW);
+        if !self.http1 {
+            protocols = protocols.http2_only();
+        }
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            app,
+            shared.clone(),
+            Arc::new(protocols),
+        ));
         Ok(MockServer {
             addr,
             shared,
@@ -177,13 +222,28 @@ fn api_routes() -> Router<Arc<Shared>> {
         )
 }
 
-async fn accept_loop(listener: TcpListener, app: Router) {
+async fn accept_loop(
+    listener: TcpListener,
+    app: Router,
+    shared: Arc<Shared>,
+    protocols: Arc<auto::Builder<TokioExecutor>>,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let app = app.clone();
+        let (app, shared, protocols) = (app.clone(), shared.clone(), protocols.clone());
         tokio::spawn(async move {
+            if shared.go_aways.load(Ordering::Relaxed) > 0
+                && crate::goaway::is_h2c(&stream).await
+                && take_one(&shared.go_aways)
+            {
+                let refusing = || crate::lock(&shared.ledger).went_away();
+                if let Ok(stream) = crate::goaway::refuse(stream, refusing).await {
+                    crate::goaway::drain(stream).await;
+                }
+                return;
+            }
             let service = hyper::service::service_fn(move |request| {
                 let app = app.clone();
                 async move {
@@ -191,23 +251,40 @@ async fn accept_loop(listener: TcpListener, app: Router) {
                         Ok(response) => response,
                         Err(never) => match never {},
                     };
-                    if response.extensions().get::<CloseConnection>().is_some() {
-                        return Err(ConnectionDropped);
+                    if let Some(close) = response.extensions().get::<CloseConnection>() {
+                        let reason = close
+                            .refused
+                            .then(|| h2::Error::from(h2::Reason::REFUSED_STREAM));
+                        return Err(ConnectionDropped(reason));
                     }
                     Ok::<_, ConnectionDropped>(response)
                 }
             });
-            // An error here is a closed connection, injected or the client's.
-            let _ = hyper::server::conn::http1::Builder::new()
+            // An error here is a closed connection or a reset stream, injected or the client's.
+            let _ = protocols
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
     }
 }
 
+/// Takes one from `counter` unless it is zero.
+fn take_one(counter: &std::sync::atomic::AtomicU32) -> bool {
+    counter
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
 fn closed() -> Response {
+    dropped(false)
+}
+
+/// An answer that is never sent: see [`CloseConnection`].
+fn dropped(refused: bool) -> Response {
     let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    response.extensions_mut().insert(CloseConnection);
+    response
+        .extensions_mut()
+        .insert(CloseConnection { refused });
     response
 }
 
@@ -235,6 +312,7 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             .map(str::to_owned),
         status: None,
         fault: fault.map(str::to_owned),
+        version: format!("{:?}", request.version()),
     });
     let mut response = match &action {
         None => next.run(request).await,
@@ -244,6 +322,7 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             body,
         }) => respond(*status, headers, body),
         Some(FaultAction::CloseBeforeExecute) => closed(),
+        Some(FaultAction::RefuseStream) => dropped(true),
         Some(FaultAction::ExecuteThenClose) => {
             next.run(request).await;
             closed()
@@ -373,6 +452,15 @@ impl MockServer {
     /// Arms a fault.
     pub fn inject(&self, fault: Fault) {
         crate::lock(&self.shared.faults).push(fault);
+    }
+
+    /// The next `n` HTTP/2 connections are refused with `GOAWAY` naming last stream ID 0, below
+    /// their first request's, and closed: RFC 9113 section 6.8 says such a request was not
+    /// processed, so a client may send it again on a new connection. Nothing reaches the
+    /// routes or the ledger's requests; [`Ledger::go_aways`] counts them. HTTP/1.1
+    /// connections are served as usual and do not count.
+    pub fn go_away_connections(&self, n: u32) {
+        self.shared.go_aways.store(n, Ordering::Relaxed);
     }
 
     /// Disarms every fault.

@@ -4,6 +4,7 @@
 //! held across an `.await`.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use crate::auth::TokenStore;
@@ -31,6 +32,8 @@ pub(crate) struct Shared {
     pub rates: Mutex<FixedWindows>,
     pub faults: Mutex<FaultTable>,
     pub ledger: Mutex<Ledger>,
+    /// HTTP/2 connections still to refuse with GOAWAY.
+    pub go_aways: AtomicU32,
 }
 
 impl Shared {
@@ -57,6 +60,7 @@ impl Shared {
             rates: Mutex::default(),
             faults: Mutex::default(),
             ledger: Mutex::new(Ledger::new(keep)),
+            go_aways: AtomicU32::new(0),
         }
     }
 
