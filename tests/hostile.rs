@@ -687,8 +687,12 @@ async fn thousands_of_random_answers_end_every_call_typed_within_its_budget() {
     };
     // A fresh client for each call: one `Retry-After` of an hour closes a client's gate, and
     // every later call of it would meet the gate instead of the server.
+    // One connection pool for all of them: building a TLS-capable reqwest client loads the
+    // platform's roots, milliseconds each, and the pool holds no state the gate keeps.
+    let http = support::http_client();
     let fresh_client = || {
         client_for(&server)
+            .http_client(http.clone())
             .budget(
                 Budget::new()
                     .max_attempts(4)
