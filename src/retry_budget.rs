@@ -78,7 +78,8 @@ const RECHECK: Duration = Duration::from_millis(250);
 
 /// What the calls of a client may send while the server fails: a retry bucket, an SRE
 /// throttle that holds every attempt while the service is down, and a send-rate limiter after
-/// a 429 without `Retry-After`. See the [module docs](self) for the design.
+/// a 429 without `Retry-After`. The design, each constant and the figures measured are in the
+/// module docs of `src/retry_budget.rs`.
 ///
 /// Cheap to clone: clones share one state. A client and its clones share one; give the same
 /// budget to several clients with [`ClientBuilder::retry_budget`](crate::ClientBuilder::retry_budget)
