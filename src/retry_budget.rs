@@ -127,6 +127,10 @@ impl RetryBudget {
     /// While the service is down, one attempt goes as a probe this often: 100 ms, so a held
     /// call learns within about 100 ms and an outage sees 10 probes a second from a client.
     pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+    /// A held attempt is refused once this many probes sent after it began holding were
+    /// refused: 3, so a blip shorter than about 300 ms costs no operation, and a call held in an
+    /// outage ends within about 300 ms (a call of the default budget that retries takes longer).
+    pub const REFUSED_PROBES: u32 = 3;
     /// The send-rate limiter's multiplicative decrease at a throttle: 0.7 (AWS adaptive mode).
     pub const CUBIC_BETA: f64 = cubic::BETA;
     /// CUBIC's scaling constant: 0.4 (AWS adaptive mode).
@@ -230,7 +234,8 @@ impl RetryBudget {
             }
             return Ok(shared.ticket(cost, None, shared.clock.now()));
         }
-        shared.admit_slow(cost, max_wait).await
+        let first = admission == Admission::First;
+        shared.admit_slow(cost, first, max_wait).await
     }
 
     /// The answer (`status`, `None` when none came back) to the attempt of `ticket`.
@@ -357,7 +362,7 @@ impl fmt::Debug for Ticket {
 pub(crate) enum Refusal {
     /// Too few tokens, and no attempt in flight whose success would bring some back.
     Tokens { left: u32, cost: u32 },
-    /// The service is down: a probe sent after this attempt began holding was refused too.
+    /// The service is down: the probes sent after this attempt began holding were refused too.
     Down { ratio: f64 },
     /// The call's time ran out while it waited for tokens, a probe or a send slot.
     NoTime { waited: Duration },
@@ -371,7 +376,7 @@ impl Refusal {
                 "a retry costs {cost} tokens and {left} are left, with no attempt in flight that could bring tokens back; most calls are failing, so this one stops instead of adding load"
             ),
             Refusal::Down { ratio } => format!(
-                "the service looks down (throttle ratio {ratio:.2}) and a probe sent after this attempt began waiting was refused too; nothing was sent for this attempt"
+                "the service looks down (throttle ratio {ratio:.2}) and the probes sent after this attempt began waiting were refused too; nothing was sent for this attempt"
             ),
             Refusal::NoTime { waited } => format!(
                 "the call's time ran out after waiting {waited:?} for a retry token, a probe or a send slot; nothing was sent for this attempt"
@@ -512,6 +517,7 @@ impl RetryBudgetBuilder {
                         next_at: now,
                         result: None,
                     },
+                    down_since: None,
                 }),
                 full: AtomicBool::new(true),
                 calm: AtomicBool::new(true),
@@ -557,6 +563,8 @@ struct State {
     window: Window,
     limiter: Limiter,
     probes: Probes,
+    /// Since when the service has been down, as last seen by an answer.
+    down_since: Option<Instant>,
 }
 
 /// The probes sent while the service is down, and the latest one's result.
@@ -657,6 +665,7 @@ impl Shared {
     async fn admit_slow(
         self: &Arc<Self>,
         cost: u32,
+        first: bool,
         max_wait: Duration,
     ) -> Result<Ticket, Refusal> {
         let started = self.clock.now();
@@ -668,7 +677,7 @@ impl Shared {
             tokio::pin!(news, back);
             news.as_mut().enable();
             back.as_mut().enable();
-            let wait = match self.step(cost, started, max_wait, &mut hold) {
+            let wait = match self.step(cost, first, started, max_wait, &mut hold) {
                 Step::Go(ticket, slot) => {
                     if !slot.is_zero() {
                         waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
@@ -697,6 +706,7 @@ impl Shared {
     fn step(
         self: &Arc<Self>,
         cost: u32,
+        first: bool,
         started: Instant,
         max_wait: Duration,
         hold: &mut Hold,
@@ -713,12 +723,25 @@ impl Shared {
                 Step::Wait(wait.min(left))
             }
         };
+        // First attempts that arrive in the first probe interval of an outage still go: they
+        // left with the burst whose answers declared it, and a blip counted in requests is
+        // then met by them, not by the probes.
+        let young = state
+            .down_since
+            .is_none_or(|since| now.saturating_duration_since(since) < RetryBudget::PROBE_INTERVAL);
+        if first && young && hold.since.is_none() {
+            hold.released = true;
+        }
         if !hold.released && state.down(now) {
             let since = *hold.since.get_or_insert(state.probes.sent);
             match state.probes.result_after(since) {
                 Some(false) => {
-                    let ratio = state.window.ratio(now);
-                    return Step::Refuse(Refusal::Down { ratio });
+                    hold.refused += 1;
+                    hold.since = Some(state.probes.sent);
+                    if hold.refused >= RetryBudget::REFUSED_PROBES {
+                        let ratio = state.window.ratio(now);
+                        return Step::Refuse(Refusal::Down { ratio });
+                    }
                 }
                 Some(true) => {
                     let ratio = state.window.ratio(now);
@@ -731,7 +754,9 @@ impl Shared {
                 None => {}
             }
             if !hold.released {
-                if now >= state.probes.next_at {
+                // A probe goes only when nothing else is in flight: answers still on their way
+                // are evidence too, and a probe sent among them would meet the same blip.
+                if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
                     state.probes.sent += 1;
                     state.probes.next_at =
                         now.checked_add(RetryBudget::PROBE_INTERVAL).unwrap_or(now);
@@ -739,7 +764,10 @@ impl Shared {
                     drop(state);
                     return Step::Go(self.ticket(0, Some(probe), now), Duration::ZERO);
                 }
-                return wait(state.probes.next_at - now);
+                // Until the next probe time, or until the attempts in flight are answered (the
+                // last answer wakes the waiters).
+                let until = state.probes.next_at.saturating_duration_since(now);
+                return wait(if until.is_zero() { RECHECK } else { until });
             }
         }
         if cost > 0 && state.tokens < cost {
@@ -801,6 +829,11 @@ impl Shared {
         }
         let down = state.down(now);
         news |= down != was_down;
+        state.down_since = match (down, state.down_since) {
+            (true, Some(since)) => Some(since),
+            (true, None) => Some(now),
+            (false, _) => None,
+        };
         let calm = !down && !state.limiter.is_engaged(now);
         drop(state);
         self.calm.store(calm, Ordering::Release);
@@ -817,6 +850,8 @@ struct Hold {
     since: Option<u64>,
     /// A probe sent after it began holding was accepted, and it was let through.
     released: bool,
+    /// Probes sent after it began holding that were refused.
+    refused: u32,
 }
 
 #[cfg(test)]
@@ -1001,49 +1036,59 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_outage_holds_first_attempts_and_refuses_them_only_after_a_later_probe_fails() {
+    async fn an_outage_holds_first_attempts_and_refuses_them_only_after_later_probes_fail() {
         let budget = RetryBudget::new();
         answer(&budget, 30, DOWN).await;
         assert!(budget.throttle_ratio().unwrap() >= RetryBudget::DOWN_AT);
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
         let probe = budget.admit(Admission::First, LONG).await.unwrap();
-        let held: Vec<_> = (0..2)
+        let mut held: Vec<_> = (0..10)
             .map(|_| {
                 let budget = budget.clone();
                 tokio::spawn(async move { budget.admit(Admission::First, LONG).await })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(budget.waiting(), 2, "first attempts are held too");
+        assert_eq!(budget.waiting(), 10, "first attempts are held too");
         budget.answered(probe, DOWN, None);
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(
             budget.waiting(),
-            2,
+            10,
             "the probe in flight when they began holding does not refuse them"
         );
-        // At the next probe time one of them goes as the probe; its 503 refuses the other.
-        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
-        let mut outcomes = Vec::new();
-        let mut pending = Vec::new();
-        for call in held {
-            if call.is_finished() {
-                outcomes.push(call.await.unwrap());
-            } else {
-                pending.push(call);
+        // Each probe interval one held call goes as the probe, and its 503 is one more strike.
+        for round in 1..=RetryBudget::REFUSED_PROBES {
+            tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+            let (done, still): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|call| call.is_finished());
+            held = still;
+            assert_eq!(done.len(), 1, "one probe in round {round}");
+            for call in done {
+                let probe = call.await.unwrap().expect("sent as the probe");
+                budget.answered(probe, DOWN, None);
             }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let refused = held.iter().filter(|call| call.is_finished()).count();
+            let expected = if round < RetryBudget::REFUSED_PROBES {
+                0
+            } else {
+                held.len()
+            };
+            assert_eq!(refused, expected, "round {round}");
         }
-        assert_eq!((outcomes.len(), pending.len()), (1, 1));
-        let second_probe = outcomes.pop().unwrap().expect("sent as the probe");
-        budget.answered(second_probe, DOWN, None);
-        let refused = pending.pop().unwrap().await.unwrap();
-        assert!(matches!(refused, Err(Refusal::Down { .. })), "{refused:?}");
-        assert_eq!(budget.local_rejections(), 1);
+        for call in held {
+            let refused = call.await.unwrap();
+            assert!(matches!(refused, Err(Refusal::Down { .. })), "{refused:?}");
+        }
+        assert_eq!(budget.local_rejections(), 7);
     }
 
     #[tokio::test(start_paused = true)]
     async fn after_an_outage_held_calls_ramp_back_as_probes_succeed_and_none_is_refused() {
         let budget = RetryBudget::new();
         answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
         let probe = budget.admit(Admission::First, LONG).await.unwrap();
         let mut held: Vec<_> = (0..50)
             .map(|_| {
