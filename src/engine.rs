@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::answer_limit::{BodyRead, WEBHOOK_ANSWER_LIMIT, read_body};
-use crate::attempt::{Attempt, TransportKind};
+use crate::attempt::{Attempt, TransportKind, WaitReason};
 use crate::auth::{CachedToken, TokenCache};
 use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
@@ -19,7 +19,7 @@ use crate::otel;
 use crate::rate::RateGate;
 use crate::rate_limit_field;
 use crate::request::FixedRequest;
-use crate::retry_budget::{Refused, RetryBudget};
+use crate::retry_budget::{Admission, Refusal, RetryBudget};
 use crate::stats::{Counters, RetryCause, Stats};
 use crate::trigger_limit::{Slot, TriggerLimiter};
 
@@ -75,6 +75,16 @@ impl Engine {
     pub(crate) fn stats(&self) -> Stats {
         Stats {
             retry_budget_tokens: self.retry_budget.tokens(),
+            retry_budget_throttle_permille: self
+                .retry_budget
+                .throttle_ratio()
+                .map(|ratio| (ratio * 1000.0).round() as u32),
+            retry_budget_waiting: self.retry_budget.waiting(),
+            retry_budget_local_rejections: self.retry_budget.local_rejections(),
+            retry_budget_send_interval: self
+                .retry_budget
+                .send_rate()
+                .map(|rate| Duration::from_secs_f64(1.0 / rate)),
             exchanges: self.tokens.exchanges(),
             ..self.counters.snapshot()
         }
@@ -98,6 +108,15 @@ impl Engine {
             client_retries = stats.retries.total(),
             client_retry_refusals = stats.retry_budget_refusals,
             retry_tokens_left = stats.retry_budget_tokens.map(i64::from).unwrap_or(-1),
+            throttle_permille = stats
+                .retry_budget_throttle_permille
+                .map(i64::from)
+                .unwrap_or(-1),
+            waiting_for_budget = stats.retry_budget_waiting,
+            local_rejections = stats.retry_budget_local_rejections,
+            send_interval_ms = stats
+                .retry_budget_send_interval
+                .map_or(-1, |every| every.as_millis() as i64),
             gate_wait_ms = stats.gate_wait.as_millis() as u64,
             trigger_wait_ms = stats.trigger_wait.as_millis() as u64,
             exchanges = stats.exchanges,
@@ -118,8 +137,34 @@ impl Engine {
         let mut retries = 0;
         // Retry tokens this call took, refunded if it succeeds.
         let mut spent = 0;
+        // What the next attempt asks of the retry budget, and the answer before it.
+        let mut admission = (Admission::First, None, None, None);
         loop {
             let number = attempts.len() as u32 + 1;
+            let (asked, status, retry_after, cause) = admission;
+            let max_wait = deadline
+                .remaining(Instant::now())
+                .saturating_sub(MIN_ATTEMPT);
+            let ticket = match self.retry_budget.admit(asked, max_wait).await {
+                Ok(ticket) => ticket,
+                Err(refusal) => {
+                    self.counters.retry_refused();
+                    tracing::debug!(
+                        attempt = number,
+                        "the retry budget refused to send this attempt"
+                    );
+                    let error = retry_budget_exhausted(refusal).with_retry_after(retry_after);
+                    let error = match status {
+                        Some(status) => error.with_status(status),
+                        None => error,
+                    };
+                    return Err(error.with_attempts(attempts));
+                }
+            };
+            spent += ticket.cost();
+            if let Some(cause) = cause {
+                self.counters.retried(cause);
+            }
             let slot = match self.take_slots(request, &deadline).await {
                 Ok(slot) => slot,
                 Err(error) => return Err(error.with_attempts(attempts)),
@@ -150,6 +195,8 @@ impl Engine {
             }
             let retry_after = answer.retry_after(SystemTime::now());
             self.note_rate_limit(&answer, retry_after);
+            self.retry_budget
+                .answered(ticket, answer.status(), retry_after);
             let mut verdict = classify(request.surface, &answer);
             if budget.wait_for_in_progress {
                 verdict = verdict.waiting_for_in_progress();
@@ -203,20 +250,18 @@ impl Engine {
                     attempts,
                 ));
             }
-            if verdict != Verdict::ReexchangeOnce {
-                let after_timeout = answer.transport() == Some(TransportKind::Timeout);
-                match self.retry_budget.acquire(after_timeout) {
-                    Ok(cost) => spent += cost,
-                    Err(refused) => {
-                        trace_attempt(&answer, number, verdict, None, elapsed);
-                        self.counters.retry_refused();
-                        let error = retry_budget_exhausted(refused);
-                        return Err(not_retried(error, &answer, retry_after, attempts));
-                    }
+            let asked = if verdict == Verdict::ReexchangeOnce {
+                Admission::Reexchange
+            } else {
+                Admission::Retry {
+                    after_timeout: answer.transport() == Some(TransportKind::Timeout),
+                    paced: reason == WaitReason::RetryAfter
+                        && retry_after
+                            .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
                 }
-            }
+            };
             let cause = RetryCause::of(answer.status(), answer.transport());
-            self.counters.retried(cause);
+            admission = (asked, answer.status(), retry_after, Some(cause));
             if let Some(last) = attempts.last_mut() {
                 last.set_wait(wait, reason);
             }
@@ -402,14 +447,11 @@ fn exhausted(why: String) -> Error {
     )
 }
 
-/// A `retry_budget_exhausted` error: the shared bucket could not pay for a retry.
-fn retry_budget_exhausted(refused: Refused) -> Error {
+/// A `retry_budget_exhausted` error: the shared retry budget refused to send an attempt.
+fn retry_budget_exhausted(refusal: Refusal) -> Error {
     Error::new(
         ErrorKind::RetryBudgetExhausted,
-        format!(
-            "client retry budget exhausted: a retry costs {} tokens and {} are left; most calls are failing, so this one stops instead of adding load",
-            refused.cost, refused.left
-        ),
+        format!("client retry budget exhausted: {}", refusal.message()),
     )
 }
 

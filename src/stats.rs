@@ -37,10 +37,22 @@ pub struct Stats {
     pub attempts: u64,
     /// Retries, by what the attempt before them came back with.
     pub retries: Retries,
-    /// Retries the retry budget refused: each ended its call with `retry_budget_exhausted`.
+    /// Attempts this client's retry budget refused to send, retries and (while the service is
+    /// down) first attempts: each ended its call with `retry_budget_exhausted`.
     pub retry_budget_refusals: u64,
     /// The retry budget's tokens left, or `None` when it is disabled.
     pub retry_budget_tokens: Option<u32>,
+    /// The retry budget's SRE throttle ratio in thousandths (the service is down from 500), or
+    /// `None` when it is disabled.
+    pub retry_budget_throttle_permille: Option<u32>,
+    /// Calls waiting now for a retry token, a probe or a send slot, on every client sharing the
+    /// retry budget.
+    pub retry_budget_waiting: u64,
+    /// Attempts refused without being sent, on every client sharing the retry budget.
+    pub retry_budget_local_rejections: u64,
+    /// The time between sends the retry budget's rate limiter allows, after a 429 without
+    /// `Retry-After`; `None` when it is not engaged.
+    pub retry_budget_send_interval: Option<Duration>,
     /// Time calls spent waiting at the credential's gate (a closed gate, the rate budget),
     /// summed over calls.
     pub gate_wait: Duration,
@@ -184,6 +196,10 @@ impl Counters {
             },
             retry_budget_refusals: load(&self.retry_budget_refusals),
             retry_budget_tokens: None,
+            retry_budget_throttle_permille: None,
+            retry_budget_waiting: 0,
+            retry_budget_local_rejections: 0,
+            retry_budget_send_interval: None,
             gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
             trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
             exchanges: 0,

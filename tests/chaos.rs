@@ -84,6 +84,15 @@ async fn ten_thousand_operations_under_seeded_faults_each_execute_at_most_once()
         arm_faults(&window, seed.wrapping_add(1));
     });
 
+    // Two thirds of the way in, a blip: the next 200 deliveries are all 503.
+    let (blip_server, blip_watched) = (Arc::clone(&server), client.clone());
+    let blip = tokio::spawn(async move {
+        while blip_watched.stats().calls < (OPERATIONS * 2 / 3) as u64 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        blip_server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(200));
+    });
+
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut calls = JoinSet::new();
     for n in 0..OPERATIONS {
@@ -98,11 +107,13 @@ async fn ten_thousand_operations_under_seeded_faults_each_execute_at_most_once()
         operations.push(operation.expect("no operation panicked"));
     }
     outage.await.unwrap();
+    blip.await.unwrap();
     let elapsed = started.elapsed();
 
     let ledger = server.ledger();
     report(seed, &client, &ledger, &operations, elapsed);
     assert_exactly_once(&ledger, &operations);
+    assert_blips_cost_no_operation(&operations);
     let tokens = tokens.lock().unwrap().clone();
     assert!(
         tokens.len() >= 3,
@@ -294,6 +305,20 @@ fn assert_exactly_once(ledger: &Ledger, operations: &[Operation]) {
         ledger.total_writes_executed() as usize <= writes,
         "no write outside the operations"
     );
+}
+
+/// The 300 503s a third of the way in and the blip of 200 at two thirds are ridden out: the
+/// retry budget refused no operation.
+fn assert_blips_cost_no_operation(operations: &[Operation]) {
+    let refused = operations
+        .iter()
+        .filter(|o| {
+            o.ended
+                .as_ref()
+                .is_err_and(|e| e.kind() == hodoflow_retry::ErrorKind::RetryBudgetExhausted)
+        })
+        .count();
+    assert_eq!(refused, 0, "operations refused by the retry budget");
 }
 
 fn report(

@@ -15,7 +15,7 @@ use support::{
 
 // Every test again over h2c, as over_h2c::<name>.
 support::over_h2c!(
-    a_drained_retry_budget_holds_a_storm_to_one_request_per_call,
+    a_sustained_outage_stays_under_1_10_requests_per_operation_first_attempts_held_too,
     without_the_retry_budget_the_same_storm_sends_every_attempt,
     clients_given_one_retry_budget_drain_it_together,
     a_success_after_retries_refunds_the_bucket,
@@ -64,17 +64,22 @@ fn deliveries(server: &MockServer) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_drained_retry_budget_holds_a_storm_to_one_request_per_call() {
+async fn a_sustained_outage_stays_under_1_10_requests_per_operation_first_attempts_held_too() {
     let server = server().await;
     server.inject(always_503());
     let client = demo(builder(&server));
 
-    // The first 500 drain the bucket: 500 tokens pay for exactly 100 retries of 5.
-    let first = storm(&client, "drain", 500).await;
-    let drained = deliveries(&server);
-    assert_eq!(drained, 600, "500 first attempts and 100 retries");
-    assert_eq!(client.stats().retry_budget_tokens, Some(0));
-    for error in &first {
+    // 1,000 calls in two waves of 500 against a server that answers every delivery 503.
+    let first = storm(&client, "outage-a", 500).await;
+    let second = storm(&client, "outage-b", 500).await;
+
+    let requests = deliveries(&server);
+    println!("outage: {requests} requests for 1,000 operations");
+    assert!(
+        requests * 100 <= 1000 * 110,
+        "{requests} requests > 1.10 x 1,000"
+    );
+    for error in first.iter().chain(&second) {
         assert!(
             matches!(
                 error.kind(),
@@ -83,51 +88,34 @@ async fn a_drained_retry_budget_holds_a_storm_to_one_request_per_call() {
             "{error}"
         );
         assert!(!error.may_have_run(), "every 503 is a definite answer");
-    }
-
-    // Once the bucket is empty, 500 more calls cost one request each.
-    let second = storm(&client, "empty", 500).await;
-    let requests = deliveries(&server) - drained;
-    println!("storm: {drained} requests for the first 500 calls, {requests} for the next 500");
-    assert!(
-        requests * 100 <= 500 * 110,
-        "{requests} requests > 1.10 x 500"
-    );
-    assert_eq!(requests, 500, "no retry at all with an empty bucket");
-    for error in &second {
-        assert_eq!(error.kind(), ErrorKind::RetryBudgetExhausted, "{error}");
-        assert_eq!(error.attempts().len(), 1);
-        assert_eq!(error.status().map(|status| status.as_u16()), Some(503));
-        assert!(!error.may_have_run());
         assert!(error.is_retryable(), "later, with the same delivery ID");
-        assert!(
-            error.to_string().contains("client retry budget exhausted"),
-            "{error}"
-        );
     }
-
-    let ledger = server.ledger();
-    assert_eq!(
-        ledger.total_runs(),
-        0,
-        "nothing was executed, let alone twice"
+    let held = second
+        .iter()
+        .filter(|error| error.attempts().is_empty())
+        .count();
+    assert!(
+        held > 400,
+        "while the service is down first attempts are held and refused, sending nothing: {held}"
     );
+    let refused = second
+        .iter()
+        .find(|error| error.attempts().is_empty())
+        .expect("one held");
+    assert_eq!(refused.kind(), ErrorKind::RetryBudgetExhausted);
+    assert!(
+        refused.to_string().contains("nothing was sent"),
+        "{refused}"
+    );
+    assert_eq!(server.ledger().total_runs(), 0, "nothing was executed");
     let stats = client.stats();
     assert_eq!((stats.calls, stats.failed), (1000, 1000));
-    assert_eq!(stats.attempts, 1100);
-    assert_eq!(stats.retries.server_error, 100);
-    assert_eq!(
-        stats.retry_budget_refusals,
-        500 + 500 - first_server_errors(&first)
+    assert!(
+        stats.retry_budget_throttle_permille >= Some(500),
+        "{stats:?}"
     );
-}
-
-/// Calls of the first storm that ended on their attempt limit rather than on the bucket.
-fn first_server_errors(errors: &[Error]) -> u64 {
-    errors
-        .iter()
-        .filter(|error| error.kind() == ErrorKind::Server)
-        .count() as u64
+    assert!(stats.retry_budget_local_rejections >= held as u64);
+    assert_eq!(stats.retry_budget_waiting, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

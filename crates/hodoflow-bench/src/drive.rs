@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient};
@@ -51,16 +52,32 @@ pub(crate) async fn burst(
     prefix: &'static str,
     body: &'static [u8],
 ) -> usize {
+    let concurrency = triggers.len();
+    burst_at(sdk, triggers, prefix, body, concurrency).await
+}
+
+/// [`burst`] with at most `concurrency` operations in flight: the first `concurrency` are
+/// released together from the barrier, each later one as soon as a worker is free.
+pub(crate) async fn burst_at(
+    sdk: &RetryingClient,
+    triggers: Vec<String>,
+    prefix: &'static str,
+    body: &'static [u8],
+    concurrency: usize,
+) -> usize {
     let count = triggers.len() as u64;
-    let barrier = Arc::new(Barrier::new(triggers.len()));
+    let concurrency = concurrency.clamp(1, triggers.len().max(1));
+    let barrier = Arc::new(Barrier::new(concurrency));
     let (sdk, triggers) = (sdk.clone(), Arc::new(triggers));
-    each(count, triggers.len(), move |n| {
+    each(count, concurrency, move |n| {
         let (sdk, barrier, triggers) = (sdk.clone(), barrier.clone(), triggers.clone());
         async move {
             let Ok(key) = IdempotencyKey::new(format!("{prefix}-{n}")) else {
                 return true;
             };
-            barrier.wait().await;
+            if (n as usize) < concurrency {
+                barrier.wait().await;
+            }
             sdk.deliver(triggers[n as usize].as_str(), Bytes::from_static(body))
                 .delivery_id(DeliveryId::new(key))
                 .send()
@@ -72,4 +89,69 @@ pub(crate) async fn burst(
     .into_iter()
     .filter(|failed| *failed)
     .count()
+}
+
+/// One operation of a sender loop: when it started and ended, from the loop's start, and what
+/// it ended in (`"accepted"` or an error kind).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Op {
+    pub(crate) started: Duration,
+    pub(crate) ended: Duration,
+    pub(crate) outcome: &'static str,
+}
+
+impl Op {
+    pub(crate) fn ok(&self) -> bool {
+        self.outcome == "accepted"
+    }
+}
+
+/// `senders` tasks deliver to the demo trigger one operation after another until `duration`
+/// has passed since `start`; every operation is recorded, in no particular order.
+pub(crate) async fn loop_senders(
+    sdk: &RetryingClient,
+    senders: usize,
+    start: Instant,
+    duration: Duration,
+    prefix: &'static str,
+    body: &'static [u8],
+) -> Vec<Op> {
+    let tasks: Vec<_> = (0..senders)
+        .map(|sender| {
+            let sdk = sdk.clone();
+            tokio::spawn(async move {
+                let mut ops = Vec::new();
+                let mut n = 0u64;
+                while start.elapsed() < duration {
+                    let began = start.elapsed();
+                    let outcome = match IdempotencyKey::new(format!("{prefix}-{sender}-{n}")) {
+                        Ok(key) => match sdk
+                            .deliver(hodoflow_mock::DEMO_TRIGGER_TOKEN, Bytes::from_static(body))
+                            .delivery_id(DeliveryId::new(key))
+                            .send()
+                            .await
+                        {
+                            Ok(_) => "accepted",
+                            Err(error) => error.kind().as_str(),
+                        },
+                        Err(_) => "invalid_id",
+                    };
+                    ops.push(Op {
+                        started: began,
+                        ended: start.elapsed(),
+                        outcome,
+                    });
+                    n += 1;
+                }
+                ops
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        if let Ok(ops) = task.await {
+            all.extend(ops);
+        }
+    }
+    all
 }

@@ -13,11 +13,12 @@
 //! retries. Two figures are therefore given: `raw`, the retries' arrival times as they came,
 //! and `aligned`, each retry's arrival minus its own failure's arrival, which is the schedule
 //! the retries would have had if every failure had happened in the same instant. The target
-//! is held against `aligned`, with the retry budget disabled so that all 1,000 operations
-//! retry; the run with the default budget (which admits 100 retries) is reported beside it.
-//! Target: aligned bunching <= 1.5.
+//! is held against `aligned`, for the default budget (every operation must succeed: a retry
+//! that finds the bucket empty waits for the tokens the successes bring back) and for the
+//! budget disabled; the plain bucket of earlier releases is reported beside them.
+//! Targets: 0 operations failed with the default budget; aligned bunching <= 1.5.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -37,8 +38,43 @@ const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
 
 pub(crate) async fn run(size: Size) -> Result<Report> {
     let operations = size.pick(1_000u64, 20);
-    let mut report = Report::new("herd");
+    let variants = vec![
+        ("budget_disabled", RetryBudget::disabled()),
+        ("default_budget", RetryBudget::new()),
+        (
+            "plain_bucket",
+            RetryBudget::builder().adaptive(false).build()?,
+        ),
+    ];
+    run_with(
+        Report::new("herd"),
+        operations,
+        operations as usize,
+        variants,
+    )
+    .await
+}
+
+/// The herd at 10,000 operations, with the default budget only. One process holds the client's
+/// and the in-process server's sockets, two per operation in flight, under an open-files limit
+/// of 20,000: so 8,000 are released together and the rest as workers free up.
+pub(crate) async fn run_10k(size: Size) -> Result<Report> {
+    let operations = size.pick(10_000u64, 40);
+    let concurrency = size.pick(8_000usize, 40);
+    let variants = vec![("default_budget", RetryBudget::new())];
+    let mut report = Report::new("herd_10k");
+    report.note("the targets are 0 operations failed and no cost that grows with history (peak RSS is reported; the retry budget's state is a fixed ring of 120 one-second buckets); bunching is reported, not judged: the in-process server takes the 8,000 first attempts over about 2 s, which spreads them unevenly");
+    run_with(report, operations, concurrency, variants).await
+}
+
+async fn run_with(
+    mut report: Report,
+    operations: u64,
+    concurrency: usize,
+    variants: Vec<(&'static str, RetryBudget)>,
+) -> Result<Report> {
     report.param("operations", operations);
+    report.param("released_together", concurrency);
     report.param("window_ms", ms(WINDOW));
     report.param(
         "failure",
@@ -49,16 +85,13 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         "default: full jitter, 500 ms doubling to 30 s",
     );
     report.param("bunching", "max retries in any sliding 100 ms window / (retries / (span / 100 ms)), span = first to last arrival");
-    let mut judged = f64::INFINITY;
-    for (label, budget) in [
-        ("budget_disabled", RetryBudget::disabled()),
-        ("default_budget", RetryBudget::new()),
-    ] {
+    let mut judged = BTreeMap::new();
+    for (label, budget) in variants {
         let server = server::start().await?;
         let sdk = peers::sdk(&server.base_url(), Backoff::default(), budget)?;
         // Warm up: one round of successful deliveries opens the connections.
         let warm = sdk.clone();
-        drive::each(operations, operations as usize, move |op| {
+        drive::each(operations, concurrency, move |op| {
             let sdk = warm.clone();
             async move {
                 let key = IdempotencyKey::new(format!("herd-warm-{op}"));
@@ -81,7 +114,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
                     .times(1),
             );
         }
-        let failed = drive::burst(&sdk, triggers, "herd", BODY).await;
+        let failed = drive::burst_at(&sdk, triggers, "herd", BODY, concurrency).await;
 
         // Each operation's failure and its retry, from the server's arrival times.
         let ledger = server.ledger();
@@ -131,12 +164,30 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
             "raw": bunching(&raw),
         });
         eprintln!("herd: {label} {figures}");
-        if label == "budget_disabled" {
-            judged = round(aligned.ratio(), 3);
-        }
+        judged.insert(label, (round(aligned.ratio(), 3), failed));
         report.figure(label, figures);
     }
-    report.at_most("budget_disabled.aligned.bunching", judged, TARGET_BUNCHING);
+    report.figure(
+        "peak_rss_mib",
+        crate::memory::peak_rss_bytes().map(|bytes| round(bytes as f64 / 1_048_576.0, 1)),
+    );
+    if let Some((bunching, failed)) = judged.get("default_budget") {
+        report.exactly("default_budget.operations_failed", *failed as f64, 0.0);
+        if report.scenario() == "herd" {
+            report.at_most(
+                "default_budget.aligned.bunching",
+                *bunching,
+                TARGET_BUNCHING,
+            );
+        }
+    }
+    if let Some((bunching, _)) = judged.get("budget_disabled") {
+        report.at_most(
+            "budget_disabled.aligned.bunching",
+            *bunching,
+            TARGET_BUNCHING,
+        );
+    }
     Ok(report)
 }
 

@@ -73,6 +73,14 @@ enum What {
     Reauth,
     #[value(name = "memory")]
     Memory,
+    #[value(name = "herd_10k")]
+    Herd10k,
+    #[value(name = "outage")]
+    Outage,
+    #[value(name = "recovery")]
+    Recovery,
+    #[value(name = "proxy_limit")]
+    ProxyLimit,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -93,6 +101,10 @@ impl What {
             What::Herd => vec![Scenario::Herd],
             What::Reauth => vec![Scenario::Reauth],
             What::Memory => vec![Scenario::Memory],
+            What::Herd10k => vec![Scenario::Herd10k],
+            What::Outage => vec![Scenario::Outage],
+            What::Recovery => vec![Scenario::Recovery],
+            What::ProxyLimit => vec![Scenario::ProxyLimit],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold => Vec::new(),
         }

@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 
 use crate::report::Report;
-use crate::{Result, herd, lost_202, memory, overhead, reauth, retry_after, storm};
+use crate::{
+    Result, herd, lost_202, memory, outage, overhead, proxy_limit, reauth, recovery, retry_after,
+    storm,
+};
 
 /// One benchmark scenario. Each returns one [`Report`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,11 +26,19 @@ pub enum Scenario {
     Reauth,
     /// Peak memory with 10,000 deliveries in flight, and body copies per attempt.
     Memory,
+    /// The herd at 10,000 operations, with the default retry budget.
+    Herd10k,
+    /// Server load in a sustained outage, over the senders' healthy rate.
+    Outage,
+    /// Time to recover after an outage, and operations failed after healing.
+    Recovery,
+    /// Operations failed and 429s behind a proxy's rate limit without `Retry-After`.
+    ProxyLimit,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Overhead,
         Scenario::Storm,
         Scenario::Lost202,
@@ -35,6 +46,10 @@ impl Scenario {
         Scenario::Herd,
         Scenario::Reauth,
         Scenario::Memory,
+        Scenario::Herd10k,
+        Scenario::Outage,
+        Scenario::Recovery,
+        Scenario::ProxyLimit,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -47,6 +62,10 @@ impl Scenario {
             Scenario::Herd => "herd",
             Scenario::Reauth => "reauth",
             Scenario::Memory => "memory",
+            Scenario::Herd10k => "herd_10k",
+            Scenario::Outage => "outage",
+            Scenario::Recovery => "recovery",
+            Scenario::ProxyLimit => "proxy_limit",
         }
     }
 
@@ -66,6 +85,10 @@ impl Scenario {
             Scenario::Herd => herd::run(size).await,
             Scenario::Reauth => reauth::run(size).await,
             Scenario::Memory => memory::run(size, &options.exe).await,
+            Scenario::Herd10k => herd::run_10k(size).await,
+            Scenario::Outage => outage::run(size).await,
+            Scenario::Recovery => recovery::run(size).await,
+            Scenario::ProxyLimit => proxy_limit::run(size).await,
         }
     }
 }

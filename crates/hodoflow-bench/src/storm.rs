@@ -5,7 +5,9 @@
 //! count of webhook requests over the operations the senders started) for the SDK with its
 //! default retry budget, the SDK with the budget disabled, and `reqwest-retry` with its
 //! exponential policy, each at 5 attempts and the same backoff scale, each against a fresh,
-//! identical server. Target: the SDK with its default budget <= 1.10.
+//! identical server. Each operation's duration is measured too.
+//! Targets: the SDK with its default budget <= 1.10 requests per operation, and its p99
+//! operation duration at most that of `RetryBudget::disabled()` in the same run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingC
 use serde_json::json;
 use tokio::sync::Mutex;
 
-use crate::figures::round;
+use crate::figures::{ms, percentile, round};
 use crate::peers::{self, FAST_BASE, FAST_CAP, Sender};
 use crate::report::Report;
 use crate::scenario::Size;
@@ -69,6 +71,8 @@ struct Measured {
     requests: usize,
     outcomes: BTreeMap<&'static str, u64>,
     retry_budget_refusals: Option<u64>,
+    /// Each operation's duration, in milliseconds.
+    durations_ms: Vec<f64>,
 }
 
 /// A fresh server that answers every delivery 503 without `Retry-After`.
@@ -91,15 +95,20 @@ async fn measure(
     duration: Duration,
 ) -> Result<Measured> {
     let outcomes = Arc::new(Mutex::new(BTreeMap::<&'static str, u64>::new()));
+    let durations = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let tasks: Vec<_> = (0..senders)
         .map(|sender| {
             let (client, outcomes, label) = (client.clone(), outcomes.clone(), label.to_owned());
+            let durations = durations.clone();
             tokio::spawn(async move {
                 let mut mine = BTreeMap::<&'static str, u64>::new();
+                let mut took = Vec::new();
                 let mut n = 0u64;
                 while started.elapsed() < duration {
+                    let began = Instant::now();
                     let outcome = client.operate(format!("storm-{label}-{sender}-{n}")).await;
+                    took.push(ms(began.elapsed()));
                     *mine.entry(outcome).or_default() += 1;
                     n += 1;
                 }
@@ -107,6 +116,7 @@ async fn measure(
                 for (outcome, count) in mine {
                     *all.entry(outcome).or_default() += count;
                 }
+                durations.lock().await.extend(took);
             })
         })
         .collect();
@@ -114,6 +124,7 @@ async fn measure(
         let _ = task.await;
     }
     let outcomes = outcomes.lock().await.clone();
+    let durations_ms = durations.lock().await.clone();
     let seconds = started.elapsed().as_secs_f64();
     let ops: u64 = outcomes.values().sum();
     let requests = server.ledger().requests_to("POST", server::WEBHOOKS).len();
@@ -131,6 +142,7 @@ async fn measure(
         requests,
         outcomes,
         retry_budget_refusals,
+        durations_ms,
     })
 }
 
@@ -157,10 +169,11 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     );
     report.param(
         "retry_budget_default",
-        "500 tokens, 5 a retry, no time refill (RetryBudget::new())",
+        "RetryBudget::new(): adaptive (retry bucket of 500 tokens, 5 a retry; SRE ratio K = 2 over 2 min and 5 s; probes every 100 ms while down)",
     );
 
     let mut per_op = BTreeMap::new();
+    let mut per_op_p99 = BTreeMap::new();
     for (label, budget) in [
         ("sdk_default_budget", RetryBudget::new()),
         ("sdk_budget_disabled", RetryBudget::disabled()),
@@ -168,6 +181,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         let server = failing_server().await?;
         let client = Client::Sdk(peers::sdk(&server.base_url(), backoff, budget)?);
         let measured = measure(label, &server, client, senders, duration).await?;
+        per_op_p99.insert(label, percentile(&measured.durations_ms, 99.0));
         per_op.insert(label, record(&mut report, label, &measured));
     }
     let label = "reqwest_retry";
@@ -176,8 +190,15 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let client = Client::ReqwestRetry(Sender::with_retry(&server.base_url(), policy).await?);
     let measured = measure(label, &server, client, senders, duration).await?;
     per_op.insert(label, record(&mut report, label, &measured));
+    let p99 = |label: &str| per_op_p99.get(label).copied().unwrap_or(f64::INFINITY);
+    let duration_ratio = round(
+        p99("sdk_default_budget") / p99("sdk_budget_disabled").max(f64::MIN_POSITIVE),
+        3,
+    );
+    report.figure("p99_duration_default_over_disabled", duration_ratio);
     report.note("requests_per_op is the server's webhook requests over the operations the senders started in the 10 s (each finished, past the 10 s if need be)");
-    report.note("the default retry budget has no time refill: once 100 retries drained it, every call stops after its first attempt with retry_budget_exhausted, at once; senders that loop without pausing then start more operations, so the server's requests per second are higher than with retries (requests_per_second)");
+    report.note("with the default (adaptive) budget the service is found down within the first answers: every attempt, first attempts included, then holds, one probe goes every 100 ms, and a held attempt is refused (retry_budget_exhausted, nothing sent) when a probe sent after it began holding is refused; operations so refused count in ops with no request, so requests_per_op falls below 1");
+    report.at_most("p99_duration_default_over_disabled", duration_ratio, 1.0);
     report.at_most(
         "sdk_default_budget.requests_per_op",
         per_op["sdk_default_budget"],
@@ -195,6 +216,8 @@ fn record(report: &mut Report, label: &str, measured: &Measured) -> f64 {
         "requests_per_op": per_op,
         "requests_per_second": round(measured.requests as f64 / measured.seconds, 0),
         "seconds_with_tail": round(measured.seconds, 2),
+        "duration_p50_ms": round(percentile(&measured.durations_ms, 50.0), 1),
+        "duration_p99_ms": round(percentile(&measured.durations_ms, 99.0), 1),
         "outcomes": measured.outcomes,
     });
     if let Some(refusals) = measured.retry_budget_refusals {

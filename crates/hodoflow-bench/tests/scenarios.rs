@@ -89,7 +89,7 @@ async fn retry_after_pairs_each_refusal_with_the_next_attempt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn herd_measures_raw_and_aligned_bunching() {
     let json = smoke(Scenario::Herd).await;
-    for run in ["budget_disabled", "default_budget"] {
+    for run in ["budget_disabled", "default_budget", "plain_bucket"] {
         assert!(
             json["figures"][run]["retries"].as_u64().expect("retries") > 0,
             "{json}"
@@ -138,4 +138,64 @@ async fn memory_runs_against_a_slow_child_server_and_counts_allocations() {
             > 0,
         "{json}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn herd_10k_runs_the_default_budget_and_reports_peak_rss() {
+    let json = smoke(Scenario::Herd10k).await;
+    assert!(
+        json["figures"]["default_budget"]["retries"]
+            .as_u64()
+            .expect("retries")
+            > 0,
+        "{json}"
+    );
+    assert!(json["figures"]["peak_rss_mib"].is_number(), "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_compares_the_last_half_with_the_healthy_rate() {
+    let json = smoke(Scenario::Outage).await;
+    assert!(
+        json["figures"]["healthy_requests_per_second"].is_number(),
+        "{json}"
+    );
+    for variant in ["sdk_default_budget", "sdk_plain_bucket"] {
+        assert!(
+            json["figures"][variant]["over_healthy_rate"].is_number(),
+            "{json}"
+        );
+        assert!(json["figures"][variant]["ops"].as_u64().expect("ops") > 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_counts_failures_after_the_heal() {
+    let json = smoke(Scenario::Recovery).await;
+    for variant in ["sdk_default_budget", "sdk_plain_bucket"] {
+        assert!(
+            json["figures"][variant]["failed_after_heal"].is_u64(),
+            "{json}"
+        );
+        assert!(
+            json["figures"][variant]["ops_started_after_heal"]
+                .as_u64()
+                .expect("ops")
+                > 0,
+            "{json}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_limit_counts_429s_and_failures_for_each_budget() {
+    let json = smoke(Scenario::ProxyLimit).await;
+    for variant in [
+        "sdk_default_budget",
+        "sdk_plain_bucket",
+        "sdk_budget_disabled",
+    ] {
+        assert!(json["figures"][variant]["share_429"].is_number(), "{json}");
+        assert!(json["figures"][variant]["runs"].as_u64().expect("runs") > 0);
+    }
 }

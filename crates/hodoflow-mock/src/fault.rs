@@ -7,7 +7,7 @@
 //! leaves it to the next matching fault.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -105,6 +105,21 @@ pub enum Firing {
         p: f64,
         /// The seed, so a rehearsal can be repeated.
         seed: u64,
+    },
+    /// For every matching request during this long from when the fault is armed (an outage
+    /// window), then the fault is gone.
+    During {
+        /// How long the window lasts.
+        #[serde(with = "millis")]
+        window_ms: Duration,
+    },
+    /// For each matching request above this many per second: a token bucket of this many
+    /// tokens, refilled at this rate, as a reverse proxy's rate limit (Envoy's local rate
+    /// limit, Traefik's, nginx `limit_req` with a burst) counts. A request that finds a token
+    /// takes it and is left to the next fault.
+    AboveRate {
+        /// Requests admitted per second, and the burst.
+        per_second: u32,
     },
 }
 
@@ -249,6 +264,27 @@ impl Fault {
         self
     }
 
+    /// Fires for every matching request during `window` from when it is armed.
+    pub fn during(mut self, window: Duration) -> Self {
+        self.firing = Firing::During { window_ms: window };
+        self
+    }
+
+    /// Fires for each matching request above `per_second` requests a second (a token bucket of
+    /// `per_second` tokens refilled at `per_second` a second).
+    pub fn above_rate(mut self, per_second: u32) -> Self {
+        self.firing = Firing::AboveRate { per_second };
+        self
+    }
+
+    /// `429 Rate limit exceeded` **without** `Retry-After` above `per_second` requests a
+    /// second, as a reverse proxy in front of the server answers.
+    pub fn proxy_rate_limit(per_second: u32) -> Self {
+        Self::respond(429)
+            .body(r#"{"error":"Rate limit exceeded"}"#)
+            .above_rate(per_second)
+    }
+
     fn matches(&self, method: &str, path: &str) -> bool {
         self.method.as_deref().is_none_or(|m| m == method) && path.starts_with(&self.path_prefix)
     }
@@ -258,6 +294,10 @@ impl Fault {
 struct Armed {
     fault: Fault,
     rng: StdRng,
+    armed_at: Instant,
+    /// The tokens of an `AboveRate` bucket, and when they were counted.
+    tokens: f64,
+    counted_at: Instant,
 }
 
 /// The faults in force, first match wins.
@@ -270,11 +310,19 @@ impl FaultTable {
     pub(crate) fn push(&mut self, fault: Fault) {
         let seed = match fault.firing {
             Firing::Probability { seed, .. } => seed,
-            Firing::Times(_) => 0,
+            Firing::Times(_) | Firing::During { .. } | Firing::AboveRate { .. } => 0,
+        };
+        let now = Instant::now();
+        let tokens = match fault.firing {
+            Firing::AboveRate { per_second } => f64::from(per_second),
+            _ => 0.0,
         };
         self.armed.push(Armed {
             fault,
             rng: StdRng::seed_from_u64(seed),
+            armed_at: now,
+            tokens,
+            counted_at: now,
         });
     }
 
@@ -284,6 +332,17 @@ impl FaultTable {
 
     /// The action for this request, if a fault fires on it.
     pub(crate) fn take(&mut self, method: &str, path: &str) -> Option<FaultAction> {
+        self.take_at(method, path, Instant::now())
+    }
+
+    fn take_at(&mut self, method: &str, path: &str, now: Instant) -> Option<FaultAction> {
+        // A window that has ended is gone.
+        self.armed.retain(|armed| match armed.fault.firing {
+            Firing::During { window_ms } => {
+                now.saturating_duration_since(armed.armed_at) < window_ms
+            }
+            _ => true,
+        });
         // Each matching fault in turn gets its chance: a probability that does not fire
         // leaves the request to the next one.
         for index in 0..self.armed.len() {
@@ -303,6 +362,18 @@ impl FaultTable {
                 Firing::Probability { p, .. } => {
                     let p = p.clamp(0.0, 1.0);
                     if armed.rng.random_bool(p) {
+                        return Some(armed.fault.action.clone());
+                    }
+                }
+                Firing::During { .. } => return Some(armed.fault.action.clone()),
+                Firing::AboveRate { per_second } => {
+                    let rate = f64::from(*per_second);
+                    let elapsed = now.saturating_duration_since(armed.counted_at);
+                    armed.tokens = (armed.tokens + elapsed.as_secs_f64() * rate).min(rate);
+                    armed.counted_at = now;
+                    if armed.tokens >= 1.0 {
+                        armed.tokens -= 1.0;
+                    } else {
                         return Some(armed.fault.action.clone());
                     }
                 }
@@ -369,6 +440,48 @@ mod tests {
             (30..=90).contains(&fired),
             "fired {fired} of 200 at p = 0.3"
         );
+    }
+
+    #[test]
+    fn during_fires_for_its_window_only() {
+        let mut table = FaultTable::default();
+        table.push(Fault::respond(503).during(Duration::from_secs(5)));
+        let armed = table.armed[0].armed_at;
+        assert!(table.take_at("POST", "/x", armed).is_some());
+        assert!(
+            table
+                .take_at("POST", "/x", armed + Duration::from_millis(4999))
+                .is_some()
+        );
+        assert_eq!(
+            table.take_at("POST", "/x", armed + Duration::from_secs(5)),
+            None
+        );
+        assert!(table.armed.is_empty(), "gone once its window ended");
+    }
+
+    #[test]
+    fn above_rate_admits_a_burst_then_the_rate_and_refuses_the_rest() {
+        let mut table = FaultTable::default();
+        table.push(Fault::proxy_rate_limit(50));
+        let t0 = table.armed[0].armed_at;
+        let refused = (0..60)
+            .filter(|_| table.take_at("POST", "/x", t0).is_some())
+            .count();
+        assert_eq!(refused, 10, "a burst of 50 passes");
+        let later = t0 + Duration::from_millis(100);
+        let refused = (0..10)
+            .filter(|_| table.take_at("POST", "/x", later).is_some())
+            .count();
+        assert_eq!(refused, 5, "5 tokens came back in 100 ms");
+        let Some(FaultAction::Respond {
+            status, headers, ..
+        }) = table.take_at("POST", "/x", later)
+        else {
+            panic!("a 429");
+        };
+        assert_eq!(status, 429);
+        assert!(headers.is_empty(), "no Retry-After");
     }
 
     #[test]

@@ -349,3 +349,68 @@ async fn clear_faults_disarms_every_fault() {
     assert_eq!(caller.create("op-1", &project("apollo")).await.status, 201);
     assert_eq!(caller.deliver_keyed("evt-1").await.status, 202);
 }
+
+#[tokio::test]
+async fn a_proxy_rate_limit_answers_429_without_retry_after_above_its_rate() {
+    let (server, caller) = demo().await;
+    server.inject(Fault::proxy_rate_limit(20).on("POST", WEBHOOKS));
+
+    let mut statuses = Vec::new();
+    for n in 0..30 {
+        statuses.push(caller.deliver_keyed(&format!("evt-{n}")).await);
+    }
+    let refused: Vec<_> = statuses
+        .iter()
+        .filter(|reply| reply.status == 429)
+        .collect();
+    assert!(
+        (9..=10).contains(&refused.len()),
+        "a burst of 20 passes, the rest of the 30 sent at once is refused: {}",
+        refused.len()
+    );
+    assert!(
+        refused
+            .iter()
+            .all(|reply| reply.header("retry-after").is_none())
+    );
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.total_runs(),
+        30 - refused.len(),
+        "a refusal runs nothing"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        caller.deliver_keyed("evt-later").await.status,
+        202,
+        "tokens come back at the rate"
+    );
+}
+
+#[tokio::test]
+async fn an_outage_window_answers_every_request_until_it_ends() {
+    let (server, caller) = demo().await;
+    server.inject(
+        Fault::webhook_unavailable(0)
+            .on("POST", WEBHOOKS)
+            .during(Duration::from_millis(300)),
+    );
+
+    let started = Instant::now();
+    let mut during = 0;
+    while started.elapsed() < Duration::from_millis(200) {
+        assert_eq!(
+            caller.deliver_keyed(&format!("evt-{during}")).await.status,
+            503
+        );
+        during += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(caller.deliver_keyed("evt-after").await.status, 202);
+    assert_eq!(
+        server.ledger().total_runs(),
+        1,
+        "nothing ran during the window"
+    );
+    assert!(during > 1);
+}

@@ -1,0 +1,171 @@
+//! The adaptive retry budget over real TCP, judged by the server's ledger: a blip costs no
+//! operation, retries the server paced with `Retry-After` are never refused nor early, and an
+//! operation that starts after an outage healed is never refused.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hodoflow_mock::Fault;
+use hodoflow_mock::{Limits, MockServer};
+use hodoflow_retry::{Delivery, Error, RetryingClient};
+use support::{EVENT, TRIGGER, WEBHOOKS, builder, delivery, demo, server_where};
+use tokio::sync::Barrier;
+
+/// A server whose trigger takes any rate, so only the injected faults refuse.
+async fn server() -> MockServer {
+    server_where(|limits: &mut Limits| limits.webhook_rate_limit = u32::MAX).await
+}
+
+/// Delivers `count` distinct events at once, named `{prefix}-{n}`: every call is spawned and
+/// waiting at a barrier before any is sent.
+async fn burst(
+    client: &RetryingClient,
+    prefix: &str,
+    count: usize,
+) -> Vec<Result<Delivery, Error>> {
+    let barrier = Arc::new(Barrier::new(count));
+    let calls: Vec<_> = (0..count)
+        .map(|n| {
+            let (client, barrier) = (client.clone(), Arc::clone(&barrier));
+            let id = delivery(&format!("{prefix}-{n}"));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                client.deliver(TRIGGER, EVENT).delivery_id(id).send().await
+            })
+        })
+        .collect();
+    let mut done = Vec::new();
+    for call in calls {
+        done.push(call.await.expect("the call did not panic"));
+    }
+    done
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blip_of_300_503s_against_300_concurrent_deliveries_costs_no_operation() {
+    let server = server().await;
+    let client = demo(builder(&server));
+    // A sender at work: its token is cached, so the 300 calls send at once.
+    support::deliver(&client, "before-the-blip").await;
+    server.inject(
+        Fault::webhook_unavailable(0)
+            .on("POST", WEBHOOKS)
+            .times(300),
+    );
+
+    let delivered = burst(&client, "blip", 300).await;
+
+    for outcome in &delivered {
+        let delivery = outcome.as_ref().expect("every delivery is taken");
+        assert!(delivery.run_id().is_some());
+    }
+    let ledger = server.ledger();
+    assert_eq!(ledger.total_runs(), 301, "one run per event, none twice");
+    let refused = ledger
+        .requests_to("POST", WEBHOOKS)
+        .iter()
+        .filter(|r| r.status == Some(503))
+        .count();
+    assert_eq!(refused, 300, "the blip was met in full");
+    let stats = client.stats();
+    assert_eq!((stats.succeeded, stats.failed), (301, 0));
+    assert_eq!(stats.retry_budget_refusals, 0);
+    assert_eq!(stats.retry_budget_waiting, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_200_429s_with_retry_after_1_ends_with_200_runs_none_early() {
+    let server = server().await;
+    let client = demo(builder(&server));
+    support::deliver(&client, "before-the-burst").await;
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "1")
+            .body(r#"{"error":"Rate limit exceeded"}"#)
+            .on("POST", WEBHOOKS)
+            .times(200),
+    );
+
+    let delivered = burst(&client, "paced", 200).await;
+
+    assert!(delivered.iter().all(Result::is_ok), "no operation failed");
+    let ledger = server.ledger();
+    assert_eq!(ledger.total_runs(), 201);
+    let mut by_key: HashMap<&str, Vec<_>> = HashMap::new();
+    for request in ledger.requests_to("POST", WEBHOOKS) {
+        by_key
+            .entry(request.idempotency_key.as_deref().unwrap_or("-"))
+            .or_default()
+            .push(request);
+    }
+    let mut gaps = 0;
+    for attempts in by_key.values_mut() {
+        attempts.sort_by_key(|r| r.seq);
+        for pair in attempts.windows(2) {
+            if pair[0].status == Some(429) {
+                let gap = pair[1].arrived.duration_since(pair[0].arrived);
+                assert!(
+                    gap >= Duration::from_secs(1),
+                    "a retry {gap:?} after its 429"
+                );
+                gaps += 1;
+            }
+        }
+    }
+    assert!(gaps >= 200, "every refusal was retried: {gaps}");
+    assert_eq!(client.stats().retry_budget_refusals, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_that_starts_after_an_outage_healed_is_never_refused() {
+    let server = server().await;
+    let client = demo(builder(&server));
+    let outage = Duration::from_millis(400);
+    let start = Instant::now();
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(outage));
+
+    let senders: Vec<_> = (0..50)
+        .map(|sender| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut ops = Vec::new();
+                let mut n = 0;
+                while start.elapsed() < Duration::from_millis(1200) {
+                    let began = start.elapsed();
+                    let id = delivery(&format!("heal-{sender}-{n}"));
+                    let sent = client.deliver(TRIGGER, EVENT).delivery_id(id).send().await;
+                    ops.push((began, sent.map(|_| ()).map_err(|e| e.kind())));
+                    n += 1;
+                }
+                ops
+            })
+        })
+        .collect();
+    let mut ops = Vec::new();
+    for sender in senders {
+        ops.extend(sender.await.unwrap());
+    }
+
+    let before: Vec<_> = ops.iter().filter(|(began, _)| *began < outage).collect();
+    let after: Vec<_> = ops.iter().filter(|(began, _)| *began >= outage).collect();
+    let failed_before = before.iter().filter(|(_, ended)| ended.is_err()).count();
+    let failed_after: Vec<_> = after.iter().filter(|(_, ended)| ended.is_err()).collect();
+    println!(
+        "outage then heal: {} operations before the heal ({failed_before} failed), {} after",
+        before.len(),
+        after.len()
+    );
+    assert!(failed_before > 0, "the outage was felt");
+    assert!(!after.is_empty());
+    assert!(failed_after.is_empty(), "{failed_after:?}");
+    let ledger = server.ledger();
+    let ok = ops.iter().filter(|(_, ended)| ended.is_ok()).count();
+    assert_eq!(
+        ledger.total_runs(),
+        ok,
+        "every success ran once, no failure ran"
+    );
+}
