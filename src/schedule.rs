@@ -62,6 +62,12 @@ use crate::attempt::WaitReason;
 use crate::backoff::Backoff;
 use crate::classify::Verdict;
 
+#[cfg(feature = "backon")]
+mod backon;
+
+#[cfg(feature = "backon")]
+pub use self::backon::BackonSchedule;
+
 /// Where the waits between the retries of an operation come from.
 ///
 /// The engine starts a fresh sequence for each operation, at its first retry; each item is the
