@@ -118,6 +118,8 @@ pub use outcome::{Delivery, Response, WebhookOutcome};
 pub use rate::RateBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use run::{FollowRun, RunState, WorkflowRun};
+#[cfg(feature = "backoff")]
+pub use schedule::BackoffCrateSchedule;
 #[cfg(feature = "backon")]
 pub use schedule::BackonSchedule;
 pub use schedule::Schedule;

@@ -62,9 +62,13 @@ use crate::attempt::WaitReason;
 use crate::backoff::Backoff;
 use crate::classify::Verdict;
 
+#[cfg(feature = "backoff")]
+mod backoff_crate;
 #[cfg(feature = "backon")]
 mod backon;
 
+#[cfg(feature = "backoff")]
+pub use self::backoff_crate::BackoffCrateSchedule;
 #[cfg(feature = "backon")]
 pub use self::backon::BackonSchedule;
 
