@@ -129,7 +129,8 @@ pub trait Schedule: Send + Sync {
 impl Schedule for Backoff {
     fn start(&self) -> Box<dyn Iterator<Item = Duration> + Send> {
         let backoff = *self;
-        Box::new((0..=u32::MAX).map(move |retry| backoff.delay(retry, &mut rand::rng())))
+        let retries = (0..u32::MAX).chain(std::iter::repeat(u32::MAX));
+        Box::new(retries.map(move |retry| backoff.delay(retry, &mut rand::rng())))
     }
 }
 
