@@ -14,6 +14,9 @@
 //! 300 ms, and a quick retry only spends the credential's budget. It waits
 //! [`Backoff::DEFAULT_RETRY_AFTER_FALLBACK`], 2 s, the default document 004 gives a client for a
 //! missing `Retry-After`, with the same jitter, or the backoff when that is longer.
+//!
+//! A custom [`Schedule`](crate::Schedule) may replace the exponential waits; the `Retry-After`
+//! floor and the fallback above apply to its waits the same way.
 
 use std::time::{Duration, SystemTime};
 
@@ -133,13 +136,26 @@ impl Backoff {
         retry_after: Option<Duration>,
         rng: &mut R,
     ) -> Option<(Duration, WaitReason)> {
+        self.wait_with(verdict, retry_after, |rng| self.delay(retry, rng), rng)
+    }
+
+    /// As [`wait`](Self::wait), with the backoff part from `backoff` instead of
+    /// [`delay`](Self::delay), called only for a verdict that uses it: how a custom
+    /// [`Schedule`](crate::Schedule)'s wait gets the same `Retry-After` floor and fallback.
+    pub(crate) fn wait_with<R: Rng + ?Sized>(
+        &self,
+        verdict: Verdict,
+        retry_after: Option<Duration>,
+        backoff: impl FnOnce(&mut R) -> Duration,
+        rng: &mut R,
+    ) -> Option<(Duration, WaitReason)> {
         let server_wait = retry_after.map(|wait| retry_after_wait(wait, rng));
         match verdict {
             Verdict::RetryAfterRetryAfter => Some(match server_wait {
                 Some(wait) => (wait, WaitReason::RetryAfter),
                 None => {
                     let fallback = retry_after_wait(self.retry_after_fallback, rng);
-                    let backoff = self.delay(retry, rng);
+                    let backoff = backoff(rng);
                     if fallback >= backoff {
                         (fallback, WaitReason::RetryAfterFallback)
                     } else {
@@ -148,7 +164,7 @@ impl Backoff {
                 }
             }),
             Verdict::RetryAfterBackoff => {
-                let backoff = self.delay(retry, rng);
+                let backoff = backoff(rng);
                 Some(match server_wait {
                     Some(wait) if wait >= backoff => (wait, WaitReason::RetryAfter),
                     _ => (backoff, WaitReason::Backoff),

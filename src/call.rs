@@ -19,6 +19,7 @@ use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::FixedRequest;
+use crate::schedule::{Schedule, SharedSchedule};
 use crate::trigger_limit::TriggerKey;
 
 /// What a [`Call`] addresses.
@@ -82,7 +83,7 @@ impl<'a> Call<'a> {
             client,
             target,
             headers: HeaderMap::new(),
-            policy: client.inner.policy,
+            policy: client.inner.policy.clone(),
         }
     }
 
@@ -101,11 +102,24 @@ impl<'a> Call<'a> {
         self
     }
 
-    /// The backoff of this call.
+    /// The backoff of this call. It replaces the client's
+    /// [`schedule`](crate::ClientBuilder::schedule) and one set on this call before.
     ///
     /// Default: the client's backoff.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.policy.backoff = backoff;
+        self.policy.schedule = None;
+        self
+    }
+
+    /// Takes the waits between the retries of this call from `schedule`; `Retry-After`, the
+    /// backoff's [`retry_after_fallback`](Backoff::retry_after_fallback) and the budget still
+    /// apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). A later
+    /// [`backoff`](Self::backoff) replaces it.
+    ///
+    /// Default: the client's schedule, if one was set; otherwise the waits are the backoff's.
+    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
+        self.policy.schedule = Some(SharedSchedule::new(schedule));
         self
     }
 
@@ -175,7 +189,7 @@ impl<'a> Delivering<'a> {
             id: None,
             headers: HeaderMap::new(),
             legacy_org: None,
-            policy: client.inner.policy,
+            policy: client.inner.policy.clone(),
         }
     }
 
@@ -213,11 +227,24 @@ impl<'a> Delivering<'a> {
         self
     }
 
-    /// The backoff of this delivery.
+    /// The backoff of this delivery. It replaces the client's
+    /// [`schedule`](crate::ClientBuilder::schedule) and one set on this delivery before.
     ///
     /// Default: the client's backoff.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.policy.backoff = backoff;
+        self.policy.schedule = None;
+        self
+    }
+
+    /// Takes the waits between the retries of this delivery from `schedule`; `Retry-After`, the
+    /// backoff's [`retry_after_fallback`](Backoff::retry_after_fallback) and the budget still
+    /// apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). A later
+    /// [`backoff`](Self::backoff) replaces it.
+    ///
+    /// Default: the client's schedule, if one was set; otherwise the waits are the backoff's.
+    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
+        self.policy.schedule = Some(SharedSchedule::new(schedule));
         self
     }
 

@@ -19,6 +19,7 @@ use crate::key::IdempotencyKey;
 use crate::rate::{RateBudget, RateGate};
 use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
+use crate::schedule::{Schedule, SharedSchedule};
 use crate::stats::{Counters, Stats};
 use crate::transport;
 use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
@@ -83,6 +84,7 @@ impl ClientBuilder {
             policy: Policy {
                 budget: Budget::default(),
                 backoff: Backoff::default(),
+                schedule: None,
             },
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
             answer_limit: DEFAULT_ANSWER_LIMIT,
@@ -126,11 +128,25 @@ impl ClientBuilder {
         self
     }
 
-    /// The backoff between retries, overridable per call.
+    /// The backoff between retries, overridable per call. It replaces a
+    /// [`schedule`](Self::schedule) set before it.
     ///
     /// Default: [`Backoff::default`]: 500 ms doubling to 30 s, full jitter.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.policy.backoff = backoff;
+        self.policy.schedule = None;
+        self
+    }
+
+    /// Takes the waits between retries from `schedule` instead of the backoff, overridable per
+    /// call; for example a backon builder (feature `backon`). `Retry-After` is never undercut, a
+    /// 429 without one still waits the [`Backoff::retry_after_fallback`] of the last
+    /// [`backoff`](Self::backoff) set, and the budget still refuses a wait past its end, whatever
+    /// the schedule says. A later [`backoff`](Self::backoff) replaces it.
+    ///
+    /// Default: none: the waits are the [`backoff`](Self::backoff)'s.
+    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
+        self.policy.schedule = Some(SharedSchedule::new(schedule));
         self
     }
 

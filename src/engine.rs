@@ -20,17 +20,21 @@ use crate::rate::RateGate;
 use crate::rate_limit_field;
 use crate::request::FixedRequest;
 use crate::retry_budget::{Admission, Refusal, RetryBudget};
+use crate::schedule::{SharedSchedule, Waits};
 use crate::stats::{Counters, RetryCause, Stats};
 use crate::trigger_limit::{Slot, TriggerLimiter};
 
 /// The least time an attempt needs: a rate-budget wait must leave this much of the budget.
 const MIN_ATTEMPT: Duration = Duration::from_millis(1);
 
-/// How one operation retries: its budget and its backoff, set per client and per call.
-#[derive(Debug, Clone, Copy)]
+/// How one operation retries: its budget, its backoff and its schedule, set per client and per
+/// call.
+#[derive(Debug, Clone)]
 pub(crate) struct Policy {
     pub(crate) budget: Budget,
     pub(crate) backoff: Backoff,
+    /// Replaces the backoff's own waits when set; its `Retry-After` fallback still applies.
+    pub(crate) schedule: Option<SharedSchedule>,
 }
 
 /// What the engine needs of its client.
@@ -124,12 +128,10 @@ impl Engine {
         );
     }
 
-    async fn attempts(
-        &self,
-        request: &FixedRequest,
-        Policy { budget, backoff }: Policy,
-    ) -> Result<Answered> {
+    async fn attempts(&self, request: &FixedRequest, policy: Policy) -> Result<Answered> {
+        let budget = policy.budget;
         let deadline = Deadline::start(budget, Instant::now());
+        let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut attempts: Vec<Attempt> = Vec::new();
         // Set once a 401 was answered with a fresh exchange: another 401 then means the
         // credential itself is refused.
@@ -175,7 +177,7 @@ impl Engine {
             };
             // Read after every wait: a token that expired while the call waited is refreshed
             // before it is sent, never sent stale.
-            let token = match self.fresh_token(&deadline, backoff).await {
+            let token = match self.fresh_token(&deadline, &policy).await {
                 Ok(token) => token,
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
@@ -231,7 +233,7 @@ impl Engine {
                     });
                 }
                 _ if deadline.attempts_left(number) == 0 => None,
-                _ => backoff.wait(verdict, retries, retry_after, &mut rand::rng()),
+                _ => waits.plan(verdict, retries, retry_after, &mut rand::rng()),
             };
             let Some((wait, reason)) = next else {
                 trace_attempt(&answer, number, verdict, None, elapsed);
@@ -287,18 +289,26 @@ impl Engine {
     /// The token to send now, from the cache or a new exchange.
     ///
     /// A token endpoint down for a moment costs nothing but time: nothing was sent, so an
-    /// exchange that fails retryably (no answer, 429, 5xx) is backed off and tried again while
-    /// the call's time lasts; the call's attempts count requests to the API, and none was made.
+    /// exchange that fails retryably (no answer, 429, 5xx) is backed off (by the call's backoff
+    /// or schedule) and tried again while the call's time lasts; the call's attempts count
+    /// requests to the API, and none was made.
     /// The cache single-flights exchanges, so calls waiting together add one request.
-    async fn fresh_token(&self, deadline: &Deadline, backoff: Backoff) -> Result<CachedToken> {
+    async fn fresh_token(&self, deadline: &Deadline, policy: &Policy) -> Result<CachedToken> {
+        let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut failed = 0;
         loop {
             let error = match self.tokens.get().await {
                 Ok(token) => return Ok(token),
                 Err(error) => error,
             };
-            let wait = backoff.delay(failed, &mut rand::rng());
-            if !error.is_retryable() || deadline.check_wait(wait, Instant::now()).is_err() {
+            if !error.is_retryable() {
+                return Err(error);
+            }
+            // A custom schedule that has ended stops the exchanges too.
+            let Some(wait) = waits.backoff(failed, &mut rand::rng()) else {
+                return Err(error);
+            };
+            if deadline.check_wait(wait, Instant::now()).is_err() {
                 return Err(error);
             }
             failed += 1;

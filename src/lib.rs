@@ -4,11 +4,11 @@
 //! it again could create a second resource or start a workflow twice. This crate makes the retry
 //! safe: every attempt of an operation carries the same method, path, body bytes and
 //! [`IdempotencyKey`] (or webhook [`DeliveryId`]); the documented retry matrix decides, per
-//! [`Surface`], whether an answer is retried ([`classify`]); waits follow [`Backoff`] and the
-//! server's `Retry-After`; a [`Budget`] caps attempts and elapsed time; tokens come from a
-//! [`TokenExchanger`] such as [`ClientCredentials`]. Outcomes are typed ([`Delivery`],
-//! [`Response`]) and so is the one [`Error`], which says whether the operation
-//! [may have run](Error::may_have_run).
+//! [`Surface`], whether an answer is retried ([`classify`]); waits follow [`Backoff`] (or a
+//! [`Schedule`] of your own) and the server's `Retry-After`; a [`Budget`] caps attempts and
+//! elapsed time; tokens come from a [`TokenExchanger`] such as [`ClientCredentials`]. Outcomes
+//! are typed ([`Delivery`], [`Response`]) and so is the one [`Error`], which says whether the
+//! operation [may have run](Error::may_have_run).
 //!
 //! # Examples
 //!
@@ -99,6 +99,7 @@ mod redact;
 mod request;
 mod retry_budget;
 mod run;
+mod schedule;
 mod stats;
 mod transport;
 mod trigger_limit;
@@ -118,6 +119,11 @@ pub use outcome::{Delivery, Response, WebhookOutcome};
 pub use rate::RateBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use run::{FollowRun, RunState, WorkflowRun};
+#[cfg(feature = "backoff")]
+pub use schedule::BackoffCrateSchedule;
+#[cfg(feature = "backon")]
+pub use schedule::BackonSchedule;
+pub use schedule::Schedule;
 pub use stats::{Retries, Stats};
 pub use trigger_limit::TriggerLimit;
 

@@ -2,16 +2,19 @@
 //!
 //! The example tests beside each module pin the documented cases; these check that the rules hold
 //! for every input, including the ones nobody thought to write down: any bytes a server could put
-//! in `Retry-After`, any backoff setting, any status and body, any key a caller could pass.
+//! in `Retry-After`, any backoff setting, any schedule a caller could plug in, any status and
+//! body, any key a caller could pass.
 //! Case counts are kept moderate so the module runs in a few seconds in CI; raise them locally
 //! with a larger `CASES`.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use proptest::prelude::*;
 use proptest::sample::select;
+use proptest::test_runner::TestCaseError;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
@@ -22,6 +25,7 @@ use crate::budget::{Budget, Deadline, Exhausted};
 use crate::classify::{Answer, Surface, Verdict, classify, final_error};
 use crate::error::ErrorKind;
 use crate::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+use crate::schedule::{Schedule, SharedSchedule, Waits};
 
 /// Cases per property.
 const CASES: u32 = 256;
@@ -313,6 +317,175 @@ fn retry_after_jitter_max(server_wait: Duration) -> Duration {
     (server_wait / 10).min(Duration::from_secs(1))
 }
 
+/// A schedule that waits the durations of a list, then stops.
+#[derive(Debug, Clone)]
+struct Listed(Vec<Duration>);
+
+impl Schedule for Listed {
+    fn start(&self) -> Box<dyn Iterator<Item = Duration> + Send> {
+        Box::new(self.0.clone().into_iter())
+    }
+}
+
+/// Any schedule, recording every wait it hands out, so a property knows what it said.
+struct Recorded<S> {
+    schedule: S,
+    said: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl<S: Schedule> Schedule for Recorded<S> {
+    fn start(&self) -> Box<dyn Iterator<Item = Duration> + Send> {
+        let said = Arc::clone(&self.said);
+        Box::new(
+            self.schedule
+                .start()
+                .inspect(move |wait| said.lock().expect("not poisoned").push(*wait)),
+        )
+    }
+}
+
+/// The answers of one operation, as the engine plans its waits: a verdict that waits (or a
+/// re-exchange, which must draw nothing) and the server's `Retry-After`, if any.
+fn answers() -> impl Strategy<Value = Vec<(Verdict, Option<Duration>)>> {
+    let verdict = select(vec![
+        Verdict::RetryAfterBackoff,
+        Verdict::RetryAfterRetryAfter,
+        Verdict::ReexchangeOnce,
+    ]);
+    prop::collection::vec((verdict, prop::option::of(durations())), 1..12)
+}
+
+/// Where one operation stands against its budget when it plans its waits.
+#[derive(Debug, Clone, Copy)]
+struct Spent {
+    max_elapsed: Duration,
+    elapsed: Duration,
+}
+
+fn spent() -> impl Strategy<Value = Spent> {
+    (budget_durations(), elapsed_durations()).prop_map(|(max_elapsed, elapsed)| Spent {
+        max_elapsed,
+        elapsed,
+    })
+}
+
+/// Plans the waits of one operation that gets `answers`, with `schedule` and a backoff whose
+/// fallback is `fallback`, as the engine does, and checks every wait: never below `Retry-After`,
+/// never below the fallback after a 429 without one, never below the schedule's own wait after a
+/// 5xx, one wait drawn per retry and none for a re-exchange, a stop only when the schedule has
+/// ended, and a wait the budget accepts exactly when it ends before the budget does.
+fn plans_keep_the_floors_and_the_budget<S: Schedule + 'static>(
+    schedule: S,
+    fallback: Duration,
+    answers: &[(Verdict, Option<Duration>)],
+    spent: Spent,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let said = Arc::new(Mutex::new(Vec::new()));
+    let shared = SharedSchedule::new(Recorded {
+        schedule,
+        said: Arc::clone(&said),
+    });
+    let mut waits = Waits::new(Backoff::new().retry_after_fallback(fallback), Some(&shared));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let started = Instant::now();
+    let deadline = Deadline::start(Budget::new().max_elapsed(spent.max_elapsed), started);
+    let now = started + spent.elapsed;
+    let mut retry = 0;
+    for &(verdict, retry_after) in answers {
+        let before = said.lock().expect("not poisoned").len();
+        let planned = waits.plan(verdict, retry, retry_after, &mut rng);
+        let drawn = said.lock().expect("not poisoned")[before..].to_vec();
+        if verdict == Verdict::ReexchangeOnce {
+            prop_assert_eq!(planned, Some((Duration::ZERO, WaitReason::Reexchange)));
+            prop_assert!(drawn.is_empty(), "a re-exchange drew {:?}", drawn);
+            continue;
+        }
+        let Some((wait, reason)) = planned else {
+            prop_assert!(
+                drawn.is_empty(),
+                "stopped though the schedule said {:?}",
+                drawn
+            );
+            return Ok(());
+        };
+        prop_assert_eq!(drawn.len(), 1, "one wait drawn per retry");
+        let scheduled = drawn[0];
+        match (verdict, retry_after) {
+            (Verdict::RetryAfterRetryAfter, Some(server)) => {
+                prop_assert_eq!(reason, WaitReason::RetryAfter);
+                prop_assert!(
+                    wait >= server,
+                    "{:?} undercuts Retry-After {:?}",
+                    wait,
+                    server
+                );
+                prop_assert!(wait - server <= retry_after_jitter_max(server));
+            }
+            (Verdict::RetryAfterRetryAfter, None) => {
+                prop_assert!(
+                    wait >= fallback,
+                    "{:?} undercuts the fallback {:?}",
+                    wait,
+                    fallback
+                );
+                prop_assert!(
+                    wait >= scheduled,
+                    "{:?} undercuts the schedule's {:?}",
+                    wait,
+                    scheduled
+                );
+                match reason {
+                    WaitReason::RetryAfterFallback => {
+                        prop_assert!(wait - fallback <= retry_after_jitter_max(fallback));
+                    }
+                    WaitReason::Backoff => prop_assert_eq!(wait, scheduled),
+                    other => prop_assert!(false, "unexpected reason {:?}", other),
+                }
+            }
+            (Verdict::RetryAfterBackoff, Some(server)) => {
+                prop_assert!(
+                    wait >= server,
+                    "{:?} undercuts Retry-After {:?}",
+                    wait,
+                    server
+                );
+                prop_assert!(
+                    wait >= scheduled,
+                    "{:?} undercuts the schedule's {:?}",
+                    wait,
+                    scheduled
+                );
+                match reason {
+                    WaitReason::RetryAfter => {
+                        prop_assert!(wait - server <= retry_after_jitter_max(server));
+                    }
+                    WaitReason::Backoff => prop_assert_eq!(wait, scheduled),
+                    other => prop_assert!(false, "unexpected reason {:?}", other),
+                }
+            }
+            (Verdict::RetryAfterBackoff, None) => {
+                prop_assert_eq!((wait, reason), (scheduled, WaitReason::Backoff));
+            }
+            (other, _) => prop_assert!(false, "not a waiting verdict: {:?}", other),
+        }
+        let ends_within = spent
+            .elapsed
+            .checked_add(wait)
+            .is_some_and(|end| end < spent.max_elapsed);
+        prop_assert_eq!(
+            deadline.check_wait(wait, now).is_ok(),
+            ends_within,
+            "a wait of {:?} at {:?} of {:?}",
+            wait,
+            spent.elapsed,
+            spent.max_elapsed
+        );
+        retry += 1;
+    }
+    Ok(())
+}
+
 #[test]
 fn the_date_oracle_writes_the_rfc_9110_examples() {
     // RFC 9110, section 5.6.7: Sunday, 6 November 1994, 08:49:37 UTC.
@@ -476,6 +649,17 @@ proptest! {
             }
             other => prop_assert!(false, "unexpected reason {:?}", other),
         }
+    }
+
+    #[test]
+    fn any_schedule_keeps_the_retry_after_floor_the_fallback_and_the_budget(
+        listed in prop::collection::vec(durations(), 0..12),
+        fallback in durations(),
+        answers in answers(),
+        spent in spent(),
+        seed in any::<u64>(),
+    ) {
+        plans_keep_the_floors_and_the_budget(Listed(listed), fallback, &answers, spent, seed)?;
     }
 
     #[test]
@@ -685,6 +869,137 @@ proptest! {
                 prop_assert!(error.to_string().contains(header.name()), "{}", error);
             }
             (chosen, found) => prop_assert!(false, "model {:?}, found {:?}", chosen, found),
+        }
+    }
+}
+
+/// backon's `ExponentialBuilder` over its settings, seeded so a case can be replayed. A
+/// `total_delay` stays within a century and the factor within 0 to 10: backon 1.6 checks the
+/// total with an addition that does not saturate, which panics once its sum nears
+/// `Duration::MAX` (a huge total, or a negative factor, which makes the next delay the maximum).
+#[cfg(feature = "backon")]
+fn backon_builders() -> impl Strategy<Value = backon::ExponentialBuilder> {
+    let century = (0u64..=86_400 * 365 * 100).prop_map(Duration::from_secs);
+    (
+        durations(),
+        prop::option::of(durations()),
+        prop::option::of(century),
+        prop::option::of(0usize..=16),
+        (0.0f32..=10.0, any::<bool>(), any::<u64>()),
+    )
+        .prop_map(|(min, max, total, times, (factor, jitter, seed))| {
+            let builder = backon::ExponentialBuilder::new()
+                .with_min_delay(min)
+                .with_factor(factor)
+                .with_jitter_seed(seed)
+                .with_total_delay(total);
+            let builder = match max {
+                Some(max) => builder.with_max_delay(max),
+                None => builder.without_max_delay(),
+            };
+            let builder = match times {
+                Some(times) => builder.with_max_times(times),
+                None => builder.without_max_times(),
+            };
+            if jitter {
+                builder.with_jitter()
+            } else {
+                builder
+            }
+        })
+}
+
+#[cfg(feature = "backon")]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn a_backon_schedule_keeps_the_retry_after_floor_the_fallback_and_the_budget(
+        builder in backon_builders(),
+        fallback in durations(),
+        answers in answers(),
+        spent in spent(),
+        seed in any::<u64>(),
+    ) {
+        let schedule = crate::schedule::BackonSchedule::new(builder);
+        plans_keep_the_floors_and_the_budget(schedule, fallback, &answers, spent, seed)?;
+    }
+
+    #[test]
+    fn a_backon_schedule_waits_what_its_builder_builds_afresh_per_operation(
+        builder in backon_builders(),
+    ) {
+        use backon::BackoffBuilder;
+
+        let schedule = crate::schedule::BackonSchedule::new(builder);
+        let built: Vec<_> = builder.build().take(20).collect();
+        prop_assert_eq!(schedule.start().take(20).collect::<Vec<_>>(), built.clone());
+        prop_assert_eq!(schedule.start().take(20).collect::<Vec<_>>(), built);
+    }
+}
+
+/// The `backoff` crate's `ExponentialBackoff` over its settings: intervals from zero to
+/// `Duration::MAX`, with and without a `max_elapsed_time`.
+#[cfg(feature = "backoff")]
+fn backoff_crate_schedules() -> impl Strategy<Value = backoff::ExponentialBackoff> {
+    (
+        durations(),
+        durations(),
+        prop::option::of(durations()),
+        (0.0f64..=2.0, 0.0f64..=10.0),
+    )
+        .prop_map(|(initial, max, elapsed, (randomization, multiplier))| {
+            backoff::ExponentialBackoffBuilder::new()
+                .with_initial_interval(initial)
+                .with_max_interval(max)
+                .with_max_elapsed_time(elapsed)
+                .with_randomization_factor(randomization)
+                .with_multiplier(multiplier)
+                .build()
+        })
+}
+
+#[cfg(feature = "backoff")]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn a_backoff_crate_schedule_keeps_the_retry_after_floor_the_fallback_and_the_budget(
+        schedule in backoff_crate_schedules(),
+        fallback in durations(),
+        answers in answers(),
+        spent in spent(),
+        seed in any::<u64>(),
+    ) {
+        let schedule = crate::schedule::BackoffCrateSchedule::new(schedule);
+        plans_keep_the_floors_and_the_budget(schedule, fallback, &answers, spent, seed)?;
+    }
+
+    #[test]
+    fn a_backoff_crate_schedule_starts_afresh_per_operation(
+        mut schedule in backoff_crate_schedules(),
+        stepped in 0usize..5,
+    ) {
+        use backoff::backoff::Backoff as _;
+
+        schedule.randomization_factor = 0.0;
+        schedule.max_elapsed_time = None;
+        for _ in 0..stepped {
+            schedule.next_backoff();
+        }
+        let adapted = crate::schedule::BackoffCrateSchedule::new(schedule.clone());
+        schedule.reset();
+        let expected: Vec<_> = std::iter::from_fn(|| schedule.next_backoff()).take(20).collect();
+        // Even without randomization the crate draws up to a nanosecond of noise.
+        let near = |waits: Vec<Duration>| {
+            waits.len() == expected.len()
+                && waits.iter().zip(&expected).all(|(wait, expected)| {
+                    wait.abs_diff(*expected) <= Duration::from_nanos(1)
+                })
+        };
+        for _ in 0..2 {
+            let waits: Vec<_> = adapted.start().take(20).collect();
+            prop_assert!(near(waits.clone()), "{:?} is not {:?}", waits, expected);
         }
     }
 }

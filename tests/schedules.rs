@@ -1,0 +1,220 @@
+//! Pluggable schedules over real TCP: a custom schedule is what spaces the attempts on the
+//! server, yet `Retry-After` is still honoured and the budget still refuses a wait past its end,
+//! whatever the schedule says.
+
+mod support;
+
+use std::time::Duration;
+
+use hodoflow_mock::Fault;
+use hodoflow_retry::{Backoff, ErrorKind, Schedule, WaitReason};
+use support::{PROJECTS, TOKEN, TRIGGER, WEBHOOKS, builder, delivery, demo, gaps, statuses, timed};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A schedule that waits the durations of a list, then stops.
+#[derive(Debug, Clone)]
+struct Listed(Vec<Duration>);
+
+impl Listed {
+    fn every(wait: Duration) -> Self {
+        Self(vec![wait; 10])
+    }
+}
+
+impl Schedule for Listed {
+    fn start(&self) -> Box<dyn Iterator<Item = Duration> + Send> {
+        Box::new(self.0.clone().into_iter())
+    }
+}
+
+/// No backoff at all: any gap on the server comes from the schedule.
+fn no_backoff() -> Backoff {
+    Backoff::new().base(Duration::ZERO)
+}
+
+#[tokio::test]
+async fn a_custom_schedule_is_what_spaces_the_attempts_on_the_server() {
+    let server = support::server().await;
+    server.inject(Fault::respond(503).on("GET", PROJECTS).times(3));
+    let client = demo(
+        builder(&server)
+            .backoff(no_backoff())
+            .schedule(Listed::every(30 * MS)),
+    );
+
+    let read = client.get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(
+        statuses(read.attempts()),
+        [Some(503), Some(503), Some(503), Some(200)]
+    );
+    for waited in &read.attempts()[..3] {
+        assert_eq!(waited.wait_reason(), WaitReason::Backoff, "{waited}");
+        assert_eq!(waited.wait(), 30 * MS, "{waited}");
+    }
+    let ledger = server.ledger();
+    let arrived = ledger.requests_to("GET", PROJECTS);
+    assert_eq!(arrived.len(), 4);
+    for gap in gaps(&arrived) {
+        assert!(
+            gap >= 30 * MS,
+            "attempts {gap:?} apart, under the schedule's 30 ms"
+        );
+        assert!(gap < Duration::from_secs(2), "attempts {gap:?} apart");
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_on_a_429_is_honoured_over_a_schedule_that_says_zero() {
+    let server = support::server().await;
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "1")
+            .on("GET", PROJECTS),
+    );
+    let client = demo(builder(&server).schedule(Listed(vec![Duration::ZERO; 4])));
+
+    let read = client.get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(statuses(read.attempts()), [Some(429), Some(200)]);
+    let first = &read.attempts()[0];
+    assert_eq!(first.wait_reason(), WaitReason::RetryAfter, "{first}");
+    assert!(first.wait() >= Duration::from_secs(1), "{first}");
+    let ledger = server.ledger();
+    let arrived = ledger.requests_to("GET", PROJECTS);
+    assert_eq!(arrived.len(), 2);
+    assert!(
+        gaps(&arrived)[0] >= Duration::from_secs(1),
+        "{:?}",
+        gaps(&arrived)
+    );
+}
+
+/// A 500 does not close the credential's gate, so only the planned wait keeps the floor here.
+#[tokio::test]
+async fn a_retry_after_on_a_500_is_a_floor_under_a_schedule_that_says_zero() {
+    let server = support::server().await;
+    server.inject(
+        Fault::respond(500)
+            .header("Retry-After", "1")
+            .on("GET", PROJECTS),
+    );
+    let client = demo(builder(&server).schedule(Listed(vec![Duration::ZERO; 4])));
+
+    let read = client.get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(statuses(read.attempts()), [Some(500), Some(200)]);
+    let first = &read.attempts()[0];
+    assert_eq!(first.wait_reason(), WaitReason::RetryAfter, "{first}");
+    let ledger = server.ledger();
+    let arrived = ledger.requests_to("GET", PROJECTS);
+    assert!(
+        gaps(&arrived)[0] >= Duration::from_secs(1),
+        "{:?}",
+        gaps(&arrived)
+    );
+}
+
+#[tokio::test]
+async fn a_schedule_that_says_forever_stops_at_once_with_the_budget_exhausted() {
+    let server = support::server().await;
+    server.inject(Fault::respond(503).on("GET", PROJECTS).times(10));
+    let client = demo(builder(&server).schedule(Listed(vec![Duration::MAX])));
+
+    let (result, took) = timed(client.get(PROJECTS).send()).await;
+
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    assert_eq!(statuses(error.attempts()), [Some(503)]);
+    assert!(
+        took < Duration::from_secs(5),
+        "the wait was refused, not slept: {took:?}"
+    );
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 1);
+}
+
+#[tokio::test]
+async fn a_schedule_that_ends_stops_the_retries_with_the_last_answer() {
+    let server = support::server().await;
+    server.inject(Fault::respond(503).on("GET", PROJECTS).times(10));
+    let client = demo(builder(&server).schedule(Listed(vec![MS])));
+
+    let error = client.get(PROJECTS).send().await.unwrap_err();
+
+    assert_eq!(error.kind(), ErrorKind::Server, "{error}");
+    assert_eq!(statuses(error.attempts()), [Some(503), Some(503)]);
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 2);
+}
+
+#[tokio::test]
+async fn a_per_call_backoff_replaces_the_clients_schedule_and_a_per_call_schedule_the_backoff() {
+    let server = support::server().await;
+    let client = demo(builder(&server).schedule(Listed(vec![Duration::from_secs(30)])));
+
+    server.inject(Fault::respond(503).on("GET", PROJECTS));
+    let quick = client
+        .get(PROJECTS)
+        .backoff(no_backoff())
+        .send()
+        .await
+        .unwrap();
+    server.inject(Fault::respond(503).on("GET", PROJECTS));
+    let listed = client
+        .get(PROJECTS)
+        .schedule(Listed(vec![20 * MS]))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(statuses(quick.attempts()), [Some(503), Some(200)]);
+    assert_eq!(quick.attempts()[0].wait(), Duration::ZERO);
+    assert_eq!(statuses(listed.attempts()), [Some(503), Some(200)]);
+    assert_eq!(listed.attempts()[0].wait(), 20 * MS);
+    let ledger = server.ledger();
+    let arrived = ledger.requests_to("GET", PROJECTS);
+    assert_eq!(arrived.len(), 4);
+    assert!(gaps(&arrived[2..])[0] >= 20 * MS, "{:?}", gaps(&arrived));
+}
+
+#[tokio::test]
+async fn a_delivery_retries_on_its_own_schedule_and_starts_one_run() {
+    let server = support::server().await;
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS));
+    let client = demo(builder(&server).backoff(no_backoff()));
+    let id = delivery("order-4711:shipped");
+
+    let delivered = client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(id.clone())
+        .schedule(Listed(vec![30 * MS]))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(statuses(delivered.attempts()), [Some(503), Some(202)]);
+    assert_eq!(delivered.attempts()[0].wait(), 30 * MS);
+    let ledger = server.ledger();
+    let arrived = ledger.requests_to("POST", WEBHOOKS);
+    assert!(gaps(&arrived)[0] >= 30 * MS, "{:?}", gaps(&arrived));
+    assert_eq!(ledger.runs_for_delivery(id.key().as_str()).len(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_token_exchange_is_retried_on_the_schedules_waits() {
+    let server = support::server().await;
+    server.inject(Fault::respond(503).on("POST", TOKEN));
+    let client = demo(
+        builder(&server)
+            .backoff(no_backoff())
+            .schedule(Listed::every(30 * MS)),
+    );
+
+    let read = client.get(PROJECTS).send().await.unwrap();
+
+    assert_eq!(statuses(read.attempts()), [Some(200)]);
+    let ledger = server.ledger();
+    let exchanges = ledger.requests_to("POST", TOKEN);
+    assert_eq!(exchanges.len(), 2);
+    assert!(gaps(&exchanges)[0] >= 30 * MS, "{:?}", gaps(&exchanges));
+}
