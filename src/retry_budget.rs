@@ -697,7 +697,11 @@ impl Shared {
             tokio::pin!(news, back);
             news.as_mut().enable();
             back.as_mut().enable();
-            let wait = match self.step(cost, first, started, max_wait, &mut hold) {
+            let waiting_too = self
+                .waiting
+                .load(Ordering::Relaxed)
+                .saturating_sub(u64::from(waiting.is_some()));
+            let wait = match self.step(cost, first, started, max_wait, &mut hold, waiting_too) {
                 Step::Go(ticket, slot) => {
                     if !slot.is_zero() {
                         waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
@@ -730,6 +734,8 @@ impl Shared {
         started: Instant,
         max_wait: Duration,
         hold: &mut Hold,
+        // Other calls waiting here besides this one.
+        waiting_too: u64,
     ) -> Step {
         let mut state = self.lock();
         let now = self.clock.now();
@@ -790,12 +796,21 @@ impl Shared {
                 return wait(if until.is_zero() { RECHECK } else { until });
             }
         }
+        let mut cost = cost;
         if cost > 0 && state.tokens < cost {
-            if self.in_flight.load(Ordering::Acquire) == 0 {
+            if self.in_flight.load(Ordering::Acquire) != 0 {
+                return wait(left);
+            }
+            if !self.config.adaptive || waiting_too == 0 {
                 let left = state.tokens;
                 return Step::Refuse(Refusal::Tokens { left, cost });
             }
-            return wait(left);
+            // Nothing in flight can bring tokens back, and other retries wait here too: when
+            // every call of a worker pool is such a retry, none would ever send again and all
+            // would be refused together. So one goes, for what is left, and the others wait for
+            // its answer: while the bucket is empty, waiting retries go one at a time, and a
+            // service that is really down is held by the ratio above.
+            cost = state.tokens;
         }
         match state.limiter.reserve(now, left) {
             Ok(slot) => {
@@ -938,6 +953,32 @@ mod tests {
         assert_eq!(budget.tokens(), Some(485));
         assert_eq!(budget.throttle_ratio(), Some(0.0));
         assert_eq!(budget.send_rate(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_nothing_in_flight_one_retry_goes_for_what_is_left_and_the_others_wait_for_it() {
+        let budget = RetryBudget::builder().capacity(12).build().unwrap();
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        let in_flight = budget.admit(RETRY, LONG).await.expect("5 of the 7 left");
+        // Two retries wait for the answer of the one in flight; the bucket holds 2 tokens.
+        let (a, b) = (budget.clone(), budget.clone());
+        let first = tokio::spawn(async move { a.admit(RETRY, LONG).await.map(|t| t.cost()) });
+        let second = tokio::spawn(async move { b.admit(RETRY, LONG).await.map(|t| t.cost()) });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(budget.waiting(), 2);
+        drop(in_flight);
+        // Nothing in flight, two waiting: one goes for the 2 tokens left. Once it is answered
+        // (its ticket dropped at once here) the other is alone with nothing in flight, and is
+        // refused, as a lone retry always was.
+        let mut ended = vec![first.await.unwrap(), second.await.unwrap()];
+        ended.sort_by_key(Result::is_err);
+        assert_eq!(ended, [Ok(2), Err(Refusal::Tokens { left: 0, cost: 5 })]);
+        assert_eq!(budget.tokens(), Some(0));
+        assert_eq!(
+            take(&budget, RETRY).await,
+            Err(Refusal::Tokens { left: 0, cost: 5 }),
+            "alone, with nothing in flight, a retry is refused at once"
+        );
     }
 
     #[tokio::test]
