@@ -14,6 +14,21 @@ use reqwest_middleware::ClientWithMiddleware;
 use serde_json::Value;
 use support::{Captured, JSON_API, PROJECTS, TRIGGER, WEBHOOKS, fast_backoff, project, server};
 
+// Every test again over h2c, as over_h2c::<name>.
+support::over_h2c!(
+    a_create_whose_answers_are_lost_runs_once_with_the_callers_key_on_every_attempt,
+    a_generated_key_is_the_same_on_every_attempt_and_reported,
+    a_429_with_retry_after_1_is_retried_no_earlier_than_1_s,
+    a_webhook_delivery_answered_duplicate_after_a_lost_202_is_a_success,
+    a_403_404_or_422_is_returned_after_one_attempt,
+    the_attempt_budget_ends_the_call_on_the_last_answer,
+    every_answer_lost_is_an_error_that_may_have_run_with_the_key,
+    the_elapsed_budget_refuses_a_retry_after_past_it,
+    a_streaming_body_is_sent_once_and_not_retried,
+    with_an_exchanger_a_401_is_reexchanged_once_and_without_one_it_stops,
+    a_retry_budget_shared_with_a_client_ends_the_retries_of_both,
+);
+
 /// A client with the middleware, its budget `attempts` and millisecond backoff, over the test's
 /// protocol; requests carry their own `Authorization` (no exchanger).
 fn stack(attempts: u32) -> ClientWithMiddleware {
@@ -30,7 +45,9 @@ fn stack(attempts: u32) -> ClientWithMiddleware {
 /// `Bearer <token>` from the demo credentials, exchanged once by the test.
 async fn bearer(server: &MockServer) -> String {
     let credentials =
-        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET).unwrap();
+        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+            .unwrap()
+            .http_client(support::http_client());
     let token = credentials.exchange().await.unwrap();
     format!("Bearer {}", token.secret().expose())
 }
@@ -321,7 +338,9 @@ async fn with_an_exchanger_a_401_is_reexchanged_once_and_without_one_it_stops() 
     let server = server().await;
     server.inject(Fault::expired_token().on("GET", JSON_API));
     let credentials =
-        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET).unwrap();
+        ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+            .unwrap()
+            .http_client(support::http_client());
     let retry = RetryMiddleware::builder()
         .exchanger(credentials)
         .backoff(fast_backoff())
