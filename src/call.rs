@@ -20,6 +20,7 @@ use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::FixedRequest;
 use crate::schedule::{Schedule, SharedSchedule};
+use crate::transport::Http;
 use crate::trigger_limit::TriggerKey;
 
 /// What a [`Call`] addresses.
@@ -146,7 +147,9 @@ impl<'a> Call<'a> {
             }
             Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
         };
-        let answered = self.client.inner.engine.run(&request, self.policy).await?;
+        let inner = &self.client.inner;
+        let mut http = Http(&inner.http);
+        let answered = inner.engine.run(&request, self.policy, &mut http).await?;
         Ok(Response::new(
             answered.status,
             answered.headers,
@@ -308,7 +311,7 @@ impl<'a> Delivering<'a> {
             FixedRequest::webhook(&inner.base, &path, trigger, &id, self.body, &self.headers)?;
         let answered = inner
             .engine
-            .run(&request, self.policy)
+            .run(&request, self.policy, &mut Http(&inner.http))
             .await
             .map_err(|error| error.redacting(token))?;
         let outcome = WebhookOutcome::from_body(&answered.body);

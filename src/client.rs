@@ -287,9 +287,9 @@ impl ClientBuilder {
         Ok(RetryingClient {
             inner: Arc::new(Inner {
                 base,
+                http,
                 engine: Engine {
-                    http,
-                    tokens: TokenCache::new(exchanger),
+                    tokens: Some(TokenCache::new(exchanger)),
                     gate: RateGate::new(self.rate_budget),
                     triggers: TriggerLimiter::new(self.trigger_limit, self.trigger_limits),
                     retry_budget: self.retry_budget,
@@ -317,6 +317,8 @@ pub struct RetryingClient {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) base: reqwest::Url,
+    /// Every attempt of the client's calls goes out through it.
+    pub(crate) http: reqwest::Client,
     pub(crate) engine: Engine,
     pub(crate) policy: Policy,
     pub(crate) webhook_body_limit: usize,

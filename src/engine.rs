@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::answer_limit::{BodyRead, WEBHOOK_ANSWER_LIMIT, read_body};
+use crate::answer_limit::WEBHOOK_ANSWER_LIMIT;
 use crate::attempt::{Attempt, TransportKind, WaitReason};
 use crate::auth::{CachedToken, TokenCache};
 use crate::backoff::Backoff;
@@ -22,6 +22,7 @@ use crate::request::FixedRequest;
 use crate::retry_budget::{Admission, Refusal, RetryBudget};
 use crate::schedule::{SharedSchedule, Waits};
 use crate::stats::{Counters, RetryCause, Stats};
+use crate::transport::Transport;
 use crate::trigger_limit::{Slot, TriggerLimiter};
 
 /// The least time an attempt needs: a rate-budget wait must leave this much of the budget.
@@ -37,11 +38,13 @@ pub(crate) struct Policy {
     pub(crate) schedule: Option<SharedSchedule>,
 }
 
-/// What the engine needs of its client.
+/// What the engine needs of its client. The attempts leave through a [`Transport`]: the
+/// client's own reqwest client, or the rest of a reqwest-middleware stack.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    pub(crate) http: reqwest::Client,
-    pub(crate) tokens: TokenCache,
+    /// `None` in a middleware stack without an exchanger: the request's own `Authorization`
+    /// is sent as it is, and a 401 stops.
+    pub(crate) tokens: Option<TokenCache>,
     pub(crate) gate: RateGate,
     pub(crate) triggers: TriggerLimiter,
     pub(crate) retry_budget: RetryBudget,
@@ -61,12 +64,17 @@ pub(crate) struct Answered {
 
 impl Engine {
     /// Runs `request` until the matrix says stop or the budget ends.
-    pub(crate) async fn run(&self, request: &FixedRequest, policy: Policy) -> Result<Answered> {
+    pub(crate) async fn run<T: Transport>(
+        &self,
+        request: &FixedRequest,
+        policy: Policy,
+        transport: &mut T,
+    ) -> Result<Answered> {
         policy.budget.validate()?;
         self.counters.call_started();
         let span = otel::call_span(request);
         let result = self
-            .attempts(request, policy)
+            .attempts(request, policy, transport)
             .instrument(span.clone())
             .await;
         self.counters.call_ended(result.is_ok());
@@ -89,7 +97,7 @@ impl Engine {
                 .retry_budget
                 .send_rate()
                 .map(|rate| Duration::from_secs_f64(1.0 / rate)),
-            exchanges: self.tokens.exchanges(),
+            exchanges: self.tokens.as_ref().map_or(0, TokenCache::exchanges),
             ..self.counters.snapshot()
         }
     }
@@ -128,7 +136,12 @@ impl Engine {
         );
     }
 
-    async fn attempts(&self, request: &FixedRequest, policy: Policy) -> Result<Answered> {
+    async fn attempts<T: Transport>(
+        &self,
+        request: &FixedRequest,
+        policy: Policy,
+        transport: &mut T,
+    ) -> Result<Answered> {
         let budget = policy.budget;
         let deadline = Deadline::start(budget, Instant::now());
         let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
@@ -177,18 +190,26 @@ impl Engine {
             };
             // Read after every wait: a token that expired while the call waited is refreshed
             // before it is sent, never sent stale.
-            let token = match self.fresh_token(&deadline, &policy).await {
-                Ok(token) => token,
-                Err(error) => return Err(error.with_attempts(attempts)),
+            let token = match &self.tokens {
+                Some(tokens) => match self.fresh_token(tokens, &deadline, &policy).await {
+                    Ok(token) => Some(token),
+                    Err(error) => return Err(error.with_attempts(attempts)),
+                },
+                None => None,
             };
-            let authorization = match token.authorization() {
-                Ok(value) => value,
-                Err(error) => return Err(error.with_attempts(attempts)),
+            let authorization = match token.as_ref().map(CachedToken::authorization) {
+                None => None,
+                Some(Ok(value)) => Some(value),
+                Some(Err(error)) => return Err(error.with_attempts(attempts)),
             };
             self.counters.attempt_sent();
             let attempt_span = otel::attempt_span(request, number);
-            let answer = self
-                .send(request, authorization, timeout)
+            let limit = match request.surface {
+                Surface::Webhook => WEBHOOK_ANSWER_LIMIT,
+                _ => self.answer_limit,
+            };
+            let answer = transport
+                .send(request, authorization, timeout, limit)
                 .instrument(attempt_span.clone())
                 .await;
             otel::record_attempt(&attempt_span, &answer);
@@ -205,6 +226,12 @@ impl Engine {
             }
             attempts.push(record(number, &answer));
             let elapsed = deadline.elapsed(Instant::now());
+            // Without a token source the caller's own credential was refused: nothing to
+            // re-exchange, so the 401 stops at once.
+            if verdict == Verdict::ReexchangeOnce && token.is_none() {
+                trace_attempt(&answer, number, verdict, None, elapsed);
+                return Err(stopped(request, &answer, attempts));
+            }
             if verdict == Verdict::ReexchangeOnce && reexchanged {
                 tracing::error!(
                     attempt = number,
@@ -212,7 +239,7 @@ impl Engine {
                     request_id = answer.request_id().unwrap_or("-"),
                     "unauthorized again after a token re-exchange: stopping; alert an operator",
                 );
-                return Err(stopped(request, &answer, attempts).redacting(token.expose()));
+                return Err(stopped(request, &answer, attempts).redacting(secret(&token)));
             }
             let next = match verdict {
                 Verdict::Success => {
@@ -237,7 +264,7 @@ impl Engine {
             };
             let Some((wait, reason)) = next else {
                 trace_attempt(&answer, number, verdict, None, elapsed);
-                return Err(stopped(request, &answer, attempts).redacting(token.expose()));
+                return Err(stopped(request, &answer, attempts).redacting(secret(&token)));
             };
             if let Err(refused) = deadline.check_wait(wait, Instant::now()) {
                 trace_attempt(&answer, number, verdict, None, elapsed);
@@ -276,7 +303,9 @@ impl Engine {
             );
             if verdict == Verdict::ReexchangeOnce {
                 reexchanged = true;
-                if let Err(error) = self.tokens.refresh_after_unauthorized(&token).await {
+                if let (Some(tokens), Some(token)) = (&self.tokens, &token)
+                    && let Err(error) = tokens.refresh_after_unauthorized(token).await
+                {
                     return Err(error.with_attempts(attempts));
                 }
             } else {
@@ -293,11 +322,16 @@ impl Engine {
     /// or schedule) and tried again while the call's time lasts; the call's attempts count
     /// requests to the API, and none was made.
     /// The cache single-flights exchanges, so calls waiting together add one request.
-    async fn fresh_token(&self, deadline: &Deadline, policy: &Policy) -> Result<CachedToken> {
+    async fn fresh_token(
+        &self,
+        tokens: &TokenCache,
+        deadline: &Deadline,
+        policy: &Policy,
+    ) -> Result<CachedToken> {
         let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut failed = 0;
         loop {
-            let error = match self.tokens.get().await {
+            let error = match tokens.get().await {
                 Ok(token) => return Ok(token),
                 Err(error) => error,
             };
@@ -398,47 +432,11 @@ impl Engine {
             );
         }
     }
+}
 
-    /// One attempt. Never fails: no answer is an answer too.
-    async fn send(
-        &self,
-        request: &FixedRequest,
-        authorization: http::HeaderValue,
-        timeout: Duration,
-    ) -> Answer {
-        let mut builder = self
-            .http
-            .request(request.method.clone(), request.url.clone());
-        for (name, value) in &request.headers {
-            builder = builder.header(name, value);
-        }
-        let sent = builder
-            .header(http::header::AUTHORIZATION, authorization)
-            .body(request.body.clone())
-            .timeout(timeout)
-            .send()
-            .await;
-        let mut response = match sent {
-            Ok(response) => response,
-            Err(error) => return Answer::no_response(TransportKind::of(&error)),
-        };
-        let status = response.status();
-        let headers = std::mem::take(response.headers_mut());
-        let limit = match request.surface {
-            Surface::Webhook => WEBHOOK_ANSWER_LIMIT,
-            _ => self.answer_limit,
-        };
-        match read_body(response, limit).await {
-            BodyRead::Whole(body) => Answer::response(status, headers, body),
-            BodyRead::TooLarge => Answer::too_large(status, headers),
-            // The server answered a delivery: it committed, whatever the body said.
-            BodyRead::Failed(_) if request.surface == Surface::Webhook => {
-                Answer::response(status, headers, Bytes::new())
-            }
-            // A write or read is retried with the same key: a replay brings the body back.
-            BodyRead::Failed(error) => Answer::no_response(TransportKind::of(&error)),
-        }
-    }
+/// The bearer token to keep out of error messages; none when the caller sent its own.
+fn secret(token: &Option<CachedToken>) -> &str {
+    token.as_ref().map_or("", CachedToken::expose)
 }
 
 /// The record of attempt `number`.

@@ -153,6 +153,8 @@ struct Inner {
     retry_after: Option<Duration>,
     body: Option<Bytes>,
     attempts: Vec<Attempt>,
+    /// The key the middleware adapter sent (generated or the caller's).
+    key: Option<crate::key::IdempotencyKey>,
 }
 
 impl Error {
@@ -166,6 +168,7 @@ impl Error {
             retry_after: None,
             body: None,
             attempts: Vec::new(),
+            key: None,
         }))
     }
 
@@ -232,6 +235,22 @@ impl Error {
     pub(crate) fn with_attempts(mut self, attempts: Vec<Attempt>) -> Self {
         self.0.attempts = attempts;
         self
+    }
+
+    /// Records the key every attempt carried.
+    #[cfg(feature = "middleware")]
+    pub(crate) fn with_key(mut self, key: Option<crate::key::IdempotencyKey>) -> Self {
+        self.0.key = key;
+        self
+    }
+
+    /// The `Idempotency-Key` (or delivery ID) every attempt carried, when the
+    /// `RetryMiddleware` sent the request (feature `middleware`):
+    /// the caller's own, or the one it generated. Send the request again with it to repeat the
+    /// same operation. `None` for requests without a key and for [`RetryingClient`](crate::RetryingClient) calls,
+    /// whose caller chose the key.
+    pub fn idempotency_key(&self) -> Option<&crate::key::IdempotencyKey> {
+        self.0.key.as_ref()
     }
 
     /// What kind of failure this is.

@@ -89,6 +89,8 @@ mod endpoint;
 mod engine;
 mod error;
 mod key;
+#[cfg(feature = "middleware")]
+mod middleware;
 mod otel;
 mod outcome;
 #[cfg(test)]
@@ -115,6 +117,8 @@ pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
 pub use clock::{Clock, TokioClock};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+#[cfg(feature = "middleware")]
+pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
 pub use outcome::{Delivery, Response, WebhookOutcome};
 pub use rate::RateBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};

@@ -81,7 +81,7 @@ fn add_headers(into: &mut HeaderMap, extra: &HeaderMap) -> Result<()> {
 }
 
 /// The path as it may be logged: no query, trigger token redacted.
-fn route_of(path: &str) -> Cow<'static, str> {
+pub(crate) fn route_of(path: &str) -> Cow<'static, str> {
     // The common webhook route needs no work: the whole token goes.
     const TOKEN_ONLY: &str = "/api/v1/webhooks/<redacted>";
     if let Some(token) = path.strip_prefix("/api/v1/webhooks/")

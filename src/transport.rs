@@ -19,3 +19,83 @@ pub(crate) fn http_client(prior_knowledge: bool) -> reqwest::Result<reqwest::Cli
     };
     builder.build()
 }
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use http::header::AUTHORIZATION;
+
+use crate::answer_limit::{BodyRead, read_body};
+use crate::attempt::TransportKind;
+use crate::classify::{Answer, Surface};
+use crate::request::FixedRequest;
+
+/// The seam between the engine and the network: one attempt of a fixed request -> its
+/// [`Answer`]. The engine decides, waits and records; a transport only sends. Two exist: the
+/// client's own [`reqwest::Client`] ([`Http`]), and, with feature `middleware`, the rest of a
+/// reqwest-middleware stack (its `Next`), so both run the one attempt loop.
+pub(crate) trait Transport: Send {
+    /// Sends one attempt with `authorization` (none: the request's own headers stand) within
+    /// `timeout`, reading at most `limit` bytes of the answer. Never fails: no answer is an
+    /// answer too.
+    fn send(
+        &mut self,
+        request: &FixedRequest,
+        authorization: Option<HeaderValue>,
+        timeout: Duration,
+        limit: usize,
+    ) -> impl Future<Output = Answer> + Send;
+}
+
+/// The client's own reqwest client.
+#[derive(Debug)]
+pub(crate) struct Http<'a>(pub(crate) &'a reqwest::Client);
+
+impl Transport for Http<'_> {
+    async fn send(
+        &mut self,
+        request: &FixedRequest,
+        authorization: Option<HeaderValue>,
+        timeout: Duration,
+        limit: usize,
+    ) -> Answer {
+        let mut builder = self.0.request(request.method.clone(), request.url.clone());
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        if let Some(authorization) = authorization {
+            builder = builder.header(AUTHORIZATION, authorization);
+        }
+        let sent = builder
+            .body(request.body.clone())
+            .timeout(timeout)
+            .send()
+            .await;
+        match sent {
+            Ok(response) => answer_of(response, request.surface, limit).await,
+            Err(error) => Answer::no_response(TransportKind::of(&error)),
+        }
+    }
+}
+
+/// Reads `response` into an [`Answer`], at most `limit` bytes of its body.
+pub(crate) async fn answer_of(
+    mut response: reqwest::Response,
+    surface: Surface,
+    limit: usize,
+) -> Answer {
+    let status = response.status();
+    let headers = std::mem::take(response.headers_mut());
+    match read_body(response, limit).await {
+        BodyRead::Whole(body) => Answer::response(status, headers, body),
+        BodyRead::TooLarge => Answer::too_large(status, headers),
+        // The server answered a delivery: it committed, whatever the body said.
+        BodyRead::Failed(_) if surface == Surface::Webhook => {
+            Answer::response(status, headers, Bytes::new())
+        }
+        // A write or read is retried with the same key: a replay brings the body back.
+        BodyRead::Failed(error) => Answer::no_response(TransportKind::of(&error)),
+    }
+}
