@@ -2,8 +2,9 @@
 //!
 //! A claim such as "the SDK never duplicates a run" or "it adds no overhead" is only worth the
 //! measurement behind it. Each [`Scenario`] starts the contract server (`hodoflow-mock`) on
-//! `127.0.0.1:0`, drives the SDK and, where a comparison is asked, plain `reqwest` and
-//! `reqwest-retry` against identical servers in the same run, reads what really happened from
+//! `127.0.0.1:0`, drives the SDK and, where a comparison is asked, plain `reqwest` and the
+//! SDK's retrying peers (`reqwest-retry` 0.9 over `reqwest-middleware` 0.5, reqwest 0.13's
+//! built-in `retry`, and `backon`) against identical servers in the same run, reads what really happened from
 //! the server's ledger, and returns one [`Report`]: the parameters used, the figures, and
 //! pass or fail against the scenario's target. A missed target is reported as missed.
 //!
@@ -46,6 +47,7 @@ mod storm;
 
 pub use body_copies::{BodyCopies, install_body_copy_counter};
 pub use memory::{Holder, Protocol, hold};
+pub use overhead::count_requests;
 pub use report::Report;
 pub use scenario::{Options, Scenario, Size};
 pub use server::serve_slow;
