@@ -136,7 +136,7 @@ pub async fn count_requests(holder: Holder, base_url: &str, requests: u64) -> Re
 
 /// The request counts of the two `count` runs under callgrind: per request is the difference
 /// of their instructions over the difference of the counts, so start-up cancels out.
-const COUNTED_REQUESTS: [u64; 2] = [100, 600];
+const COUNTED_REQUESTS: [u64; 2] = [100, 2_100];
 
 /// The total a callgrind run prints on stderr, `==PID== Collected : N`.
 fn collected(stderr: &str) -> Option<u64> {
