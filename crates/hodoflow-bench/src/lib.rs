@@ -11,6 +11,29 @@
 //! Run it as `cargo run --release -p hodoflow-bench -- all`; `BENCHMARKS.md` at the workspace
 //! root explains every figure.
 //!
+//! # Instruction counts
+//!
+//! A rate on a shared 2-core machine moves by several percent from run to run, so `overhead`
+//! also counts the instructions a delivery costs each client, with valgrind's callgrind
+//! (`perf stat -e instructions` reports `<not supported>` in a virtual machine without a PMU).
+//! Install it from Debian's packages, as root:
+//!
+//! ```sh
+//! apt-get update && apt-get install -y valgrind
+//! ```
+//!
+//! The scenario then runs its hidden `count` mode in a child process, against a contract
+//! server in its own process, at 100 and at 2,100 requests, and takes the difference over the
+//! 2,000 requests between (start-up cancels out):
+//!
+//! ```sh
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/hodoflow-bench count --holder sdk --url http://127.0.0.1:PORT --requests 2100
+//! ```
+//!
+//! Without valgrind `overhead` reports its rates and `"counted": false` for the instructions;
+//! `--smoke` runs the child natively, uncounted.
+//!
 //! # Examples
 //!
 //! ```no_run

@@ -187,6 +187,15 @@ async fn count_in_child(
 /// Instructions per request of each side, from callgrind; the JSON figure.
 async fn instructions(size: Size, exe: &Path) -> Result<serde_json::Value> {
     let counted = size == Size::Full;
+    if counted && !valgrind_runs().await {
+        eprintln!(
+            "overhead: valgrind not found; instructions not counted (apt-get install valgrind)"
+        );
+        return Ok(serde_json::json!({
+            "counted": false,
+            "why": "valgrind not found: apt-get install valgrind",
+        }));
+    }
     let requests = size.pick(COUNTED_REQUESTS, [2, 4]);
     let server = server::start().await?;
     let mut figures = serde_json::Map::new();
@@ -224,6 +233,17 @@ async fn instructions(size: Size, exe: &Path) -> Result<serde_json::Value> {
         },
     );
     Ok(figures.into())
+}
+
+/// Whether `valgrind --version` runs.
+async fn valgrind_runs() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|status| status.success())
 }
 
 /// The median of `ratios` and their spread: min, quartiles (nearest rank), max.
