@@ -15,19 +15,23 @@
 //! the retries would have had if every failure had happened in the same instant. The target
 //! is held against `aligned`, for the default budget (every operation must succeed: a retry
 //! that finds the bucket empty waits for the tokens the successes bring back) and for the
-//! budget disabled; the plain bucket of earlier releases is reported beside them.
+//! budget disabled; the plain bucket of earlier releases is reported beside them, and so is
+//! each peer (`reqwest-retry`, reqwest's built-in retry, backon), with the SDK's attempts
+//! and default backoff where the peer has them, sending the same delivery ID header.
 //! Targets: 0 operations failed with the default budget; aligned bunching <= 1.5.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
 use serde_json::json;
+use tokio::sync::Barrier;
 
 use crate::figures::{Bunching, ms, round};
-use crate::peers;
+use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
 use crate::scenario::Size;
 use crate::{Result, drive, server};
@@ -38,14 +42,15 @@ const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
 
 pub(crate) async fn run(size: Size) -> Result<Report> {
     let operations = size.pick(1_000u64, 20);
-    let variants = vec![
-        ("budget_disabled", RetryBudget::disabled()),
-        ("default_budget", RetryBudget::new()),
+    let mut variants = vec![
+        ("budget_disabled", Variant::Sdk(RetryBudget::disabled())),
+        ("default_budget", Variant::Sdk(RetryBudget::new())),
         (
             "plain_bucket",
-            RetryBudget::builder().adaptive(false).build()?,
+            Variant::Sdk(RetryBudget::builder().adaptive(false).build()?),
         ),
     ];
+    variants.extend(Peer::ALL.map(|peer| (peer.label(), Variant::Peer(peer))));
     run_with(
         Report::new("herd"),
         operations,
@@ -61,7 +66,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
 pub(crate) async fn run_10k(size: Size) -> Result<Report> {
     let operations = size.pick(10_000u64, 40);
     let concurrency = size.pick(8_000usize, 40);
-    let variants = vec![("default_budget", RetryBudget::new())];
+    let variants = vec![("default_budget", Variant::Sdk(RetryBudget::new()))];
     let mut report = Report::new("herd_10k");
     report.note("the targets are 0 operations failed and no cost that grows with history (peak RSS is reported; the retry budget's state is a fixed ring of 120 one-second buckets); bunching is reported, not judged: the in-process server takes the 8,000 first attempts over about 2 s, which spreads them unevenly");
     run_with(report, operations, concurrency, variants).await
@@ -71,7 +76,7 @@ async fn run_with(
     mut report: Report,
     operations: u64,
     concurrency: usize,
-    variants: Vec<(&'static str, RetryBudget)>,
+    variants: Vec<(&'static str, Variant)>,
 ) -> Result<Report> {
     report.param("operations", operations);
     report.param("released_together", concurrency);
@@ -86,22 +91,27 @@ async fn run_with(
     );
     report.param("bunching", "max retries in any sliding 100 ms window / (retries / (span / 100 ms)), span = first to last arrival");
     let mut judged = BTreeMap::new();
-    for (label, budget) in variants {
+    for peer in Peer::ALL {
+        report.param(peer.label(), peer.describe(Schedule::SDK_DEFAULT));
+    }
+    for (label, variant) in variants {
         let server = server::start().await?;
-        let sdk = peers::sdk(&server.base_url(), Backoff::default(), budget)?;
+        let client = match variant {
+            Variant::Sdk(budget) => {
+                Client::Sdk(peers::sdk(&server.base_url(), Backoff::default(), budget)?)
+            }
+            Variant::Peer(peer) => Client::Peer(
+                Sender::retrying(peer, &server.base_url(), Schedule::SDK_DEFAULT).await?,
+            ),
+        };
         // Warm up: one round of successful deliveries opens the connections.
-        let warm = sdk.clone();
+        let warm = client.clone();
         drive::each(operations, concurrency, move |op| {
-            let sdk = warm.clone();
+            let client = warm.clone();
             async move {
-                let key = IdempotencyKey::new(format!("herd-warm-{op}"));
-                if let Ok(key) = key {
-                    let _ = sdk
-                        .deliver(DEMO_TRIGGER_TOKEN, Bytes::from_static(BODY))
-                        .delivery_id(DeliveryId::new(key))
-                        .send()
-                        .await;
-                }
+                client
+                    .deliver(DEMO_TRIGGER_TOKEN, format!("herd-warm-{op}"))
+                    .await;
             }
         })
         .await;
@@ -114,7 +124,10 @@ async fn run_with(
                     .times(1),
             );
         }
-        let failed = drive::burst_at(&sdk, triggers, "herd", BODY, concurrency).await;
+        let failed = match &client {
+            Client::Sdk(sdk) => drive::burst_at(sdk, triggers, "herd", BODY, concurrency).await,
+            Client::Peer(sender) => burst_peer(sender, triggers, concurrency).await,
+        };
 
         // Each operation's failure and its retry, from the server's arrival times.
         let ledger = server.ledger();
@@ -154,10 +167,12 @@ async fn run_with(
             .collect();
         let raw = Bunching::of(&raw, WINDOW);
         let aligned = Bunching::of(&aligned, WINDOW);
-        let stats = sdk.stats();
         let figures = json!({
             "retries": retries.len(),
-            "retry_budget_refusals": stats.retry_budget_refusals,
+            "retry_budget_refusals": match &client {
+                Client::Sdk(sdk) => Some(sdk.stats().retry_budget_refusals),
+                Client::Peer(_) => None,
+            },
             "operations_failed": failed,
             "failure_spread_ms": round(ms(spread), 1),
             "aligned": bunching(&aligned),
@@ -189,6 +204,68 @@ async fn run_with(
         );
     }
     Ok(report)
+}
+
+/// What one herd run drives: the SDK with a retry budget, or a peer.
+#[derive(Debug)]
+enum Variant {
+    Sdk(RetryBudget),
+    Peer(Peer),
+}
+
+/// A client under test.
+#[derive(Debug, Clone)]
+enum Client {
+    Sdk(RetryingClient),
+    Peer(Sender),
+}
+
+impl Client {
+    /// One delivery of [`BODY`] to `token` with the delivery ID `id`; whether it failed.
+    async fn deliver(&self, token: &str, id: String) -> bool {
+        match self {
+            Client::Sdk(sdk) => {
+                let Ok(key) = IdempotencyKey::new(id) else {
+                    return true;
+                };
+                sdk.deliver(token, Bytes::from_static(BODY))
+                    .delivery_id(DeliveryId::new(key))
+                    .send()
+                    .await
+                    .is_err()
+            }
+            Client::Peer(sender) => !matches!(
+                sender
+                    .deliver_to(token, Some(&id), Bytes::from_static(BODY))
+                    .await,
+                Ok(status) if status.is_success()
+            ),
+        }
+    }
+}
+
+/// [`drive::burst_at`] for a peer: operation `n` delivers to `triggers[n]` with the delivery
+/// ID `herd-{n}`, the first `concurrency` released together from a barrier. How many failed.
+async fn burst_peer(sender: &Sender, triggers: Vec<String>, concurrency: usize) -> usize {
+    let count = triggers.len() as u64;
+    let concurrency = concurrency.clamp(1, triggers.len().max(1));
+    let barrier = Arc::new(Barrier::new(concurrency));
+    let (client, triggers) = (Client::Peer(sender.clone()), Arc::new(triggers));
+    drive::each(count, concurrency, move |n| {
+        let (client, barrier, triggers) = (client.clone(), barrier.clone(), triggers.clone());
+        async move {
+            if (n as usize) < concurrency {
+                barrier.wait().await;
+            }
+            client
+                .deliver(triggers[n as usize].as_str(), format!("herd-{n}"))
+                .await
+        }
+    })
+    .await
+    .into_iter()
+    .filter(|failed| *failed)
+    .count()
 }
 
 fn bunching(b: &Bunching) -> serde_json::Value {

@@ -2,13 +2,37 @@
 //!
 //! A claim such as "the SDK never duplicates a run" or "it adds no overhead" is only worth the
 //! measurement behind it. Each [`Scenario`] starts the contract server (`hodoflow-mock`) on
-//! `127.0.0.1:0`, drives the SDK and, where a comparison is asked, plain `reqwest` and
-//! `reqwest-retry` against identical servers in the same run, reads what really happened from
+//! `127.0.0.1:0`, drives the SDK and, where a comparison is asked, plain `reqwest` and the
+//! SDK's retrying peers (`reqwest-retry` 0.9 over `reqwest-middleware` 0.5, reqwest 0.13's
+//! built-in `retry`, and `backon`) against identical servers in the same run, reads what really happened from
 //! the server's ledger, and returns one [`Report`]: the parameters used, the figures, and
 //! pass or fail against the scenario's target. A missed target is reported as missed.
 //!
 //! Run it as `cargo run --release -p hodoflow-bench -- all`; `BENCHMARKS.md` at the workspace
 //! root explains every figure.
+//!
+//! # Instruction counts
+//!
+//! A rate on a shared 2-core machine moves by several percent from run to run, so `overhead`
+//! also counts the instructions a delivery costs each client, with valgrind's callgrind
+//! (`perf stat -e instructions` reports `<not supported>` in a virtual machine without a PMU).
+//! Install it from Debian's packages, as root:
+//!
+//! ```sh
+//! apt-get update && apt-get install -y valgrind
+//! ```
+//!
+//! The scenario then runs its hidden `count` mode in a child process, against a contract
+//! server in its own process, at 100 and at 2,100 requests, and takes the difference over the
+//! 2,000 requests between (start-up cancels out):
+//!
+//! ```sh
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/hodoflow-bench count --holder sdk --url http://127.0.0.1:PORT --requests 2100
+//! ```
+//!
+//! Without valgrind `overhead` reports its rates and `"counted": false` for the instructions;
+//! `--smoke` runs the child natively, uncounted.
 //!
 //! # Examples
 //!
@@ -46,6 +70,7 @@ mod storm;
 
 pub use body_copies::{BodyCopies, install_body_copy_counter};
 pub use memory::{Holder, Protocol, hold};
+pub use overhead::count_requests;
 pub use report::Report;
 pub use scenario::{Options, Scenario, Size};
 pub use server::serve_slow;

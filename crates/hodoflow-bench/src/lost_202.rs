@@ -6,11 +6,13 @@
 //! each event started:
 //!
 //! - the SDK, with a delivery ID per event (defaults otherwise);
-//! - `reqwest-retry` posting without a delivery ID, as its user would: the server falls back to
-//!   a hash of trigger token and body in a 2-hour bucket; once with the event's body, once
-//!   with a body that carries its send time, stamped when the request is built;
+//! - each peer (`reqwest-retry`, reqwest's built-in retry, backon; the SDK's attempts and
+//!   backoff where the peer has them) posting without a delivery ID, as its user would: the
+//!   server falls back to a hash of trigger token and body in a 2-hour bucket; once with the
+//!   event's body, once with a body that carries its send time, stamped when the request is
+//!   built;
 //! - an application retry loop on plain reqwest that builds the body again, with a fresh send
-//!   time, for each attempt (the same schedule as `reqwest-retry`'s policy);
+//!   time, for each attempt (the same schedule as the `reqwest-retry` peer's policy);
 //! - plain reqwest with no retry: what is lost when nobody retries.
 //!
 //! Target: the SDK creates 0 duplicate runs.
@@ -26,7 +28,7 @@ use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
 use reqwest_retry::{RetryDecision, RetryPolicy as _};
 use serde_json::{Value, json};
 
-use crate::peers::{self, Sender};
+use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
 use crate::scenario::Size;
 use crate::{Result, drive, server};
@@ -134,7 +136,9 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param("concurrency", CONCURRENCY);
     report.param("fault", format!("execute_then_close with probability {LOSS}, seed {SEED:#x}, on every webhook request (retries too)"));
     report.param("sdk_config", peers::SDK_DEFAULTS);
-    report.param("reqwest_retry_policy", peers::REQWEST_RETRY_DEFAULTS);
+    for peer in Peer::ALL {
+        report.param(peer.label(), peer.describe(Schedule::SDK_DEFAULT));
+    }
 
     // The SDK: one delivery ID per event.
     let server = lossy_server().await?;
@@ -157,13 +161,18 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let sdk_duplicates = sdk["duplicate_runs"].as_u64().unwrap_or(u64::MAX);
     report.figure("sdk", sdk);
 
-    // reqwest-retry, no delivery ID; the body built once per event, stamped or not.
-    for (label, stamped) in [
-        ("reqwest_retry_same_body", false),
-        ("reqwest_retry_stamped_body", true),
-    ] {
+    // Each peer, no delivery ID; the body built once per event, stamped or not.
+    for (peer, stamped) in Peer::ALL
+        .into_iter()
+        .flat_map(|peer| [(peer, false), (peer, true)])
+    {
+        let label = format!(
+            "{}_{}",
+            peer.label(),
+            if stamped { "stamped_body" } else { "same_body" }
+        );
         let server = lossy_server().await?;
-        let sender = Sender::with_retry(&server.base_url(), peers::default_retry_policy()).await?;
+        let sender = Sender::retrying(peer, &server.base_url(), Schedule::SDK_DEFAULT).await?;
         let client = sender.clone();
         let results = drive::each(deliveries, CONCURRENCY, move |event| {
             let sender = client.clone();
@@ -180,7 +189,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         let identity = Identity::BodyHash { attempts_sent };
         let measured = figures(&server, deliveries, identity, &tally(results))?;
         eprintln!("lost_202: {label} {measured}");
-        report.figure(label, measured);
+        report.figure(&label, measured);
     }
 
     // An application's own retry loop on plain reqwest, building the body for each attempt.
@@ -221,8 +230,8 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     eprintln!("lost_202: reqwest_no_retry {measured}");
     report.figure("reqwest_no_retry", measured);
 
-    report.note("duplicate_runs = runs - events with a run, from the server's ledger; with delivery IDs an event is its ID; without, every request that reaches the server runs (the fault closes after the commit), so when the server saw every attempt sent (attempts_sent = requests, counted under reqwest-retry by a middleware) every event has a run; otherwise only duplicate_runs_at_least = runs - deliveries is known");
-    report.note("reqwest-retry 0.8 does retry a POST whose connection closed after sending, without an answer: its default strategy treats hyper's IncompleteMessage as transient (retries_sent follows answers_lost)");
+    report.note("duplicate_runs = runs - events with a run, from the server's ledger; with delivery IDs an event is its ID; without, every request that reaches the server runs (the fault closes after the commit), so when the server saw every attempt sent (attempts_sent = requests, counted under each peer's retry: a middleware under reqwest-retry, reqwest's classifier, backon's loop) every event has a run; otherwise only duplicate_runs_at_least = runs - deliveries is known");
+    report.note("reqwest-retry 0.9 does retry a POST whose connection closed after sending, without an answer: its default strategy treats hyper's IncompleteMessage as transient (retries_sent follows answers_lost)");
     report.note("without a delivery ID the server deduplicates on a hash of token and body: a retry of the same bytes is caught, a body rebuilt with a new send time is a new delivery");
     report.note("reqwest_no_retry: sender_failures are events whose sender got no answer and cannot tell whether they ran; they did run (events_with_a_run), so the sender, not the server, lost them");
     report.at_most("sdk.duplicate_runs", sdk_duplicates as f64, 0.0);
@@ -232,7 +241,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
 /// Up to 5 attempts with `reqwest-retry`'s schedule, each with a freshly built, freshly
 /// stamped body: retried on no answer, 429 and 5xx. `Some(kind)` when it gave up.
 async fn resend_rebuilt(sender: &Sender, event: u64, attempts: &AtomicU64) -> Option<String> {
-    let policy = peers::default_retry_policy();
+    let policy = peers::retry_policy(Schedule::SDK_DEFAULT);
     let started = SystemTime::now();
     let mut retries = 0;
     loop {

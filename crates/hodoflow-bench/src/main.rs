@@ -1,4 +1,4 @@
-//! `hodoflow-bench`: benchmarks of the SDK against plain reqwest and reqwest-retry.
+//! `hodoflow-bench`: benchmarks of the SDK against plain reqwest and its retrying peers.
 //!
 //! Run with: `cargo run --release -p hodoflow-bench -- <scenario>|all`. Each scenario prints
 //! one JSON line on stdout; progress goes to stderr. See BENCHMARKS.md.
@@ -31,18 +31,21 @@ struct Cli {
     /// How long `serve-slow` holds each delivery.
     #[arg(long, hide = true, default_value_t = 10_000)]
     delay_ms: u64,
-    /// The client `hold` measures.
+    /// The client `hold` or `count` measures.
     #[arg(long, hide = true, default_value = "sdk")]
     holder: HolderArg,
     /// The protocol `hold` speaks.
     #[arg(long, hide = true, default_value = "http1")]
     protocol: ProtocolArg,
-    /// The server `hold` delivers to.
+    /// The server `hold` or `count` delivers to.
     #[arg(long, hide = true, default_value = "")]
     url: String,
     /// How many deliveries `hold` starts at once.
     #[arg(long, hide = true, default_value_t = 0)]
     in_flight: u64,
+    /// How many deliveries `count` sends, one after another.
+    #[arg(long, hide = true, default_value_t = 0)]
+    requests: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -89,6 +92,9 @@ enum What {
     /// The memory scenario's client, run as a child process.
     #[value(name = "hold", hide = true)]
     Hold,
+    /// The overhead scenario's client under callgrind, run as a child process.
+    #[value(name = "count", hide = true)]
+    Count,
 }
 
 impl What {
@@ -106,7 +112,7 @@ impl What {
             What::Recovery => vec![Scenario::Recovery],
             What::ProxyLimit => vec![Scenario::ProxyLimit],
             What::All => Scenario::ALL.to_vec(),
-            What::ServeSlow | What::Hold => Vec::new(),
+            What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }
     }
 }
@@ -128,12 +134,26 @@ fn main() -> ExitCode {
             }
         };
     }
+    let holder = match cli.holder {
+        HolderArg::Sdk => Holder::Sdk,
+        HolderArg::Reqwest => Holder::Reqwest,
+    };
+    if cli.what == What::Count {
+        let counted = hodoflow_bench::count_requests(holder, &cli.url, cli.requests);
+        return match runtime.block_on(counted) {
+            Ok(0) => ExitCode::SUCCESS,
+            Ok(failed) => {
+                eprintln!("count: {failed} of {} deliveries failed", cli.requests);
+                ExitCode::FAILURE
+            }
+            Err(error) => {
+                eprintln!("count: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     hodoflow_bench::install_body_copy_counter();
     if cli.what == What::Hold {
-        let holder = match cli.holder {
-            HolderArg::Sdk => Holder::Sdk,
-            HolderArg::Reqwest => Holder::Reqwest,
-        };
         let protocol = match cli.protocol {
             ProtocolArg::Http1 => Protocol::Http1,
             ProtocolArg::H2c => Protocol::H2c,

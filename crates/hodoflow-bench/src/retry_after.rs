@@ -6,8 +6,10 @@
 //! every refusal followed by another attempt with the same delivery ID, the gap is the
 //! retry's arrival minus the refusal's arrival, both on the server's monotonic clock
 //! (`RequestRecord::arrived`). A gap under 1 s is early; lateness is the gap minus 1 s.
-//! The SDK runs with its defaults. `reqwest-retry` (default policy, a delivery ID header so
-//! its attempts can be paired) is measured the same way on a fresh server, for context.
+//! The SDK runs with its defaults. Each peer (`reqwest-retry`, reqwest's built-in retry,
+//! backon with its documented Retry-After `adjust`; the SDK's attempts and backoff where the
+//! peer has them; a delivery ID header so its attempts can be paired) is measured the same way
+//! on a fresh server, for context.
 //! Targets: 0 operations failed, 0 early, lateness p99 <= 500 ms.
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,7 +22,7 @@ use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
 use serde_json::{Value, json};
 
 use crate::figures::{ms, percentile, round};
-use crate::peers::{self, Sender};
+use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
 use crate::scenario::Size;
 use crate::{Result, drive, server};
@@ -115,7 +117,9 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     );
     report.param("concurrency", operations);
     report.param("sdk_config", peers::SDK_DEFAULTS);
-    report.param("reqwest_retry_policy", peers::REQWEST_RETRY_DEFAULTS);
+    for peer in Peer::ALL {
+        report.param(peer.label(), peer.describe(Schedule::SDK_DEFAULT));
+    }
     report.param(
         "early_means",
         "retry arrival - refusal arrival < 1 s, server clock",
@@ -149,27 +153,30 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let lateness_p99 = sdk["lateness_p99_ms"].as_f64().unwrap_or(f64::INFINITY);
     report.figure("sdk", sdk);
 
-    let (server, tokens) = refusing_server(operations).await?;
-    let sender = Sender::with_retry(&server.base_url(), peers::default_retry_policy()).await?;
-    let triggers = Arc::new(tokens);
-    let results = drive::each(operations, operations as usize, move |op| {
-        let (sender, triggers) = (sender.clone(), triggers.clone());
-        async move {
-            let id = format!("retry-after-rr-{op}");
-            match sender
-                .deliver_to(&triggers[op as usize], Some(&id), Bytes::from_static(BODY))
-                .await
-            {
-                Ok(status) if status.is_success() => None,
-                Ok(_) => Some("refused"),
-                Err(_) => Some("no_answer"),
+    for peer in Peer::ALL {
+        let label = peer.label();
+        let (server, tokens) = refusing_server(operations).await?;
+        let sender = Sender::retrying(peer, &server.base_url(), Schedule::SDK_DEFAULT).await?;
+        let triggers = Arc::new(tokens);
+        let results = drive::each(operations, operations as usize, move |op| {
+            let (sender, triggers) = (sender.clone(), triggers.clone());
+            async move {
+                let id = format!("retry-after-{label}-{op}");
+                match sender
+                    .deliver_to(&triggers[op as usize], Some(&id), Bytes::from_static(BODY))
+                    .await
+                {
+                    Ok(status) if status.is_success() => None,
+                    Ok(_) => Some("refused"),
+                    Err(_) => Some("no_answer"),
+                }
             }
-        }
-    })
-    .await;
-    let peer = figures(gaps(&server), &results);
-    eprintln!("retry_after: reqwest_retry {peer}");
-    report.figure("reqwest_retry", peer);
+        })
+        .await;
+        let measured = figures(gaps(&server), &results);
+        eprintln!("retry_after: {label} {measured}");
+        report.figure(label, measured);
+    }
 
     report.note("a 429 or 503 with Retry-After closes the SDK's gate for every call of the client until the latest refusal's instant, released with jitter (a fifth of the wait at most); a call whose first attempt met the closed gate sends it (and meets its refusal) a second later, which closes the gate again for the retries of the others: that is lateness, never earliness (refusals_arrived_over_ms)");
     report.note("a retry that follows a Retry-After of at least 1 s is free in the default retry budget: the credential's gate paces it");

@@ -78,7 +78,7 @@ impl Scenario {
     pub async fn run(self, options: &Options) -> Result<Report> {
         let size = options.size;
         match self {
-            Scenario::Overhead => overhead::run(size).await,
+            Scenario::Overhead => overhead::run(size, &options.exe).await,
             Scenario::Storm => storm::run(size).await,
             Scenario::Lost202 => lost_202::run(size).await,
             Scenario::RetryAfter => retry_after::run(size).await,
@@ -118,7 +118,8 @@ impl Size {
 pub struct Options {
     /// The size of every scenario.
     pub size: Size,
-    /// The bench binary, started as the memory scenario's slow server (`serve-slow`).
+    /// The bench binary, started as the memory scenario's slow server (`serve-slow`) and
+    /// client (`hold`), and as the overhead scenario's counted client (`count`).
     pub exe: PathBuf,
 }
 

@@ -3,9 +3,9 @@
 //! 200 senders loop for 10 s, one operation after another, against a server that answers
 //! every delivery `503` without `Retry-After`. Requests per logical operation (the server's
 //! count of webhook requests over the operations the senders started) for the SDK with its
-//! default retry budget, the SDK with the budget disabled, and `reqwest-retry` with its
-//! exponential policy, each at 5 attempts and the same backoff scale, each against a fresh,
-//! identical server. Each operation's duration is measured too.
+//! default retry budget, the SDK with the budget disabled, and each peer (`reqwest-retry`,
+//! reqwest's built-in retry, backon), each at 5 attempts and, where the client has a backoff,
+//! the same backoff scale, each against a fresh, identical server. Each operation's duration is measured too.
 //! Targets: the SDK with its default budget <= 1.10 requests per operation, and its p99
 //! operation duration at most that of `RetryBudget::disabled()` in the same run.
 
@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
 use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::figures::{ms, percentile, round};
-use crate::peers::{self, FAST_BASE, FAST_CAP, Sender};
+use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
 use crate::scenario::Size;
 use crate::{Result, server};
@@ -32,7 +32,7 @@ const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
 #[derive(Debug, Clone)]
 enum Client {
     Sdk(RetryingClient),
-    ReqwestRetry(Sender),
+    Peer(Sender),
 }
 
 impl Client {
@@ -54,7 +54,7 @@ impl Client {
                     Err(error) => error.kind().as_str(),
                 }
             }
-            Client::ReqwestRetry(sender) => match sender.deliver(Some(&id), body).await {
+            Client::Peer(sender) => match sender.deliver(Some(&id), body).await {
                 Ok(status) if status.is_success() => "accepted",
                 Ok(status) if status.is_server_error() => "server_error",
                 Ok(_) => "other_status",
@@ -130,7 +130,7 @@ async fn measure(
     let requests = server.ledger().requests_to("POST", server::WEBHOOKS).len();
     let retry_budget_refusals = match &client {
         Client::Sdk(client) => Some(client.stats().retry_budget_refusals),
-        Client::ReqwestRetry(_) => None,
+        Client::Peer(_) => None,
     };
     eprintln!(
         "storm: {label}: {ops} ops, {requests} requests, {:.3} per op",
@@ -149,7 +149,8 @@ async fn measure(
 pub(crate) async fn run(size: Size) -> Result<Report> {
     let senders = size.pick(200, 4);
     let duration = size.pick(Duration::from_secs(10), Duration::from_millis(200));
-    let backoff = Backoff::new().base(FAST_BASE).cap(FAST_CAP);
+    let schedule = Schedule::FAST;
+    let backoff = schedule.backoff();
     let mut report = Report::new("storm");
     report.param("senders", senders);
     report.param("seconds", duration.as_secs_f64());
@@ -158,15 +159,13 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param(
         "backoff",
         format!(
-            "full jitter, {} ms doubling to {} s, for the SDK (Backoff::base/cap) and reqwest-retry (retry_bounds)",
-            FAST_BASE.as_millis(),
-            FAST_CAP.as_secs()
+            "full jitter, {} doubling, for the SDK (Backoff::base/cap) and every peer with a backoff",
+            schedule.range()
         ),
     );
-    report.param(
-        "reqwest_retry",
-        "0.8.0 (reqwest-middleware 0.4.2): the newest pairing with reqwest 0.12",
-    );
+    for peer in Peer::ALL {
+        report.param(peer.label(), peer.describe(schedule));
+    }
     report.param(
         "retry_budget_default",
         "RetryBudget::new(): adaptive (retry bucket of 500 tokens, 5 a retry; SRE ratio K = 2 over 2 min and 5 s; probes every 100 ms while down)",
@@ -184,12 +183,13 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         per_op_p99.insert(label, percentile(&measured.durations_ms, 99.0));
         per_op.insert(label, record(&mut report, label, &measured));
     }
-    let label = "reqwest_retry";
-    let server = failing_server().await?;
-    let policy = peers::retry_policy(FAST_BASE, FAST_CAP);
-    let client = Client::ReqwestRetry(Sender::with_retry(&server.base_url(), policy).await?);
-    let measured = measure(label, &server, client, senders, duration).await?;
-    per_op.insert(label, record(&mut report, label, &measured));
+    for peer in Peer::ALL {
+        let label = peer.label();
+        let server = failing_server().await?;
+        let sender = Sender::retrying(peer, &server.base_url(), schedule).await?;
+        let measured = measure(label, &server, Client::Peer(sender), senders, duration).await?;
+        per_op.insert(label, record(&mut report, label, &measured));
+    }
     let p99 = |label: &str| per_op_p99.get(label).copied().unwrap_or(f64::INFINITY);
     let duration_ratio = round(
         p99("sdk_default_budget") / p99("sdk_budget_disabled").max(f64::MIN_POSITIVE),
