@@ -4,7 +4,9 @@
 //! - `reqwest-retry` 0.9's `RetryTransientMiddleware` over `reqwest-middleware` 0.5;
 //! - reqwest 0.13's built-in retry, `reqwest::retry::for_host(..)` with a `classify_fn`;
 //! - `backon`'s `ExponentialBuilder` around the send, with `.adjust(..)` reading the last
-//!   answer's `Retry-After`.
+//!   answer's `Retry-After`;
+//! - this crate's own `RetryMiddleware` (feature `middleware`) in `RetryTransientMiddleware`'s
+//!   place, the drop-in its docs describe.
 //!
 //! Every client is on reqwest 0.13, the SDK's.
 
@@ -86,11 +88,19 @@ pub(crate) enum Peer {
     ReqwestBuiltin,
     /// `backon`'s `ExponentialBuilder` around each send, Retry-After read by `.adjust(..)`.
     Backon,
+    /// `hodoflow_retry::RetryMiddleware` on `reqwest-middleware` 0.5, where
+    /// `RetryTransientMiddleware` was.
+    SdkMiddleware,
 }
 
 impl Peer {
     /// Every peer, in the order the scenarios run them.
-    pub(crate) const ALL: [Peer; 3] = [Peer::ReqwestRetry, Peer::ReqwestBuiltin, Peer::Backon];
+    pub(crate) const ALL: [Peer; 4] = [
+        Peer::ReqwestRetry,
+        Peer::ReqwestBuiltin,
+        Peer::Backon,
+        Peer::SdkMiddleware,
+    ];
 
     /// The peer's name in reports.
     pub(crate) fn label(self) -> &'static str {
@@ -98,6 +108,7 @@ impl Peer {
             Peer::ReqwestRetry => "reqwest_retry",
             Peer::ReqwestBuiltin => "reqwest_builtin_retry",
             Peer::Backon => "backon",
+            Peer::SdkMiddleware => "sdk_middleware",
         }
     }
 
@@ -114,6 +125,9 @@ impl Peer {
             ),
             Peer::Backon => format!(
                 "backon 1.6 ExponentialBuilder::default().with_min_delay/with_max_delay({range}).with_max_times({retries}).with_jitter() (delay + up to one delay more), .when(429, 5xx or no answer), .adjust(|err, dur| Retry-After seconds of the last answer, else dur) as backon's docs show"
+            ),
+            Peer::SdkMiddleware => format!(
+                "hodoflow_retry::RetryMiddleware (feature middleware) on reqwest-middleware 0.5.2 in RetryTransientMiddleware's place: {ATTEMPTS} attempts, backoff {range}, the default retry budget; the caller's Idempotency-Key, else one generated per request"
             ),
         }
     }
@@ -213,6 +227,19 @@ impl Sender {
                     reqwest_middleware::ClientBuilder::new(http).build(),
                     authorization,
                 )
+            }
+            Peer::SdkMiddleware => {
+                let http = http_builder().retry(reqwest::retry::never()).build()?;
+                let authorization = bearer(&http, base_url).await?;
+                let retry = hodoflow_retry::RetryMiddleware::builder()
+                    .budget(hodoflow_retry::Budget::new().max_attempts(ATTEMPTS))
+                    .backoff(schedule.backoff())
+                    .build()?;
+                let client = reqwest_middleware::ClientBuilder::new(http)
+                    .with(retry)
+                    .with(CountAttempts(attempts.clone()))
+                    .build();
+                (client, authorization)
             }
             Peer::Backon => {
                 let http = http_builder().retry(reqwest::retry::never()).build()?;
