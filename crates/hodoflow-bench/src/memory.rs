@@ -92,27 +92,11 @@ impl Plain {
             Protocol::H2c => builder.http2_prior_knowledge(),
         }
         .build()?;
-        let form = format!(
-            "grant_type=client_credentials&client_id={DEMO_CLIENT_ID}&client_secret={DEMO_CLIENT_SECRET}"
-        );
-        let response = http
-            .post(format!("{base_url}/oauth/token"))
-            .header(
-                http::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .body(form)
-            .send()
-            .await?
-            .error_for_status()?;
-        let token: Value = serde_json::from_slice(&response.bytes().await?)?;
-        let token = token["access_token"]
-            .as_str()
-            .ok_or("the token response has no access_token")?;
+        let authorization = crate::peers::bearer(&http, base_url).await?;
         Ok(Self {
             http,
             url: format!("{base_url}/api/v1/webhooks/{DEMO_TRIGGER_TOKEN}"),
-            authorization: http::HeaderValue::from_str(&format!("Bearer {token}"))?,
+            authorization,
         })
     }
 

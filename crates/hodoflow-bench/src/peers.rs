@@ -404,7 +404,7 @@ impl reqwest_middleware::Middleware for CountAttempts {
 }
 
 /// Exchanges the demo credentials for a bearer token, as a plain reqwest user would.
-async fn bearer(http: &reqwest::Client, base_url: &str) -> Result<HeaderValue> {
+pub(crate) async fn bearer(http: &reqwest::Client, base_url: &str) -> Result<HeaderValue> {
     let form = format!(
         "grant_type=client_credentials&client_id={DEMO_CLIENT_ID}&client_secret={DEMO_CLIENT_SECRET}"
     );
