@@ -146,6 +146,10 @@ impl Engine {
         let deadline = Deadline::start(budget, Instant::now());
         let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut attempts: Vec<Attempt> = Vec::new();
+        let limit = match request.surface {
+            Surface::Webhook => WEBHOOK_ANSWER_LIMIT,
+            _ => self.answer_limit,
+        };
         // Set once a 401 was answered with a fresh exchange: another 401 then means the
         // credential itself is refused.
         let mut reexchanged = false;
@@ -204,10 +208,6 @@ impl Engine {
             };
             self.counters.attempt_sent();
             let attempt_span = otel::attempt_span(request, number);
-            let limit = match request.surface {
-                Surface::Webhook => WEBHOOK_ANSWER_LIMIT,
-                _ => self.answer_limit,
-            };
             let answer = transport
                 .send(request, authorization, timeout, limit)
                 .instrument(attempt_span.clone())

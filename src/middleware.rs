@@ -26,7 +26,7 @@ use crate::rate::{RateBudget, RateGate};
 use crate::request::{FixedRequest, route_of};
 use crate::retry_budget::RetryBudget;
 use crate::stats::{Counters, Stats};
-use crate::transport::{Transport, answer_of};
+use crate::transport::{self, Transport, answer_of};
 use crate::trigger_limit::{TriggerKey, TriggerLimiter};
 
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -379,13 +379,8 @@ impl Transport for ThroughNext<'_> {
         timeout: Duration,
         limit: usize,
     ) -> Answer {
-        let mut attempt = reqwest::Request::new(request.method.clone(), request.url.clone());
-        *attempt.headers_mut() = request.headers.clone();
-        if let Some(authorization) = authorization {
-            attempt.headers_mut().insert(AUTHORIZATION, authorization);
-        }
-        *attempt.body_mut() = Some(request.body.clone().into());
-        *attempt.timeout_mut() = Some(self.timeout.map_or(timeout, |own| own.min(timeout)));
+        let timeout = self.timeout.map_or(timeout, |own| own.min(timeout));
+        let mut attempt = transport::attempt(request, authorization, timeout);
         *attempt.version_mut() = self.version;
         self.last = None;
         let sent = self.next.clone().run(attempt, self.extensions).await;

@@ -67,7 +67,10 @@ fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
         None => (path, None),
     };
     let mut url = base.clone();
-    url.set_path(&format!("{}{path}", base.path().trim_end_matches('/')));
+    match base.path().trim_end_matches('/') {
+        "" => url.set_path(path),
+        prefix => url.set_path(&format!("{prefix}{path}")),
+    }
     url.set_query(query);
     Ok(url)
 }

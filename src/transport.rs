@@ -7,6 +7,18 @@
 //! counted, budgeted or recorded. The engine retries them instead, as
 //! [`TransportKind::Refused`](crate::TransportKind::Refused).
 
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use http::header::AUTHORIZATION;
+
+use crate::answer_limit::{BodyRead, read_body};
+use crate::attempt::TransportKind;
+use crate::classify::{Answer, Surface};
+use crate::request::FixedRequest;
+
 /// The client: HTTP/2 from the first byte on `http://` when `prior_knowledge`.
 pub(crate) fn http_client(prior_knowledge: bool) -> reqwest::Result<reqwest::Client> {
     let builder = reqwest::Client::builder()
@@ -19,18 +31,6 @@ pub(crate) fn http_client(prior_knowledge: bool) -> reqwest::Result<reqwest::Cli
     };
     builder.build()
 }
-
-use std::future::Future;
-use std::time::Duration;
-
-use bytes::Bytes;
-use http::HeaderValue;
-use http::header::AUTHORIZATION;
-
-use crate::answer_limit::{BodyRead, read_body};
-use crate::attempt::TransportKind;
-use crate::classify::{Answer, Surface};
-use crate::request::FixedRequest;
 
 /// The seam between the engine and the network: one attempt of a fixed request -> its
 /// [`Answer`]. The engine decides, waits and records; a transport only sends. Two exist: the
@@ -61,23 +61,32 @@ impl Transport for Http<'_> {
         timeout: Duration,
         limit: usize,
     ) -> Answer {
-        let mut builder = self.0.request(request.method.clone(), request.url.clone());
-        for (name, value) in &request.headers {
-            builder = builder.header(name, value);
-        }
-        if let Some(authorization) = authorization {
-            builder = builder.header(AUTHORIZATION, authorization);
-        }
-        let sent = builder
-            .body(request.body.clone())
-            .timeout(timeout)
-            .send()
-            .await;
-        match sent {
+        match self
+            .0
+            .execute(attempt(request, authorization, timeout))
+            .await
+        {
             Ok(response) => answer_of(response, request.surface, limit).await,
             Err(error) => Answer::no_response(TransportKind::of(&error)),
         }
     }
+}
+
+/// One attempt of `request` as reqwest sends it: the fixed method, URL, headers and body
+/// bytes, and `authorization` when the engine holds the token.
+pub(crate) fn attempt(
+    request: &FixedRequest,
+    authorization: Option<HeaderValue>,
+    timeout: Duration,
+) -> reqwest::Request {
+    let mut attempt = reqwest::Request::new(request.method.clone(), request.url.clone());
+    *attempt.headers_mut() = request.headers.clone();
+    if let Some(authorization) = authorization {
+        attempt.headers_mut().insert(AUTHORIZATION, authorization);
+    }
+    *attempt.body_mut() = Some(request.body.clone().into());
+    *attempt.timeout_mut() = Some(timeout);
+    attempt
 }
 
 /// Reads `response` into an [`Answer`], at most `limit` bytes of its body.
