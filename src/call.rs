@@ -312,8 +312,7 @@ impl<'a> Delivering<'a> {
         let answered = inner
             .engine
             .run(&request, self.policy, &mut Http(&inner.http))
-            .await
-            .map_err(|error| error.redacting(token))?;
+            .await?;
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }

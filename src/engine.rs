@@ -478,9 +478,14 @@ fn not_retried(
     }
 }
 
-/// The error of the answer the engine stopped on, with every attempt.
+/// The error of the answer the engine stopped on, with every attempt; a trigger token the
+/// server echoed into the error code it quotes is redacted, whichever transport sent it.
 fn stopped(request: &FixedRequest, answer: &Answer, attempts: Vec<Attempt>) -> Error {
-    final_error(request.surface, answer, SystemTime::now()).with_attempts(attempts)
+    let error = final_error(request.surface, answer, SystemTime::now()).with_attempts(attempts);
+    match request.trigger_token() {
+        Some(token) => error.redacting(token),
+        None => error,
+    }
 }
 
 /// One event per attempt: number, status or transport error, `x-request-id`,

@@ -115,6 +115,14 @@ fn content_type(headers: &mut HeaderMap, default: &'static str) {
 }
 
 impl FixedRequest {
+    /// The trigger token of a delivery, the last segment of its path; a secret, never logged.
+    pub(crate) fn trigger_token(&self) -> Option<&str> {
+        (self.surface == Surface::Webhook)
+            .then(|| self.url.path().rsplit('/').next())
+            .flatten()
+            .filter(|token| !token.is_empty())
+    }
+
     /// A JSON:API unsafe write: POST, PUT, PATCH or DELETE under `/api/json`, with its key.
     pub(crate) fn write(
         base: &reqwest::Url,

@@ -21,6 +21,7 @@ support::over_h2c!(
     a_429_with_retry_after_1_is_retried_no_earlier_than_1_s,
     a_webhook_delivery_answered_duplicate_after_a_lost_202_is_a_success,
     a_403_404_or_422_is_returned_after_one_attempt,
+    a_trigger_token_the_server_echoes_is_not_in_the_error,
     the_attempt_budget_ends_the_call_on_the_last_answer,
     every_answer_lost_is_an_error_that_may_have_run_with_the_key,
     the_elapsed_budget_refuses_a_retry_after_past_it,
@@ -235,6 +236,33 @@ async fn a_403_404_or_422_is_returned_after_one_attempt() {
         assert_eq!(ledger.requests_to("POST", JSON_API).len(), 1, "{status}");
         assert_eq!(ledger.total_writes_executed(), 0);
     }
+}
+
+#[tokio::test]
+async fn a_trigger_token_the_server_echoes_is_not_in_the_error() {
+    let server = server().await;
+    let auth = bearer(&server).await;
+    let echo = format!(r#"{{"error":"{TRIGGER}"}}"#);
+    server.inject(Fault::respond(422).body(&echo).on("POST", WEBHOOKS));
+    let response = stack(3)
+        .post(url(&server, &format!("{WEBHOOKS}{TRIGGER}")))
+        .header("authorization", &auth)
+        .header("idempotency-key", "mw-echo-1")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), 422);
+    let error = report(&response)
+        .error()
+        .expect("the matrix's stop")
+        .clone();
+    let text = format!("{error} {error:?}");
+    assert!(text.contains("<redacted>"), "{text}");
+    assert!(!text.contains(TRIGGER), "{text}");
+    assert_eq!(server.ledger().requests_to("POST", WEBHOOKS).len(), 1);
+    assert_eq!(server.ledger().total_runs(), 0);
 }
 
 #[tokio::test]
