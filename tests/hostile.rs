@@ -659,13 +659,7 @@ fn random_reply(rng: &mut StdRng) -> Reply {
 #[tokio::test]
 async fn thousands_of_random_answers_end_every_call_typed_within_its_budget() {
     let _ = tracing_log::LogTracer::init();
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(captured.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
 
     const CLIENTS: usize = 64;
     const CALLS: usize = 50;

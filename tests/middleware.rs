@@ -111,13 +111,7 @@ async fn a_generated_key_is_the_same_on_every_attempt_and_reported() {
     let server = server().await;
     let auth = bearer(&server).await;
     server.inject(Fault::execute_then_close().on("POST", JSON_API));
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(captured.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = Captured::on_this_thread(tracing::Level::INFO);
     let response = stack(5)
         .post(url(&server, PROJECTS))
         .header("authorization", &auth)

@@ -22,13 +22,7 @@ const GRAPHQL_MARKER: &str = "BODY_SECRET_graphql_3a7";
 #[tokio::test]
 async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body() {
     tracing_log::LogTracer::init().expect("log records are routed into tracing");
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(captured.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
 
     let server = MockServer::builder()
         .client(ClientSeed::new("sender-1", CLIENT_SECRET, "acme"))

@@ -321,6 +321,17 @@ pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
 pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
+    /// Captures every event and span at `level` and below on this thread until the guard drops.
+    pub fn on_this_thread(level: tracing::Level) -> (Self, tracing::subscriber::DefaultGuard) {
+        let captured = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(captured.clone())
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
     /// What was written so far, as text.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
