@@ -26,6 +26,7 @@ use crate::answer_limit::{BodyRead, TOKEN_ANSWER_LIMIT, read_body};
 use crate::attempt::TransportKind;
 use crate::endpoint;
 use crate::error::{Error, Result};
+use crate::profile::hodoflow::TOKEN_PATH;
 
 /// The most a token is refreshed ahead of its expiry.
 const MAX_REFRESH_SKEW: Duration = Duration::from_secs(30);
@@ -223,7 +224,7 @@ impl ClientCredentials {
         http: reqwest::Client,
     ) -> Result<Self> {
         let base = endpoint::base_url(base_url, "the token base URL")?;
-        let token_url = format!("{}/oauth/token", base.as_str().trim_end_matches('/'));
+        let token_url = format!("{}{TOKEN_PATH}", base.as_str().trim_end_matches('/'));
         let token_url = endpoint::base_url(&token_url, "the token base URL")?;
         Ok(Self {
             http,

@@ -24,7 +24,7 @@ use http::HeaderValue;
 use rand::Rng;
 
 use crate::attempt::WaitReason;
-use crate::classify::Verdict;
+use crate::matrix::Verdict;
 
 /// The most jitter added to a `Retry-After` wait.
 const RETRY_AFTER_JITTER_MAX: Duration = Duration::from_secs(1);

@@ -17,6 +17,7 @@ use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
+use crate::profile::hodoflow::WEBHOOKS_PREFIX;
 use crate::redact::{BodyLen, redact_path};
 use crate::request::FixedRequest;
 use crate::schedule::{Schedule, SharedSchedule};
@@ -297,14 +298,14 @@ impl<'a> Delivering<'a> {
                     org_domain = %org,
                     "the organization-qualified webhook route is deprecated: use the token-only route"
                 );
-                format!("/api/v1/webhooks/{org}/{token}")
+                format!("{WEBHOOKS_PREFIX}{org}/{token}")
             }
             Some(_) => {
                 return Err(Error::invalid_input(
                     "the organization domain must be one URL path segment",
                 ));
             }
-            None => format!("/api/v1/webhooks/{token}"),
+            None => format!("{WEBHOOKS_PREFIX}{token}"),
         };
         let trigger = TriggerKey::of(token);
         let request =

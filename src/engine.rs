@@ -8,13 +8,14 @@ use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::answer_limit::WEBHOOK_ANSWER_LIMIT;
+use crate::answer::Answer;
 use crate::attempt::{Attempt, TransportKind, WaitReason};
 use crate::auth::{CachedToken, TokenCache};
 use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
-use crate::classify::{Answer, Surface, Verdict, classify, final_error};
+use crate::classify::{classify, final_error};
 use crate::error::{Error, ErrorKind, Result};
+use crate::matrix::Verdict;
 use crate::otel;
 use crate::rate::RateGate;
 use crate::rate_limit_field;
@@ -146,10 +147,8 @@ impl Engine {
         let deadline = Deadline::start(budget, Instant::now());
         let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut attempts: Vec<Attempt> = Vec::new();
-        let limit = match request.surface {
-            Surface::Webhook => WEBHOOK_ANSWER_LIMIT,
-            _ => self.answer_limit,
-        };
+        let profile = request.surface.profile();
+        let limit = profile.answer_limit.unwrap_or(self.answer_limit);
         // Set once a 401 was answered with a fresh exchange: another 401 then means the
         // credential itself is refused.
         let mut reexchanged = false;
@@ -217,7 +216,7 @@ impl Engine {
                 slot.release_after_window();
             }
             let retry_after = answer.retry_after(SystemTime::now());
-            self.note_rate_limit(&answer, retry_after);
+            self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
             self.retry_budget
                 .answered(ticket, answer.status(), retry_after);
             let mut verdict = classify(request.surface, &answer);
@@ -289,7 +288,7 @@ impl Engine {
                             .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
                 }
             };
-            let cause = RetryCause::of(answer.status(), answer.transport());
+            let cause = RetryCause::of(answer.status(), answer.transport(), profile.in_progress);
             admission = (asked, answer.status(), retry_after, Some(cause));
             if let Some(last) = attempts.last_mut() {
                 last.set_wait(wait, reason);
@@ -409,16 +408,16 @@ impl Engine {
         Ok(slot)
     }
 
-    /// A 429 or 503 with `Retry-After`, or a `RateLimit` field with nothing remaining, closes
-    /// the credential's gate. `Retry-After` wins when both are present.
-    fn note_rate_limit(&self, answer: &Answer, retry_after: Option<Duration>) {
+    /// A status of the vendor's `slow_down` (429 or 503) with `Retry-After`, or a `RateLimit`
+    /// field with nothing remaining, closes the credential's gate. `Retry-After` wins when both
+    /// are present.
+    fn note_rate_limit(&self, slow_down: &[u16], answer: &Answer, retry_after: Option<Duration>) {
         let Some(headers) = answer.headers() else {
             return;
         };
-        let slow_down = matches!(
-            answer.status(),
-            Some(StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE)
-        );
+        let slow_down = answer
+            .status()
+            .is_some_and(|status| slow_down.contains(&status.as_u16()));
         let exhausted = rate_limit_field::exhausted_for(headers);
         let closed_for = match retry_after {
             Some(wait) if slow_down || exhausted.is_some() => Some(wait),

@@ -76,6 +76,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+mod answer;
 mod answer_limit;
 mod attempt;
 mod auth;
@@ -89,10 +90,12 @@ mod endpoint;
 mod engine;
 mod error;
 mod key;
+mod matrix;
 #[cfg(feature = "middleware")]
 mod middleware;
 mod otel;
 mod outcome;
+mod profile;
 #[cfg(test)]
 mod proptests;
 mod rate;
@@ -106,20 +109,24 @@ mod stats;
 mod transport;
 mod trigger_limit;
 
+pub use answer::Answer;
 pub use answer_limit::DEFAULT_ANSWER_LIMIT;
 pub use attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
 pub use auth::{AccessToken, ClientCredentials, ExchangeFuture, Secret, TokenExchanger};
 pub use backoff::Backoff;
 pub use budget::Budget;
 pub use call::{Call, Delivering};
-pub use classify::{Answer, Surface, Verdict, classify};
+pub use classify::classify;
 pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
 pub use clock::{Clock, TokioClock};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+pub use matrix::Verdict;
 #[cfg(feature = "middleware")]
 pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
 pub use outcome::{Delivery, Response, WebhookOutcome};
+pub use profile::Surface;
+pub use profile::modulify::Effect;
 pub use rate::RateBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use run::{FollowRun, RunState, WorkflowRun};

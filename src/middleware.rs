@@ -12,16 +12,18 @@ use http::header::AUTHORIZATION;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 use reqwest_middleware::{Middleware, Next};
 
+use crate::answer::Answer;
 use crate::answer_limit::DEFAULT_ANSWER_LIMIT;
 use crate::attempt::{Attempt, TransportKind};
 use crate::auth::{TokenCache, TokenExchanger};
 use crate::backoff::Backoff;
 use crate::budget::Budget;
-use crate::classify::{Answer, Surface};
 use crate::client::RetryingClient;
 use crate::engine::{Engine, Policy};
 use crate::error::{Error, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
+use crate::profile::Surface;
+use crate::profile::hodoflow::{GRAPHQL_PATH, WEBHOOKS_PREFIX};
 use crate::rate::{RateBudget, RateGate};
 use crate::request::{FixedRequest, route_of};
 use crate::retry_budget::RetryBudget;
@@ -326,9 +328,9 @@ pub(crate) fn surface_of(method: &Method, path: &str) -> Surface {
     let safe = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method);
     if safe {
         Surface::Read
-    } else if *method == Method::POST && path.contains("/api/v1/webhooks/") {
+    } else if *method == Method::POST && path.contains(WEBHOOKS_PREFIX) {
         Surface::Webhook
-    } else if *method == Method::POST && path.ends_with("/api/graphql") {
+    } else if *method == Method::POST && path.ends_with(GRAPHQL_PATH) {
         Surface::GraphQl
     } else {
         Surface::JsonApiWrite
@@ -385,7 +387,7 @@ impl Transport for ThroughNext<'_> {
         self.last = None;
         let sent = self.next.clone().run(attempt, self.extensions).await;
         let answer = match sent {
-            Ok(response) => answer_of(response, request.surface, limit).await,
+            Ok(response) => answer_of(response, request.surface.profile(), limit).await,
             Err(reqwest_middleware::Error::Reqwest(error)) => {
                 Answer::no_response(TransportKind::of(&error))
             }

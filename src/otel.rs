@@ -21,7 +21,7 @@
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::classify::Answer;
+use crate::answer::Answer;
 use crate::engine::Answered;
 use crate::error::Result;
 use crate::request::FixedRequest;

@@ -8,14 +8,12 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
+use crate::answer::X_REQUEST_ID;
 use crate::attempt::Attempt;
-use crate::classify::X_REQUEST_ID;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::DeliveryId;
+use crate::profile::hodoflow;
 
-/// The header a replayed write answer carries (document 000).
-const IDEMPOTENCY_REPLAYED: http::HeaderName =
-    http::HeaderName::from_static("idempotency-replayed");
 /// How the server took a webhook delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -189,9 +187,7 @@ impl Response {
     /// Whether the server replayed a stored answer (`idempotency-replayed: true`): an earlier
     /// attempt with the same key had already run the write.
     pub fn replayed(&self) -> bool {
-        self.headers
-            .get(&IDEMPOTENCY_REPLAYED)
-            .is_some_and(|value| value.as_bytes().trim_ascii().eq_ignore_ascii_case(b"true"))
+        hodoflow::HODOFLOW.replay.replayed(&self.headers)
     }
 
     /// Every attempt made, in order.

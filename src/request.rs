@@ -11,9 +11,10 @@ use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use crate::classify::Surface;
 use crate::error::{Error, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
+use crate::profile::Surface;
+use crate::profile::hodoflow::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
 use crate::redact::redact_path;
 use crate::trigger_limit::TriggerKey;
 
@@ -97,7 +98,7 @@ fn add_headers(into: &mut HeaderMap, extra: &HeaderMap) -> Result<()> {
 pub(crate) fn route_of(path: &str) -> Cow<'static, str> {
     // The common webhook route needs no work: the whole token goes.
     const TOKEN_ONLY: &str = "/api/v1/webhooks/<redacted>";
-    if let Some(token) = path.strip_prefix("/api/v1/webhooks/")
+    if let Some(token) = path.strip_prefix(WEBHOOKS_PREFIX)
         && !token.is_empty()
         && !token.contains(['/', '?', '#'])
     {
@@ -137,10 +138,10 @@ impl FixedRequest {
                 "{method} is not an unsafe write: use POST, PUT, PATCH or DELETE"
             )));
         }
-        if !path.starts_with("/api/json/") {
+        if !path.starts_with(JSON_API_PREFIX) {
             return Err(Error::invalid_input("JSON:API writes go under /api/json/"));
         }
-        key.check_sendable()?;
+        Surface::JsonApiWrite.profile().vendor.keys.check(key)?;
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;
@@ -192,7 +193,7 @@ impl FixedRequest {
 
     /// A GraphQL document for `POST /api/graphql`; read-only, without a key.
     pub(crate) fn graphql(base: &reqwest::Url, body: Bytes) -> Result<Self> {
-        let url = url_of(base, "/api/graphql")?;
+        let url = url_of(base, GRAPHQL_PATH)?;
         let mut headers = HeaderMap::new();
         content_type(&mut headers, "application/json");
         Ok(Self {
@@ -218,7 +219,7 @@ impl FixedRequest {
         body: Bytes,
         extra: &HeaderMap,
     ) -> Result<Self> {
-        id.key().check_sendable()?;
+        Surface::Webhook.profile().vendor.keys.check(id.key())?;
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;

@@ -9,6 +9,7 @@ use crate::attempt::Attempt;
 use crate::budget::Budget;
 use crate::client::RetryingClient;
 use crate::error::{Error, ErrorKind, Result};
+use crate::profile::hodoflow::WORKFLOW_RUNS;
 
 /// The state of a workflow run.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -155,7 +156,7 @@ impl<'a> FollowRun<'a> {
                 "the poll interval and the budget must be positive",
             ));
         }
-        let path = format!("/api/json/v1/workflow_runs/{}", self.run_id);
+        let path = format!("{WORKFLOW_RUNS}{}", self.run_id);
         // `None`: a budget past any instant never ends.
         let end = Instant::now().checked_add(self.max_elapsed);
         let remaining = |end: Option<Instant>| {

@@ -60,7 +60,7 @@ use rand::Rng;
 
 use crate::attempt::WaitReason;
 use crate::backoff::Backoff;
-use crate::classify::Verdict;
+use crate::matrix::Verdict;
 
 #[cfg(feature = "backoff")]
 mod backoff_crate;

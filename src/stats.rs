@@ -105,11 +105,16 @@ pub(crate) enum RetryCause {
 
 impl RetryCause {
     /// The cause of a retry after an attempt that came back with `status` or `transport`.
-    pub(crate) fn of(status: Option<StatusCode>, transport: Option<TransportKind>) -> Self {
+    /// `in_progress` is the profile's status for "the same key is still running".
+    pub(crate) fn of(
+        status: Option<StatusCode>,
+        transport: Option<TransportKind>,
+        in_progress: Option<u16>,
+    ) -> Self {
         match (status, transport) {
+            (Some(status), _) if Some(status.as_u16()) == in_progress => Self::InProgress,
             (Some(StatusCode::UNAUTHORIZED), _) => Self::Unauthorized,
             (Some(StatusCode::TOO_MANY_REQUESTS), _) => Self::RateLimited,
-            (Some(StatusCode::CONFLICT), _) => Self::InProgress,
             (Some(_), _) => Self::ServerError,
             (None, Some(TransportKind::Timeout)) => Self::Timeout,
             (None, _) => Self::Transport,
@@ -227,7 +232,11 @@ mod tests {
         ];
         for (status, transport, cause) in cases {
             let status = status.map(|code| StatusCode::from_u16(code).unwrap());
-            assert_eq!(RetryCause::of(status, transport), cause, "{status:?}");
+            assert_eq!(
+                RetryCause::of(status, transport, Some(409)),
+                cause,
+                "{status:?}"
+            );
         }
     }
 

@@ -14,9 +14,10 @@ use bytes::Bytes;
 use http::HeaderValue;
 use http::header::AUTHORIZATION;
 
+use crate::answer::Answer;
 use crate::answer_limit::{BodyRead, read_body};
 use crate::attempt::TransportKind;
-use crate::classify::{Answer, Surface};
+use crate::profile::SurfaceProfile;
 use crate::request::FixedRequest;
 
 /// The client: HTTP/2 from the first byte on `http://` when `prior_knowledge`.
@@ -66,7 +67,7 @@ impl Transport for Http<'_> {
             .execute(attempt(request, authorization, timeout))
             .await
         {
-            Ok(response) => answer_of(response, request.surface, limit).await,
+            Ok(response) => answer_of(response, request.surface.profile(), limit).await,
             Err(error) => Answer::no_response(TransportKind::of(&error)),
         }
     }
@@ -92,7 +93,7 @@ pub(crate) fn attempt(
 /// Reads `response` into an [`Answer`], at most `limit` bytes of its body.
 pub(crate) async fn answer_of(
     mut response: reqwest::Response,
-    surface: Surface,
+    profile: &SurfaceProfile,
     limit: usize,
 ) -> Answer {
     let status = response.status();
@@ -101,7 +102,7 @@ pub(crate) async fn answer_of(
         BodyRead::Whole(body) => Answer::response(status, headers, body),
         BodyRead::TooLarge => Answer::too_large(status, headers),
         // The server answered a delivery: it committed, whatever the body said.
-        BodyRead::Failed(_) if surface == Surface::Webhook => {
+        BodyRead::Failed(_) if profile.status_is_the_answer => {
             Answer::response(status, headers, Bytes::new())
         }
         // A write or read is retried with the same key: a replay brings the body back.
