@@ -168,6 +168,18 @@ impl<T: TokenExchanger + ?Sized> TokenExchanger for Arc<T> {
     }
 }
 
+/// A static API token, such as Modulify's (document 004): no exchange. It never expires, so it
+/// is sent as it is on every attempt, and the matrices of a static-token API stop on a 401.
+#[derive(Debug, Clone)]
+pub(crate) struct StaticToken(pub(crate) Secret);
+
+impl TokenExchanger for StaticToken {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        let token = AccessToken::new(self.0.clone(), None);
+        Box::pin(std::future::ready(Ok(token)))
+    }
+}
+
 /// The OAuth2 client-credentials grant: `POST {base_url}/oauth/token`.
 ///
 /// Redirects are not followed, so the client secret goes to the configured host only.

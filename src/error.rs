@@ -238,17 +238,16 @@ impl Error {
     }
 
     /// Records the key every attempt carried.
-    #[cfg(feature = "middleware")]
     pub(crate) fn with_key(mut self, key: Option<crate::key::IdempotencyKey>) -> Self {
         self.0.key = key;
         self
     }
 
     /// The `Idempotency-Key` (or delivery ID) every attempt carried, when the
-    /// `RetryMiddleware` sent the request (feature `middleware`):
-    /// the caller's own, or the one it generated. Send the request again with it to repeat the
-    /// same operation. `None` for requests without a key and for [`RetryingClient`](crate::RetryingClient) calls,
-    /// whose caller chose the key.
+    /// `RetryMiddleware` (feature `middleware`) or a [`ModulifyClient`](crate::ModulifyClient)
+    /// call sent the request: the caller's own, or the one it generated. Send the request again
+    /// with it to repeat the same operation. `None` for requests without a key and for
+    /// [`RetryingClient`](crate::RetryingClient) calls, whose caller chose the key.
     pub fn idempotency_key(&self) -> Option<&crate::key::IdempotencyKey> {
         self.0.key.as_ref()
     }

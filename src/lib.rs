@@ -93,6 +93,7 @@ mod key;
 mod matrix;
 #[cfg(feature = "middleware")]
 mod middleware;
+mod modulify;
 mod otel;
 mod outcome;
 mod profile;
@@ -124,6 +125,10 @@ pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
 pub use matrix::Verdict;
 #[cfg(feature = "middleware")]
 pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
+pub use modulify::{
+    CATALOGUE_REFRESH_MIN, Catalogue, MethodAnswer, MethodCall, ModulifyClient, ModulifyOutcome,
+    Tool,
+};
 pub use outcome::{Delivery, Response, WebhookOutcome};
 pub use profile::Surface;
 pub use profile::modulify::Effect;

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::profile::Surface;
 use crate::profile::hodoflow::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
+use crate::profile::modulify;
 use crate::redact::redact_path;
 use crate::trigger_limit::TriggerKey;
 
@@ -203,6 +204,57 @@ impl FixedRequest {
             url,
             headers,
             body,
+            identity: None,
+            trigger: None,
+        })
+    }
+
+    /// A Modulify method call, `POST /v1/<method>` with its JSON body as it is, and the key
+    /// unless the method only reads.
+    pub(crate) fn modulify(
+        base: &reqwest::Url,
+        method: &str,
+        key: Option<&IdempotencyKey>,
+        body: Bytes,
+        extra: &HeaderMap,
+    ) -> Result<Self> {
+        let profile = Surface::Modulify.profile();
+        if let Some(key) = key {
+            profile.vendor.keys.check(key)?;
+        }
+        let path = format!("{}{method}", modulify::METHODS_PREFIX);
+        let url = url_of(base, &path)?;
+        let mut headers = HeaderMap::new();
+        add_headers(&mut headers, extra)?;
+        if let Some(key) = key {
+            headers.insert(
+                HeaderName::from_static("idempotency-key"),
+                key.to_header_value(),
+            );
+        }
+        content_type(&mut headers, "application/json");
+        Ok(Self {
+            surface: Surface::Modulify,
+            route: Cow::Owned(path),
+            method: Method::POST,
+            url,
+            headers,
+            body,
+            identity: key.map(|key| key.as_str().to_owned()),
+            trigger: None,
+        })
+    }
+
+    /// Modulify's method catalogue, `GET /v1/tools`.
+    pub(crate) fn modulify_tools(base: &reqwest::Url) -> Result<Self> {
+        let url = url_of(base, modulify::TOOLS_PATH)?;
+        Ok(Self {
+            surface: Surface::Modulify,
+            route: Cow::Borrowed(modulify::TOOLS_PATH),
+            method: Method::GET,
+            url,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
             identity: None,
             trigger: None,
         })

@@ -27,6 +27,8 @@ use super::{KeyRules, Replay, SurfaceProfile, Vendor};
 pub(crate) const METHODS_PREFIX: &str = "/v1/";
 /// The method catalogue.
 pub(crate) const TOOLS_PATH: &str = "/v1/tools";
+/// The largest request body the server takes (413 `payload_too_large` above).
+pub(crate) const BODY_LIMIT: usize = 1_048_576;
 
 /// What document 004 fixes for the whole API.
 pub(crate) static MODULIFY: Vendor = Vendor {
@@ -37,7 +39,7 @@ pub(crate) static MODULIFY: Vendor = Vendor {
     keys: KeyRules { max_len: 255 },
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),
-        answer_not_kept: answer_not_kept,
+        answer_not_kept,
     },
 };
 
