@@ -139,6 +139,8 @@ pub(crate) enum Command {
     /// Deliver NDJSON events ({"event_id": ..., "body": ...} a line), one result line per
     /// event on standard output.
     Batch(Batch),
+    /// Call Modulify (document 004): a second API with its own base URL and a static token.
+    Modulify(Modulify),
 }
 
 impl Command {
@@ -152,6 +154,7 @@ impl Command {
             Self::Follow { .. } => "follow",
             Self::Rehearse(_) => "rehearse",
             Self::Batch(_) => "batch",
+            Self::Modulify(_) => "modulify",
         }
     }
 }
@@ -226,6 +229,77 @@ impl WriteMethod {
     }
 }
 
+/// The arguments of `modulify`.
+///
+/// Its `--base-url` has the id of the global one, so clap does not propagate the global
+/// option into this command (two `--base-url`s would clash) and `--base-url` works on either
+/// side of `modulify`. A value clap fills in from `HODOFLOW_BASE_URL` still reaches this field
+/// when `MODULIFY_BASE_URL` is unset; `modulify.rs` takes the field only when the option was
+/// typed or `MODULIFY_BASE_URL` is set, so a Hodoflow URL never serves as Modulify's.
+#[derive(Debug, Args)]
+pub(crate) struct Modulify {
+    /// Modulify's base URL, such as `https://api.modulify.ai` (its paths start with /v1/).
+    #[arg(
+        id = "base_url",
+        long = "base-url",
+        env = MODULIFY_BASE_URL,
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) base_url: Option<String>,
+    /// A file holding the API token (a trailing newline is trimmed). Without it, the token is
+    /// read from MODULIFY_TOKEN; it is never accepted as a flag value.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: ModulifyCommand,
+}
+
+/// The environment variable of Modulify's base URL.
+pub(crate) const MODULIFY_BASE_URL: &str = "MODULIFY_BASE_URL";
+
+/// The commands of `modulify`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModulifyCommand {
+    /// Call one method: POST /v1/<METHOD>. The catalogue (GET /v1/tools, read once) decides
+    /// the key: a read-only method is sent without one, every other with one, the same on
+    /// every attempt.
+    Call(MethodCall),
+    /// Print the catalogue: each method's name, effect (read, idempotent, adds, destructive)
+    /// and description.
+    Tools,
+}
+
+impl ModulifyCommand {
+    /// The command's name on the command line, such as `"call"`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Call(_) => "call",
+            Self::Tools => "tools",
+        }
+    }
+}
+
+/// The arguments of `modulify call`.
+#[derive(Debug, Args)]
+pub(crate) struct MethodCall {
+    /// The method, such as send_message.
+    pub(crate) method: String,
+    /// The JSON body, sent byte for byte: @FILE, @- (standard input) or the text itself.
+    /// [default: {}]
+    #[arg(long, value_name = "@FILE|@-|TEXT")]
+    pub(crate) data: Option<String>,
+    /// The Idempotency-Key. Without it or --event-id a random key is generated, sent on every
+    /// attempt and printed (on standard error with the command that retries under it, and as
+    /// `key` with --json): retry with it. A read-only method is sent without a key.
+    #[arg(long, value_name = "KEY", conflicts_with = "event_id")]
+    pub(crate) key: Option<String>,
+    /// Derive the key from this business identifier.
+    #[arg(long, value_name = "BUSINESS_ID")]
+    pub(crate) event_id: Option<String>,
+}
+
 /// The arguments of `batch`.
 #[derive(Debug, Args)]
 pub(crate) struct Batch {
@@ -259,7 +333,7 @@ mod tests {
 
     #[test]
     fn each_command_knows_its_name_on_the_command_line() {
-        let lines: [&[&str]; 7] = [
+        let lines: [&[&str]; 8] = [
             &["webhook", "t"],
             &["write", "POST", "/p"],
             &["get", "/p"],
@@ -267,6 +341,7 @@ mod tests {
             &["follow", "r"],
             &["rehearse", "t"],
             &["batch", "t", "--events", "-"],
+            &["modulify", "tools"],
         ];
         let mut names = Vec::new();
         for line in lines {
@@ -291,6 +366,74 @@ mod tests {
         }
         assert!(names.contains(&"client-secret-file"));
         assert!(!names.contains(&"client-secret"), "{names:?}");
+    }
+
+    #[test]
+    fn no_flag_takes_the_modulify_token() {
+        let mut command = Cli::command();
+        command.build();
+        let modulify = command.find_subcommand("modulify").unwrap();
+        let mut names = Vec::new();
+        for command in std::iter::once(modulify).chain(modulify.get_subcommands()) {
+            names.extend(command.get_arguments().filter_map(|a| a.get_long()));
+        }
+        assert!(names.contains(&"token-file"), "{names:?}");
+        assert!(!names.contains(&"token"), "{names:?}");
+        let env: Vec<_> = modulify
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .collect();
+        assert!(!env.iter().any(|e| *e == "MODULIFY_TOKEN"), "{env:?}");
+    }
+
+    #[test]
+    fn modulify_takes_its_base_url_on_either_side_and_its_own_options() {
+        let parse = |line: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("s").chain(line.iter().copied()))
+                .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            match cli.command {
+                Command::Modulify(modulify) => modulify,
+                other => panic!("{other:?}"),
+            }
+        };
+        let after = parse(&["modulify", "--base-url", "http://m", "tools"]);
+        assert_eq!(after.base_url.as_deref(), Some("http://m"));
+        assert_eq!(after.command.name(), "tools");
+        let before = parse(&["--base-url", "http://m", "modulify", "tools"]);
+        assert_eq!(before.base_url.as_deref(), Some("http://m"));
+        let call = parse(&[
+            "--max-attempts",
+            "2",
+            "modulify",
+            "--token-file",
+            "/t",
+            "call",
+            "send_message",
+            "--data",
+            "{}",
+            "--event-id",
+            "e",
+        ]);
+        assert_eq!(call.token_file.as_deref(), Some(std::path::Path::new("/t")));
+        let ModulifyCommand::Call(method) = call.command else {
+            panic!("call")
+        };
+        assert_eq!(method.method, "send_message");
+        assert_eq!(method.event_id.as_deref(), Some("e"));
+        assert!(
+            Cli::try_parse_from([
+                "s",
+                "modulify",
+                "call",
+                "m",
+                "--key",
+                "k",
+                "--event-id",
+                "e"
+            ])
+            .is_err()
+        );
+        assert!(Cli::try_parse_from(["s", "modulify", "--token", "t", "tools"]).is_err());
     }
 
     #[test]

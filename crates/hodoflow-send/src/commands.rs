@@ -27,6 +27,9 @@ use crate::trigger::Trigger;
 pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
     let started = Instant::now();
     let json = cli.json;
+    if let Command::Modulify(modulify) = &cli.command {
+        return crate::modulify::run(&cli, modulify, args).await;
+    }
     if let Command::Batch(batch) = &cli.command {
         return match crate::batch::prepare(&cli, batch) {
             Ok(prepared) => prepared.run().await,
@@ -66,7 +69,7 @@ pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
 
 /// Adds the fields the command named `command` always reports, even when it failed before
 /// sending: `state` for `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and
-/// `graphql`.
+/// `graphql`, and `body`, `data` and `answer_kept` for `modulify call`.
 pub(crate) fn with_command_fields(mut report: Report, command: &str) -> Report {
     match command {
         "follow" => report.state = Some(report.state.flatten()),
@@ -74,13 +77,18 @@ pub(crate) fn with_command_fields(mut report: Report, command: &str) -> Report {
         "write" | "get" | "graphql" => {
             report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
         }
+        "modulify call" => {
+            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
+            report.data = Some(report.data.unwrap_or(serde_json::Value::Null));
+            report.answer_kept = Some(report.answer_kept.flatten());
+        }
         _ => {}
     }
     report
 }
 
 /// Stamps the elapsed time, prints the report and returns its exit.
-fn finish(mut report: Report, started: Instant, json: bool) -> Exit {
+pub(crate) fn finish(mut report: Report, started: Instant, json: bool) -> Exit {
     report.elapsed_ms = crate::report::millis(started.elapsed());
     report.print(json);
     report.exit()
@@ -180,6 +188,7 @@ fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
             None,
         ),
         Command::Batch(_) => unreachable!("batch is prepared by batch.rs"),
+        Command::Modulify(_) => unreachable!("modulify is prepared by modulify.rs"),
     };
     let client = crate::client::build(cli, trigger_base.as_deref())?;
     // Only now, when nothing can refuse the command any more: an ID announced must be sent.

@@ -17,7 +17,7 @@
 //! The resend command is this process's own command line, each argument shell-quoted, with the
 //! ID option added before any `--`. No secret is in it: every argument is redacted before it is
 //! quoted (the trigger token shows as [`MARKER`], to be put back by hand), and the value of
-//! `--client-secret-file` is never shown. Options read from the environment are not repeated:
+//! `--client-secret-file` or `--token-file` is never shown. Options read from the environment are not repeated:
 //! the command is for the same environment.
 
 use std::borrow::Cow;
@@ -27,8 +27,9 @@ use hodoflow_retry::{DeliveryId, IdempotencyKey};
 
 use crate::redact::MARKER;
 
-/// The option naming the client secret's file, whose value is never shown.
-const SECRET_FILE: &str = "--client-secret-file";
+/// The options naming a secret's file (the client secret's, the Modulify token's), whose value
+/// is never shown.
+const SECRET_FILES: [&str; 2] = ["--client-secret-file", "--token-file"];
 
 /// What an identity is the key of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +151,7 @@ fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
 }
 
 /// `args` (the program first) with `option key` added before any `--`, each argument redacted
-/// and shell-quoted, and the value of `--client-secret-file` replaced by [`MARKER`].
+/// and shell-quoted, and the value of each of [`SECRET_FILES`] replaced by [`MARKER`].
 fn resend_command(args: &[String], option: &str, key: &str) -> String {
     let end = args
         .iter()
@@ -165,11 +166,14 @@ fn resend_command(args: &[String], option: &str, key: &str) -> String {
         }
         if index < end && std::mem::take(&mut hide_next) {
             words.push(Cow::Borrowed(MARKER));
-        } else if index < end && arg == SECRET_FILE {
+        } else if index < end && SECRET_FILES.contains(&arg.as_str()) {
             hide_next = true;
             words.push(Cow::Borrowed(arg));
-        } else if index < end && arg.starts_with(&format!("{SECRET_FILE}=")) {
-            words.push(Cow::Owned(format!("{SECRET_FILE}={MARKER}")));
+        } else if let Some(option) = SECRET_FILES
+            .iter()
+            .find(|option| index < end && arg.starts_with(&format!("{option}=")))
+        {
+            words.push(Cow::Owned(format!("{option}={MARKER}")));
         } else {
             words.push(crate::redact::text(arg));
         }
@@ -324,6 +328,24 @@ mod tests {
             command,
             "s --client-secret-file '<redacted>' '--client-secret-file=<redacted>' webhook \
              'http://127.0.0.1:1/api/v1/webhooks/<redacted>' --delivery-id k"
+        );
+        let command = resend_command(
+            &args(&[
+                "s",
+                "modulify",
+                "--token-file",
+                "/run/mfy_typed_here",
+                "--token-file=/run/mfy_typed_again",
+                "call",
+                "send_message",
+            ]),
+            "--key",
+            "k",
+        );
+        assert_eq!(
+            command,
+            "s modulify --token-file '<redacted>' '--token-file=<redacted>' call send_message \
+             --key k"
         );
     }
 }

@@ -3,7 +3,8 @@
 //! Every operation carries one identity on every attempt (an Idempotency-Key or a webhook
 //! delivery ID), the SDK's retry matrix decides what is retried, and the exit status says what
 //! to do next: 0 done, 1 do not retry unchanged, 2 nothing was sent, 3 retry later with the
-//! same key. Run `hodoflow-send --help` for the commands.
+//! same key. `modulify` calls a second API, Modulify (document 004). Run `hodoflow-send --help`
+//! for the commands.
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
@@ -18,6 +19,7 @@ mod duration;
 mod identity;
 mod internal;
 mod logging;
+mod modulify;
 mod redact;
 mod report;
 mod secret;
@@ -31,8 +33,10 @@ use clap::Parser as _;
 fn main() -> ExitCode {
     internal::install_hook();
     // Known before parsing, so a usage error that quotes a mistyped argument cannot show it.
-    if let Ok(secret) = std::env::var(secret::ENV) {
-        redact::add(&secret);
+    for name in [secret::ENV, secret::MODULIFY_ENV] {
+        if let Ok(secret) = std::env::var(name) {
+            redact::add(&secret);
+        }
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::Cli::try_parse_from(&args) {

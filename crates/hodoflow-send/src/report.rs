@@ -92,7 +92,7 @@ pub(crate) enum Outcome {
     Duplicate,
     /// A write, read, query or followed run that succeeded.
     Ok,
-    /// A write the server had already run, its stored answer replayed.
+    /// A write or a Modulify call the server had already run, its stored answer replayed.
     Replayed,
     /// A failure; `error` says which.
     Error,
@@ -321,6 +321,14 @@ pub(crate) struct Report {
     /// (a string when it is not JSON; `null` when empty or when nothing was sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) body: Option<serde_json::Value>,
+    /// `modulify call` only: the answer's `data`, `null` when it is null or there is no answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) data: Option<serde_json::Value>,
+    /// `modulify call` only: `false` for a replay whose original answer was over 1 MB and not
+    /// kept (read the current state instead), `true` for any other success, `null` for a
+    /// failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) answer_kept: Option<Option<bool>>,
 }
 
 impl Report {
@@ -340,6 +348,8 @@ impl Report {
             state: None,
             first: None,
             body: None,
+            data: None,
+            answer_kept: None,
         }
     }
 
@@ -365,6 +375,8 @@ impl Report {
             state: None,
             first: None,
             body: None,
+            data: None,
+            answer_kept: None,
         }
     }
 
@@ -476,6 +488,10 @@ impl Report {
                 ),
                 None => format!("duplicate: already accepted earlier, no new run ({took}{key})"),
             },
+            (Outcome::Replayed, None) if self.answer_kept == Some(Some(false)) => format!(
+                "replayed: {status}without the original answer (it was over 1 MB and is not \
+                 kept): the call ran once; read the current state instead ({took}{key})"
+            ),
             (Outcome::Replayed, None) => {
                 format!("replayed: {status}from the server's idempotency store ({took}{key})")
             }

@@ -1,7 +1,9 @@
-//! The client secret: from `--client-secret-file` or `HODOFLOW_CLIENT_SECRET`, never from argv.
+//! The secrets read from a file or the environment, never from argv: the client secret
+//! (`--client-secret-file` or `HODOFLOW_CLIENT_SECRET`) and the Modulify API token
+//! (`--token-file` or `MODULIFY_TOKEN`).
 //!
 //! A command-line value would be readable by every user of the machine in the process list and
-//! would stay in shell history, so there is no flag that takes the secret itself. The file wins
+//! would stay in shell history, so there is no flag that takes a secret itself. The file wins
 //! over the environment variable, as an explicit option wins over the environment elsewhere.
 
 use std::path::Path;
@@ -11,6 +13,19 @@ use hodoflow_retry::Secret;
 /// The environment variable that may hold the client secret.
 pub(crate) const ENV: &str = "HODOFLOW_CLIENT_SECRET";
 
+/// The environment variable that may hold the Modulify API token.
+pub(crate) const MODULIFY_ENV: &str = "MODULIFY_TOKEN";
+
+/// Where one secret comes from, and what messages call it.
+struct Source {
+    /// What it is, as a message names it: `client secret`.
+    what: &'static str,
+    /// The option naming its file: `--client-secret-file`.
+    option: &'static str,
+    /// The environment variable holding it.
+    env: &'static str,
+}
+
 /// Reads the client secret, and adds it to the redaction set.
 ///
 /// # Errors
@@ -18,36 +33,60 @@ pub(crate) const ENV: &str = "HODOFLOW_CLIENT_SECRET";
 /// A sentence naming the option or the variable, never the secret nor the file's path (a user
 /// may type the secret itself there by mistake), when neither gives a non-empty secret.
 pub(crate) fn client_secret(file: Option<&Path>) -> Result<Secret, String> {
+    let source = Source {
+        what: "client secret",
+        option: "--client-secret-file",
+        env: ENV,
+    };
+    read(&source, file)
+}
+
+/// Reads the Modulify API token (a static bearer token), and adds it to the redaction set.
+///
+/// # Errors
+///
+/// As [`client_secret`]: a sentence naming `--token-file` or `MODULIFY_TOKEN`, never the token
+/// nor the file's path.
+pub(crate) fn modulify_token(file: Option<&Path>) -> Result<Secret, String> {
+    let source = Source {
+        what: "Modulify token",
+        option: "--token-file",
+        env: MODULIFY_ENV,
+    };
+    read(&source, file)
+}
+
+/// Reads the secret `source` describes, from `file` or else its variable.
+fn read(source: &Source, file: Option<&Path>) -> Result<Secret, String> {
+    let Source { what, option, env } = source;
     let secret = match file {
         Some(path) => {
             if path.as_os_str().is_empty() {
-                return Err("--client-secret-file needs a file name".to_owned());
+                return Err(format!("{option} needs a file name"));
             }
             let bytes = std::fs::read(path).map_err(|e| {
                 format!(
-                    "the client secret file could not be read: {} (the path is not shown: \
+                    "the {what} file could not be read: {} (the path is not shown: \
                      it may be a secret typed in the wrong place)",
                     e.kind()
                 )
             })?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| "the client secret file is not UTF-8".to_owned())?;
+            let text =
+                String::from_utf8(bytes).map_err(|_| format!("the {what} file is not UTF-8"))?;
             trim_newline(text)
         }
-        None => match std::env::var(ENV) {
+        None => match std::env::var(env) {
             Ok(text) => text,
             Err(std::env::VarError::NotPresent) => {
-                return Err(format!(
-                    "no client secret: set {ENV} or pass --client-secret-file PATH"
-                ));
+                return Err(format!("no {what}: set {env} or pass {option} PATH"));
             }
             Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(format!("{ENV} is not UTF-8"));
+                return Err(format!("{env} is not UTF-8"));
             }
         },
     };
     if secret.is_empty() {
-        return Err("the client secret is empty".to_owned());
+        return Err(format!("the {what} is empty"));
     }
     crate::redact::add(&secret);
     Ok(Secret::new(secret))
@@ -99,6 +138,29 @@ mod tests {
         assert!(
             !directory.contains(&*std::env::temp_dir().to_string_lossy()),
             "{directory}"
+        );
+    }
+
+    #[test]
+    fn the_modulify_token_is_read_like_the_client_secret_and_named_as_itself() {
+        let path = std::env::temp_dir().join(format!("hodoflow-send-token-{}", std::process::id()));
+        std::fs::write(&path, "mfy_FILE_TOKEN\n").unwrap();
+        assert_eq!(
+            modulify_token(Some(&path)).unwrap().expose(),
+            "mfy_FILE_TOKEN"
+        );
+        std::fs::write(&path, "").unwrap();
+        let empty = modulify_token(Some(&path)).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(empty, "the Modulify token is empty");
+        let missing = modulify_token(Some(&path)).unwrap_err();
+        assert!(
+            missing.starts_with("the Modulify token file could not be read: "),
+            "{missing}"
+        );
+        assert_eq!(
+            modulify_token(Some(Path::new(""))).unwrap_err(),
+            "--token-file needs a file name"
         );
     }
 }

@@ -46,13 +46,18 @@ fn json_requested(args: &[OsString]) -> bool {
         .any(|arg| arg == "--json")
 }
 
-/// The subcommand named in `args`, as far as a parse that ignores errors finds it.
+/// The subcommand named in `args`, as far as a parse that ignores errors finds it: `write`, or
+/// `modulify call` for a command of `modulify`.
 fn command_name(args: &[OsString]) -> Option<String> {
     let matches = Cli::command()
         .ignore_errors(true)
         .try_get_matches_from(args)
         .ok()?;
-    matches.subcommand_name().map(str::to_owned)
+    let (name, sub) = matches.subcommand()?;
+    match sub.subcommand_name() {
+        Some(inner) if name == "modulify" => Some(format!("{name} {inner}")),
+        _ => Some(name.to_owned()),
+    }
 }
 
 /// The report's message from clap's rendered error: its first paragraph, on one line, without
@@ -117,6 +122,11 @@ mod tests {
             ),
             (&["s", "--max-elapsed", "5x", "follow"], Some("follow")),
             (&["s", "--json", "write"], Some("write")),
+            (
+                &["s", "--json", "modulify", "call", "m", "--bogus"],
+                Some("modulify call"),
+            ),
+            (&["s", "modulify", "--token", "t"], Some("modulify")),
             (&["s", "--json"], None),
             (&["s", "--json", "frobnicate"], None),
         ] {
