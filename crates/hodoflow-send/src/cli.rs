@@ -262,7 +262,7 @@ pub(crate) const MODULIFY_BASE_URL: &str = "MODULIFY_BASE_URL";
 /// The commands of `modulify`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum ModulifyCommand {
-    /// Call one method: POST /v1/<METHOD>. The catalogue (GET /v1/tools, read once) decides
+    /// Call one method: `POST /v1/<METHOD>`. The catalogue (GET /v1/tools, read once) decides
     /// the key: a read-only method is sent without one, every other with one, the same on
     /// every attempt.
     Call(MethodCall),
