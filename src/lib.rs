@@ -10,6 +10,11 @@
 //! are typed ([`Delivery`], [`Response`]) and so is the one [`Error`], which says whether the
 //! operation [may have run](Error::may_have_run).
 //!
+//! The same engine serves Modulify's method API (document 004) through [`ModulifyClient`]: the
+//! catalogue decides per method whether a call carries a key, and document 004's table (a 422 on
+//! key reuse, a 409 to wait out, a static token) classifies the answers. Each vendor's rules are
+//! data in one profile file (`src/profile/hodoflow.rs`, `src/profile/modulify.rs`).
+//!
 //! # Examples
 //!
 //! Deliver an event to a webhook trigger, here on the embedded contract server whose network

@@ -33,13 +33,19 @@ use crate::schedule::{Schedule, SharedSchedule, Waits};
 /// Cases per property.
 const CASES: u32 = 256;
 
-const SURFACES: [Surface; 4] = Surface::HODOFLOW;
+/// Every surface of every profile.
+fn surfaces() -> Vec<Surface> {
+    Surface::all().to_vec()
+}
 
 const TRANSPORT_KINDS: [TransportKind; 6] = TransportKind::ALL;
 
 /// Error codes some row of a matrix matches on, so generated bodies reach the `Code` rows.
-const KNOWN_CODES: [&str; 8] = [
+const KNOWN_CODES: [&str; 11] = [
     "idempotency_key_reused",
+    "invalid_idempotency_key",
+    "invalid_request",
+    "validation_failed",
     "idempotency_key_in_progress",
     "idempotency_unavailable",
     "missing_credentials",
@@ -247,10 +253,11 @@ fn bodies() -> impl Strategy<Value = Bytes> {
         select(KNOWN_CODES.to_vec()).prop_map(String::from),
         ".{0,20}"
     ];
-    let document = (0..3u8, code).prop_map(|(shape, code)| {
+    let document = (0..4u8, code).prop_map(|(shape, code)| {
         let document = match shape {
             0 => serde_json::json!({"errors": [{"status": "409", "code": code}]}),
             1 => serde_json::json!({"error": code}),
+            2 => serde_json::json!({"data": null, "error": {"code": code, "message": "m"}}),
             _ => serde_json::json!({"errors": [{"message": "m", "extensions": {"code": code}}]}),
         };
         serde_json::to_vec(&document).expect("a JSON value serializes")
@@ -734,7 +741,7 @@ proptest! {
 
     #[test]
     fn classification_is_total_over_every_answer(
-        surface in select(SURFACES.to_vec()),
+        surface in select(surfaces()),
         status in 100u16..=599,
         headers in headers(),
         body in bodies(),
@@ -756,7 +763,7 @@ proptest! {
 
     #[test]
     fn no_answer_is_retried_with_backoff_on_every_surface(
-        surface in select(SURFACES.to_vec()),
+        surface in select(surfaces()),
         kind in select(TRANSPORT_KINDS.to_vec()),
         now in moments(),
     ) {
@@ -778,8 +785,59 @@ proptest! {
     }
 
     #[test]
+    fn a_2xx_modulify_answer_is_success_whatever_its_body(
+        status in 200u16..=299,
+        headers in headers(),
+        body in bodies(),
+    ) {
+        let status = StatusCode::from_u16(status).expect("2xx is a status");
+        let answer = Answer::response(status, headers, body);
+        prop_assert_eq!(classify(Surface::Modulify, &answer), Verdict::Success);
+    }
+
+    #[test]
+    fn modulify_tells_409_in_progress_and_422_reuse_by_their_code_alone(
+        status in select(vec![409u16, 422]),
+        headers in headers(),
+        body in bodies(),
+    ) {
+        let codes = crate::classify::error_codes(Surface::Modulify, &body);
+        let answer = Answer::response(StatusCode::from_u16(status).expect("a status"), headers, body);
+        let verdict = classify(Surface::Modulify, &answer);
+        let expected = match status {
+            409 if codes.iter().any(|code| code == "idempotency_key_in_progress") => {
+                Verdict::RetryAfterRetryAfter
+            }
+            409 => Verdict::Stop(ErrorKind::ClientError),
+            _ if codes.iter().any(|code| code == "idempotency_key_reused") => {
+                Verdict::Stop(ErrorKind::KeyReused)
+            }
+            _ => Verdict::Stop(ErrorKind::Unprocessable),
+        };
+        prop_assert_eq!(verdict, expected);
+    }
+
+    #[test]
+    fn modulify_never_exchanges_on_401_and_always_retries_429_500_502_503_504(
+        status in select(vec![401u16, 429, 500, 502, 503, 504]),
+        headers in headers(),
+        body in bodies(),
+        kind in select(TRANSPORT_KINDS.to_vec()),
+    ) {
+        let answer = Answer::response(StatusCode::from_u16(status).expect("a status"), headers, body);
+        let verdict = classify(Surface::Modulify, &answer);
+        match status {
+            401 => prop_assert_eq!(verdict, Verdict::Stop(ErrorKind::Unauthorized)),
+            429 => prop_assert_eq!(verdict, Verdict::RetryAfterRetryAfter),
+            _ => prop_assert_eq!(verdict, Verdict::RetryAfterBackoff),
+        }
+        let lost = Answer::no_response(kind);
+        prop_assert_eq!(classify(Surface::Modulify, &lost), Verdict::RetryAfterBackoff);
+    }
+
+    #[test]
     fn statuses_403_404_413_422_always_stop_on_every_surface(
-        surface in select(SURFACES.to_vec()),
+        surface in select(surfaces()),
         status in select(vec![403u16, 404, 413, 422]),
         headers in headers(),
         body in bodies(),

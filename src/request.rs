@@ -119,7 +119,8 @@ fn content_type(headers: &mut HeaderMap, default: &'static str) {
 impl FixedRequest {
     /// The trigger token of a delivery, the last segment of its path; a secret, never logged.
     pub(crate) fn trigger_token(&self) -> Option<&str> {
-        (self.surface == Surface::Webhook)
+        self.trigger
+            .is_some()
             .then(|| self.url.path().rsplit('/').next())
             .flatten()
             .filter(|token| !token.is_empty())

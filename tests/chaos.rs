@@ -1,4 +1,4 @@
-//! Exactly-once under chaos: 10,000 webhook deliveries and JSON:API writes through one client,
+//! Exactly-once under chaos: 10,000 webhook deliveries, JSON:API writes and Modulify calls,
 //! at high concurrency, against a contract server with seeded faults: answers lost after commit,
 //! 503s (half with `Retry-After: 0`), 429s, answers delayed past the attempt timeout, tokens that
 //! expire every few seconds on the server and are renewed every tenth of a second by the client,
@@ -17,10 +17,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hodoflow_mock::{ClientSeed, Fault, Ledger, Limits, MockServer, TriggerSeed};
+use hodoflow_mock::{ClientSeed, Fault, Ledger, Limits, MockServer, ModulifyTokenSeed, TriggerSeed};
 use hodoflow_retry::{
     AccessToken, Backoff, Budget, ClientCredentials, DeliveryId, Error, ErrorKind, ExchangeFuture,
-    IdempotencyKey, RetryingClient, TokenExchanger, WebhookOutcome,
+    IdempotencyKey, ModulifyClient, ModulifyOutcome, RetryingClient, TokenExchanger,
+    WebhookOutcome,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::sync::Semaphore;
@@ -29,8 +30,10 @@ use tokio::task::JoinSet;
 use support::{Captured, Recording};
 
 const OPERATIONS: usize = 10_000;
-/// One operation in five is a JSON:API write, the rest are deliveries.
+/// One operation in five is a JSON:API write, one in ten (the fifth after each write's) a
+/// Modulify call, the rest are deliveries.
 const WRITE_EVERY: usize = 5;
+const MODULIFY_EVERY: usize = 10;
 const IN_FLIGHT: usize = 256;
 const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -39,12 +42,22 @@ const CLIENT_SECRET: &str = "cs_CHAOS_SECRET_never_logged_5d1";
 const TRIGGERS: [&str; 2] = ["trg_CHAOS_SECRET_alpha_0c4", "trg_CHAOS_SECRET_bravo_9e2"];
 const ORGANIZATION: &str = "acme";
 const BODY_MARKER: &str = "BODY_MARKER_chaos_7f3";
+const MODULIFY_TOKEN: &str = "mfy_CHAOS_SECRET_static_41d";
+const MODULIFY: &str = "/v1/";
 const WEBHOOKS: &str = "/api/v1/webhooks/";
 const JSON_API: &str = "/api/json/";
 
+/// Which API an operation calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Delivery,
+    Write,
+    Modulify,
+}
+
 /// What one operation is and how it ended, as the client saw it.
 struct Operation {
-    write: bool,
+    api: Api,
     identity: String,
     ended: Result<Succeeded, Error>,
 }
@@ -55,6 +68,8 @@ enum Succeeded {
     Duplicate,
     Created,
     Replayed,
+    Ran,
+    RepeatedWithoutAnswer,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,6 +87,7 @@ async fn ten_thousand_operations_under_seeded_faults_each_execute_at_most_once()
     arm_faults(&server, seed);
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let client = chaos_client(&server, Arc::clone(&tokens));
+    let modulify = modulify_client(&server);
 
     // A third of the way in, a window of 200 ms in which every answer is a 503, the token
     // endpoint's included. Windows are timed, not counted: a client that finds the service down
@@ -103,10 +119,10 @@ async fn ten_thousand_operations_under_seeded_faults_each_execute_at_most_once()
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut calls = JoinSet::new();
     for n in 0..OPERATIONS {
-        let (client, permits) = (client.clone(), Arc::clone(&permits));
+        let (client, modulify, permits) = (client.clone(), modulify.clone(), Arc::clone(&permits));
         calls.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("never closed");
-            operate(&client, n).await
+            operate(&client, &modulify, n).await
         });
     }
     let mut operations = Vec::with_capacity(OPERATIONS);
@@ -152,20 +168,37 @@ async fn chaos_server() -> MockServer {
         .limits(Limits {
             token_ttl: Duration::from_secs(3),
             webhook_rate_limit: 1_000_000,
+            modulify_rate_limit: 1_000_000,
             ..Limits::default()
         })
-        .client(ClientSeed::new(CLIENT_ID, CLIENT_SECRET, ORGANIZATION));
+        .client(ClientSeed::new(CLIENT_ID, CLIENT_SECRET, ORGANIZATION))
+        .modulify_token(ModulifyTokenSeed::new(MODULIFY_TOKEN));
     for trigger in TRIGGERS {
         builder = builder.trigger(TriggerSeed::new(trigger, ORGANIZATION));
     }
     builder.start().await.expect("the contract server starts")
 }
 
-/// The seeded faults, on both surfaces: about 10% executed then dropped, 10% 503 (half with
-/// `Retry-After: 0`), 5% 429 (`Retry-After: 0`) and 2% answers delayed past the attempt timeout.
+/// The seeded faults, on every surface: about 10% executed then dropped, 10% 503 (half with
+/// `Retry-After: 0`), 5% 429 (`Retry-After: 0`) and 2% answers delayed past the attempt timeout;
+/// on Modulify also 5% 500s that release the key, and 3% 409s in progress (`Retry-After: 0`).
 fn arm_faults(server: &MockServer, seed: u64) {
     let mut seeds = StdRng::seed_from_u64(seed);
-    for surface in [WEBHOOKS, JSON_API] {
+    let in_progress =
+        r#"{"data":null,"error":{"code":"idempotency_key_in_progress","message":"running"}}"#;
+    server.inject(
+        Fault::fail_execution(500)
+            .on("POST", MODULIFY)
+            .probability(0.05, seeds.random()),
+    );
+    server.inject(
+        Fault::respond(409)
+            .header("Retry-After", "0")
+            .body(in_progress)
+            .on("POST", MODULIFY)
+            .probability(0.03, seeds.random()),
+    );
+    for surface in [WEBHOOKS, JSON_API, MODULIFY] {
         let faults = [
             (Fault::execute_then_close(), 0.10),
             (Fault::respond(503).header("Retry-After", "0"), 0.05),
@@ -223,10 +256,49 @@ fn chaos_client(server: &MockServer, tokens: Arc<Mutex<Vec<String>>>) -> Retryin
         .expect("a valid client")
 }
 
-/// Operation `n`: every fifth a write, the rest deliveries to one of two triggers.
-async fn operate(client: &RetryingClient, n: usize) -> Operation {
+/// A Modulify client with the same budget and backoff, and the API's static token.
+fn modulify_client(server: &MockServer) -> ModulifyClient {
+    let client = RetryingClient::builder(server.base_url())
+        .bearer_token(MODULIFY_TOKEN)
+        .budget(
+            Budget::new()
+                .max_attempts(10)
+                .max_elapsed(Duration::from_secs(30))
+                .attempt_timeout(ATTEMPT_TIMEOUT),
+        )
+        .backoff(
+            Backoff::new()
+                .base(Duration::from_millis(5))
+                .cap(Duration::from_millis(100)),
+        )
+        .build()
+        .expect("a valid client");
+    ModulifyClient::new(client)
+}
+
+/// Operation `n`: every fifth a write, every tenth (offset by five) a Modulify call, the rest
+/// deliveries to one of two triggers.
+async fn operate(client: &RetryingClient, modulify: &ModulifyClient, n: usize) -> Operation {
     let key = IdempotencyKey::from_operation_id(&format!("chaos-{n}"));
     let identity = key.as_str().to_owned();
+    if n % MODULIFY_EVERY == WRITE_EVERY {
+        let body = format!(r#"{{"projectId":"site_{n}","prompt":"{BODY_MARKER}"}}"#);
+        let ended = modulify
+            .call("send_message", body)
+            .key(key)
+            .send()
+            .await
+            .map(|answer| match answer.outcome() {
+                ModulifyOutcome::Ok => Succeeded::Ran,
+                ModulifyOutcome::Replayed => Succeeded::Replayed,
+                _ => Succeeded::RepeatedWithoutAnswer,
+            });
+        return Operation {
+            api: Api::Modulify,
+            identity,
+            ended,
+        };
+    }
     if n.is_multiple_of(WRITE_EVERY) {
         let body = format!(
             r#"{{"data":{{"type":"notes","attributes":{{"n":{n},"marker":"{BODY_MARKER}"}}}}}}"#
@@ -243,7 +315,7 @@ async fn operate(client: &RetryingClient, n: usize) -> Operation {
                 }
             });
         return Operation {
-            write: true,
+            api: Api::Write,
             identity,
             ended,
         };
@@ -259,18 +331,19 @@ async fn operate(client: &RetryingClient, n: usize) -> Operation {
             _ => Succeeded::Accepted,
         });
     Operation {
-        write: false,
+        api: Api::Delivery,
         identity,
         ended,
     }
 }
 
-/// How often the server executed `operation`: runs for a delivery, executions for a write.
+/// How often the server executed `operation`: runs for a delivery, executions for a write or a
+/// Modulify call.
 fn executions(ledger: &Ledger, operation: &Operation) -> usize {
-    if operation.write {
-        ledger.writes_executed(&operation.identity) as usize
-    } else {
-        ledger.runs_for_delivery(&operation.identity).len()
+    match operation.api {
+        Api::Write => ledger.writes_executed(&operation.identity) as usize,
+        Api::Modulify => ledger.modulify_executions(&operation.identity) as usize,
+        Api::Delivery => ledger.runs_for_delivery(&operation.identity).len(),
     }
 }
 
@@ -302,8 +375,13 @@ fn assert_exactly_once(ledger: &Ledger, operations: &[Operation]) {
             }
         }
     }
-    let deliveries = operations.iter().filter(|o| !o.write).count();
-    let writes = operations.len() - deliveries;
+    let count = |api: Api| operations.iter().filter(|o| o.api == api).count();
+    let (deliveries, writes, calls) = (count(Api::Delivery), count(Api::Write), count(Api::Modulify));
+    assert!(calls > 0 && writes > 0 && deliveries > 0, "every API has its share");
+    assert!(
+        ledger.modulify_total_executions() as usize <= calls,
+        "no Modulify call outside the operations"
+    );
     assert!(
         ledger.total_runs() <= deliveries,
         "no run outside the operations"
@@ -386,13 +464,14 @@ fn report(
         stats.retry_budget_refusals, stats.retry_budget_tokens, stats.exchanges
     );
     println!(
-        "  server: {} requests; faults: executed then dropped {}, 503/429 {}, delayed {}; runs {}, writes executed {}",
+        "  server: {} requests; faults: executed then dropped {}, 503/429 {}, delayed {}; runs {}, writes executed {}, Modulify calls executed {}",
         requests.len(),
         faulted("execute_then_close"),
         faulted("respond"),
         faulted("execute_then_delay"),
         ledger.total_runs(),
         ledger.total_writes_executed(),
+        ledger.modulify_total_executions(),
     );
 }
 
@@ -418,7 +497,7 @@ fn assert_trace_holds_no_secret(trace: &Captured, tokens: &[String]) {
         output.contains("starting new connection"),
         "reqwest's log records are captured too"
     );
-    let mut secrets = vec![CLIENT_SECRET, BODY_MARKER];
+    let mut secrets = vec![CLIENT_SECRET, BODY_MARKER, MODULIFY_TOKEN];
     secrets.extend(TRIGGERS);
     secrets.extend(tokens.iter().map(String::as_str));
     for secret in secrets {

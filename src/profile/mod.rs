@@ -16,6 +16,22 @@
 //! [`SurfaceProfile`] and reads its fields; it never names a vendor or matches on a surface. So a
 //! third API is a third file here, not new control flow. The only place that maps a surface to
 //! its profile is [`Surface::profile`].
+//!
+//! # Layout, against `../shared/LAYOUT.md`
+//!
+//! Followed: `profile/{mod,hodoflow,modulify}.rs`; `matrix.rs` (`Rule`, `When`, `Verdict`, the
+//! lookup) imports no profile; `answer.rs` holds the answer and its header names, which ends the
+//! `backoff.rs` <-> `classify.rs` cycle (backoff imports the matrix, the answer imports the
+//! `Retry-After` parser: one way). Departed, and why:
+//! - [`Surface`] stays the public name of a table and `SurfaceProfile` is crate-private: every
+//!   public API is kept, and a profile's shape can change without a semver break.
+//! - `classify.rs` stays between the matrix and the profiles: it builds the final error from the
+//!   matched row, the profile's code reader and its 404 wording, which `matrix.rs` must not know.
+//! - [`IdempotencyKey::new`] still refuses keys outside 1 to 255 visible ASCII, a documented
+//!   public contract that both vendors accept; the profile's [`KeyRules`] are checked again at
+//!   send time, where a vendor with a stricter rule would refuse a key.
+//! - The engine is not yet cut into `decide.rs` and effects, and `fleet/`, `auth/` stay flat
+//!   files: neither was needed for a second profile, and each is a move of its own.
 
 use std::fmt;
 

@@ -12,10 +12,12 @@ pub const DEMO_CLIENT_ID: &str = "demo-client";
 pub const DEMO_CLIENT_SECRET: &str = "demo-secret";
 /// The token of the demo webhook trigger.
 pub const DEMO_TRIGGER_TOKEN: &str = "trg_demo_4b1d9c0e7f";
+/// The demo Modulify API token: always accepted, may call every method.
+pub const DEMO_MODULIFY_TOKEN: &str = "mfy_demo_7c2e9a41";
 
 /// Every limit and window of the contract, each configurable.
 ///
-/// `Limits::default()` holds the documented values (CONTRACT.md, documents 000 and 001).
+/// `Limits::default()` holds the documented values (CONTRACT.md, documents 000, 001 and 004).
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Lifetime of an issued access token. Default: 1 hour.
@@ -54,6 +56,18 @@ pub struct Limits {
     /// Request records the ledger keeps (between this and twice this; executions,
     /// runs and exchanges are always kept). Default: 100,000.
     pub ledger_requests_kept: usize,
+    /// Successful Modulify answers are replayed for this long (document 004). Default: 24 hours.
+    pub modulify_retention: Duration,
+    /// Modulify calls a token may make in one `modulify_rate_window`; replays are free.
+    /// Default: 60.
+    pub modulify_rate_limit: u32,
+    /// Length of the per-token Modulify rate window. Default: 60 seconds.
+    pub modulify_rate_window: Duration,
+    /// Largest Modulify answer body that is kept for replay; a larger one is replayed as
+    /// `data: null` with a message. Default: 1,048,576 bytes.
+    pub modulify_answer_kept_limit: usize,
+    /// Largest Modulify request body. Default: 1,048,576 bytes.
+    pub modulify_body_limit: usize,
 }
 
 impl Default for Limits {
@@ -77,6 +91,11 @@ impl Default for Limits {
             graphql_max_fields: 50,
             graphql_error_status: 400,
             ledger_requests_kept: 100_000,
+            modulify_retention: Duration::from_secs(24 * HOUR),
+            modulify_rate_limit: 60,
+            modulify_rate_window: Duration::from_secs(60),
+            modulify_answer_kept_limit: 1_048_576,
+            modulify_body_limit: 1_048_576,
         }
     }
 }
@@ -267,6 +286,67 @@ impl TriggerSeed {
     }
 }
 
+/// A Modulify API token (document 004): static, no exchange.
+///
+/// Its `Debug` prints the token as `<redacted>`.
+///
+/// # Examples
+///
+/// ```
+/// use hodoflow_mock::{MockServer, ModulifyTokenSeed};
+///
+/// // A token that may only read sites: any other method answers 403 `forbidden`.
+/// let builder = MockServer::builder()
+///     .modulify_token(ModulifyTokenSeed::new("mfy_reader").methods(&["get_site", "list_sites"]));
+/// # let _ = builder;
+/// ```
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ModulifyTokenSeed {
+    /// The bearer token. Never logged.
+    pub token: String,
+    /// The methods it may call; `None`: every method.
+    #[serde(default)]
+    pub methods: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for ModulifyTokenSeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModulifyTokenSeed")
+            .field("token", &"<redacted>")
+            .field("methods", &self.methods)
+            .finish()
+    }
+}
+
+impl ModulifyTokenSeed {
+    /// A token that may call every method.
+    pub fn new(token: &str) -> Self {
+        Self {
+            token: token.to_owned(),
+            methods: None,
+        }
+    }
+
+    /// Limits the methods it may call; any other answers 403 `forbidden`.
+    #[must_use]
+    pub fn methods(mut self, methods: &[&str]) -> Self {
+        self.methods = Some(methods.iter().map(|m| (*m).to_owned()).collect());
+        self
+    }
+
+    /// Whether it may call `method`.
+    pub fn may_call(&self, method: &str) -> bool {
+        self.methods
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|m| m == method))
+    }
+
+    /// The demo token, [`DEMO_MODULIFY_TOKEN`], allowed every method.
+    pub fn demo() -> Self {
+        Self::new(DEMO_MODULIFY_TOKEN)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +355,8 @@ mod tests {
     fn debug_never_prints_a_client_secret_or_trigger_token() {
         let client = format!("{:?}", ClientSeed::new("svc", "s3cr3t", "acme"));
         let trigger = format!("{:?}", TriggerSeed::new("trg_s3cr3t", "acme"));
+        let modulify = format!("{:?}", ModulifyTokenSeed::new("mfy_s3cr3t"));
+        assert!(!modulify.contains("s3cr3t"), "{modulify}");
         assert!(
             client.contains("svc") && !client.contains("s3cr3t"),
             "{client}"

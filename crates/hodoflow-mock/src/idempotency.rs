@@ -3,11 +3,17 @@
 //! A key is scoped by (tenant, service-account principal) and bound to the
 //! fingerprint of its first request: method, path and raw body. A completed
 //! answer is replayed; a 5xx is never stored, so the key is released.
+//!
+//! Modulify's calls (document 004) use a store of their own with the same
+//! machinery: their keys are scoped by token, only their successes are
+//! completed (every other answer releases the key), and they are kept for
+//! another retention, so the two stores never share an expiry queue.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
@@ -33,12 +39,38 @@ pub(crate) fn fingerprint(method: &str, path: &str, body: &[u8]) -> Fingerprint 
     hash.finalize().into()
 }
 
+/// A key is 1 to 255 visible ASCII characters (0x21 to 0x7E), on both APIs.
+pub(crate) fn valid_key(key: &str) -> bool {
+    (1..=255).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// A completed answer kept for replay.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     pub status: StatusCode,
     pub content_type: Option<String>,
     pub body: Bytes,
+}
+
+/// The answer of `stored` as it was first sent.
+pub(crate) fn stored_response(stored: Stored) -> Response {
+    let mut response = (stored.status, stored.body).into_response();
+    if let Some(kind) = stored
+        .content_type
+        .and_then(|c| HeaderValue::from_str(&c).ok())
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, kind);
+    }
+    response
+}
+
+/// The answer of `stored` with `idempotency-replayed: true`.
+pub(crate) fn replay(stored: Stored) -> Response {
+    let mut response = stored_response(stored);
+    response
+        .headers_mut()
+        .insert("idempotency-replayed", HeaderValue::from_static("true"));
+    response
 }
 
 #[derive(Debug)]
@@ -163,7 +195,7 @@ impl KeyStore {
         }
     }
 
-    /// Drops a reservation whose write failed with a 5xx.
+    /// Drops a reservation whose request was not kept (a Hodoflow 5xx, any Modulify failure).
     pub(crate) fn release(&mut self, key: &ScopedKey) {
         if matches!(self.entries.get(key), Some(Entry::Reserved { .. })) {
             self.entries.remove(key);

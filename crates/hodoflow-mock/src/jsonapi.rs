@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -15,7 +15,9 @@ use serde_json::{Map, Value, json};
 use crate::auth::{Denial, Principal};
 use crate::config::Scope;
 use crate::fault::FaultAction;
-use crate::idempotency::{Claim, ScopedKey, Stored, fingerprint};
+use crate::idempotency::{
+    Claim, ScopedKey, Stored, fingerprint, replay, stored_response, valid_key,
+};
 use crate::reply::{BodyRefusal, api_document, api_error, body_within, with_retry_after};
 use crate::state::Shared;
 
@@ -167,11 +169,6 @@ struct Target {
     id: Option<String>,
 }
 
-/// A key is 1 to 255 visible ASCII characters.
-fn valid_key(key: &str) -> bool {
-    (1..=255).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic())
-}
-
 async fn write(
     shared: &Shared,
     method: Method,
@@ -271,25 +268,6 @@ async fn write(
         crate::lock(&shared.keys).complete(key, stored.clone(), shared.clock.now());
     }
     stored_response(stored)
-}
-
-fn stored_response(stored: Stored) -> Response {
-    let mut response = (stored.status, stored.body).into_response();
-    if let Some(kind) = stored
-        .content_type
-        .and_then(|c| HeaderValue::from_str(&c).ok())
-    {
-        response.headers_mut().insert(header::CONTENT_TYPE, kind);
-    }
-    response
-}
-
-fn replay(stored: Stored) -> Response {
-    let mut response = stored_response(stored);
-    response
-        .headers_mut()
-        .insert("idempotency-replayed", HeaderValue::from_static("true"));
-    response
 }
 
 /// Runs a write; the answer's status and document (none for 204).

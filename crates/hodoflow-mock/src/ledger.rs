@@ -69,6 +69,14 @@ pub struct Ledger {
     exchanges: Vec<ExchangeRecord>,
     /// HTTP/2 connections refused with GOAWAY before any request was processed.
     go_aways: u64,
+    /// Modulify: Idempotency-Key (or `""` without one) -> method runs that executed.
+    modulify_executions: HashMap<String, u32>,
+    /// Modulify: method name -> runs that executed, with or without a key.
+    modulify_methods: HashMap<String, u32>,
+    /// Modulify: Idempotency-Key -> kept answers replayed (with or without the answer).
+    modulify_replays: HashMap<String, u32>,
+    /// Modulify: calls counted against the per-token per-minute budgets.
+    modulify_rate_counted: u32,
 }
 
 impl Ledger {
@@ -82,6 +90,10 @@ impl Ledger {
             duplicates: HashMap::new(),
             exchanges: Vec::new(),
             go_aways: 0,
+            modulify_executions: HashMap::new(),
+            modulify_methods: HashMap::new(),
+            modulify_replays: HashMap::new(),
+            modulify_rate_counted: 0,
         }
     }
 
@@ -132,6 +144,24 @@ impl Ledger {
 
     pub(crate) fn went_away(&mut self) {
         self.go_aways += 1;
+    }
+
+    /// Records a Modulify run that executed; its server-wide number, from 1.
+    pub(crate) fn modulify_executed(&mut self, method: &str, key: Option<&str>) -> u32 {
+        *self
+            .modulify_executions
+            .entry(key.unwrap_or_default().to_owned())
+            .or_default() += 1;
+        *self.modulify_methods.entry(method.to_owned()).or_default() += 1;
+        self.modulify_total_executions()
+    }
+
+    pub(crate) fn modulify_replayed(&mut self, key: &str) {
+        *self.modulify_replays.entry(key.to_owned()).or_default() += 1;
+    }
+
+    pub(crate) fn modulify_counted(&mut self) {
+        self.modulify_rate_counted += 1;
     }
 
     /// HTTP/2 connections refused with GOAWAY before any of their requests was processed (see
@@ -191,6 +221,32 @@ impl Ledger {
     /// Every client-credentials exchange, granted or not.
     pub fn exchanges(&self) -> &[ExchangeRecord] {
         &self.exchanges
+    }
+
+    /// Modulify method runs that executed under `Idempotency-Key: key` (`""`: without a key).
+    /// Replays, refusals, failed runs and read-only methods do not count.
+    pub fn modulify_executions(&self, key: &str) -> u32 {
+        self.modulify_executions.get(key).copied().unwrap_or(0)
+    }
+
+    /// Kept Modulify answers replayed for `key`, those replayed without the answer included.
+    pub fn modulify_replays(&self, key: &str) -> u32 {
+        self.modulify_replays.get(key).copied().unwrap_or(0)
+    }
+
+    /// Modulify method runs that executed in all, keyed or not.
+    pub fn modulify_total_executions(&self) -> u32 {
+        self.modulify_executions.values().sum()
+    }
+
+    /// Runs of the Modulify `method` that executed, keyed or not.
+    pub fn modulify_executions_of(&self, method: &str) -> u32 {
+        self.modulify_methods.get(method).copied().unwrap_or(0)
+    }
+
+    /// Modulify calls counted against the per-token per-minute budgets; replays are not.
+    pub fn modulify_rate_counted(&self) -> u32 {
+        self.modulify_rate_counted
     }
 
     /// Exchanges that issued a token.

@@ -9,6 +9,13 @@
 //! a retried write ran once and a retried delivery started one run. Every
 //! window runs on an injectable [`Clock`].
 //!
+//! **Modulify** (document 004), a second API with a related but different contract, is served
+//! on the same port under `/v1/`: `POST /v1/<method>` and the catalogue `GET /v1/tools`, static
+//! bearer tokens ([`DEMO_MODULIFY_TOKEN`], [`ModulifyTokenSeed`]), keys per token that keep
+//! only successes, and the same faults and ledger. `src/modulify/mod.rs` documents the order of
+//! its checks and the body conventions of its reference methods; [`ToolSeed`] adds methods to
+//! its catalogue.
+//!
 //! # Examples
 //!
 //! ```
@@ -37,6 +44,7 @@ mod graphql;
 mod idempotency;
 mod jsonapi;
 mod ledger;
+mod modulify;
 mod rate;
 mod redact;
 mod reply;
@@ -47,11 +55,12 @@ mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, DEMO_TRIGGER_TOKEN, Limits,
-    RunOutcome, Scope, TriggerSeed,
+    ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_MODULIFY_TOKEN, DEMO_ORGANIZATION,
+    DEMO_TRIGGER_TOKEN, Limits, ModulifyTokenSeed, RunOutcome, Scope, TriggerSeed,
 };
 pub use fault::{Fault, FaultAction, Firing};
 pub use ledger::{ExchangeRecord, Ledger, RequestRecord};
+pub use modulify::ToolSeed;
 pub use redact::redact_path;
 pub use server::{MockServer, MockServerBuilder};
 pub use webhook::DELIVERY_HEADERS;

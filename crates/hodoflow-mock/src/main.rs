@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use hodoflow_mock::{ClientSeed, Limits, MockServer, TriggerSeed};
+use hodoflow_mock::{ClientSeed, Limits, MockServer, ModulifyTokenSeed, TriggerSeed};
 use serde::Deserialize;
 
 /// A Hodoflow-style contract server with fault injection, for rehearsing retries.
@@ -23,7 +23,12 @@ struct Args {
     /// A trigger as TOKEN@ORGANIZATION. Repeatable. Default: the demo trigger.
     #[arg(long = "trigger", value_parser = parse_trigger)]
     triggers: Vec<TriggerSeed>,
-    /// A JSON file with {"clients": [...], "triggers": [...]}, added to the flags.
+    /// A Modulify API token that may call every method. Repeatable. The demo token is always
+    /// accepted.
+    #[arg(long = "modulify-token")]
+    modulify_tokens: Vec<String>,
+    /// A JSON file with {"clients": [...], "triggers": [...], "modulify_tokens": [...]}, added
+    /// to the flags.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Serve /_mock/faults and /_mock/ledger for fault injection over HTTP.
@@ -50,6 +55,8 @@ struct SeedFile {
     clients: Vec<ClientSeed>,
     #[serde(default)]
     triggers: Vec<TriggerSeed>,
+    #[serde(default)]
+    modulify_tokens: Vec<ModulifyTokenSeed>,
 }
 
 fn parse_client(text: &str) -> Result<ClientSeed, String> {
@@ -90,6 +97,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     seeds.clients.extend(args.clients);
     seeds.triggers.extend(args.triggers);
+    let modulify_seeded = !(args.modulify_tokens.is_empty() && seeds.modulify_tokens.is_empty());
+    seeds.modulify_tokens.extend(
+        args.modulify_tokens
+            .iter()
+            .map(|token| ModulifyTokenSeed::new(token)),
+    );
     let demo = seeds.clients.is_empty() && seeds.triggers.is_empty();
     let limits = Limits {
         token_ttl: Duration::from_secs(args.token_ttl_secs),
@@ -108,8 +121,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for trigger in seeds.triggers {
         builder = builder.trigger(trigger);
     }
+    for token in seeds.modulify_tokens {
+        builder = builder.modulify_token(token);
+    }
     let server = builder.start().await?;
     print_banner(&server, demo, args.control);
+    print_modulify(&server, modulify_seeded);
+    println!();
+    println!("Request log follows (trigger tokens redacted; no credentials). Ctrl-C stops.");
     tokio::signal::ctrl_c().await?;
     Ok(())
 }
@@ -148,6 +167,21 @@ fn print_banner(server: &MockServer, demo: bool, control: bool) {
         );
         println!("  curl -s {base}/_mock/ledger");
     }
+}
+
+/// How to call Modulify. The published demo token is always accepted, so it is printed; seeded
+/// tokens are the user's own and never printed.
+fn print_modulify(server: &MockServer, seeded: bool) {
+    let base = server.base_url();
+    let token = hodoflow_mock::DEMO_MODULIFY_TOKEN;
     println!();
-    println!("Request log follows (trigger tokens redacted; no credentials). Ctrl-C stops.");
+    if seeded {
+        println!("  # Modulify (document 004): your tokens, or the demo token {token}");
+    } else {
+        println!("  # Modulify (document 004): the demo token is {token}");
+    }
+    println!("  curl -s {base}/v1/tools -H 'Authorization: Bearer {token}'");
+    println!(
+        "  curl -s {base}/v1/send_message -H 'Authorization: Bearer {token}' -H 'Idempotency-Key: msg-1' -d '{{\"projectId\":\"SITE_ID\",\"prompt\":\"Add a sign-up form.\"}}'"
+    );
 }

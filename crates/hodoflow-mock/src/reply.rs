@@ -32,6 +32,12 @@ pub(crate) fn webhook_error(status: StatusCode, runtime_body: &str) -> Response 
     (status, Json(json!({"error": runtime_body}))).into_response()
 }
 
+/// `{"data": null, "error": {"code", "message"}}`, the Modulify error form (document 004).
+pub(crate) fn modulify_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = json!({"data": null, "error": {"code": code, "message": message}});
+    (status, Json(body)).into_response()
+}
+
 /// Why a request body cannot be used.
 #[derive(Debug)]
 pub(crate) enum BodyRefusal {

@@ -25,11 +25,12 @@ use tower::ServiceExt;
 
 use crate::auth::Denial;
 use crate::clock::{Clock, SystemClock};
-use crate::config::{ClientSeed, Limits, TriggerSeed};
+use crate::config::{ClientSeed, Limits, ModulifyTokenSeed, TriggerSeed};
 use crate::fault::{Fault, FaultAction};
 use crate::ledger::{Ledger, RequestRecord};
+use crate::modulify::ToolSeed;
 use crate::redact::redact_path;
-use crate::state::Shared;
+use crate::state::{ModulifySeeds, Shared};
 
 /// Marks a response that must not be sent: over HTTP/1.1 the connection is closed instead;
 /// over HTTP/2 the stream is reset, with `REFUSED_STREAM` when `refused` (nothing was
@@ -69,6 +70,7 @@ pub struct MockServerBuilder {
     clock: Arc<dyn Clock>,
     clients: Vec<ClientSeed>,
     triggers: Vec<TriggerSeed>,
+    modulify: ModulifySeeds,
     control_routes: bool,
     http1: bool,
 }
@@ -89,6 +91,7 @@ impl MockServerBuilder {
             clock: Arc::new(SystemClock),
             clients: Vec::new(),
             triggers: Vec::new(),
+            modulify: ModulifySeeds::default(),
             control_routes: false,
             http1: true,
         }
@@ -124,6 +127,21 @@ impl MockServerBuilder {
         self
     }
 
+    /// Adds a Modulify API token. Default: only
+    /// [`DEMO_MODULIFY_TOKEN`](crate::DEMO_MODULIFY_TOKEN), which is always accepted and may
+    /// call every method.
+    pub fn modulify_token(mut self, token: ModulifyTokenSeed) -> Self {
+        self.modulify.tokens.push(token);
+        self
+    }
+
+    /// Adds a method to the Modulify catalogue, or replaces the entry of a reference method
+    /// with the same name. Default: only the reference methods.
+    pub fn modulify_tool(mut self, tool: ToolSeed) -> Self {
+        self.modulify.tools.push(tool);
+        self
+    }
+
     /// Serves `/_mock/faults` and `/_mock/ledger` for fault injection over HTTP.
     /// Default: off.
     pub fn control_routes(mut self, enabled: bool) -> Self {
@@ -155,6 +173,7 @@ impl MockServerBuilder {
             .limits
             .api_body_limit
             .max(self.limits.webhook_body_limit)
+            .max(self.limits.modulify_body_limit)
             .saturating_mul(2)
             .max(2 << 20);
         let shared = Arc::new(Shared::new(
@@ -162,6 +181,7 @@ impl MockServerBuilder {
             self.limits,
             self.clients,
             self.triggers,
+            self.modulify,
         ));
         let mut app = api_routes()
             .layer(middleware::from_fn_with_state(shared.clone(), observe))
@@ -199,8 +219,8 @@ impl MockServerBuilder {
 }
 
 fn api_routes() -> Router<Arc<Shared>> {
-    use crate::{auth, graphql, jsonapi, runs, webhook};
-    Router::new()
+    use crate::{auth, graphql, jsonapi, modulify, runs, webhook};
+    modulify::routes()
         .route("/oauth/token", post(auth::exchange))
         .route("/api/json/v1/workflow_runs/{id}", get(runs::show))
         .route(
@@ -337,7 +357,9 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             next.run(request).await
         }
         Some(FaultAction::ExpiredToken) => {
-            if raw_path.starts_with("/api/v1/webhooks/") {
+            if raw_path.starts_with("/v1/") {
+                crate::modulify::unauthorized()
+            } else if raw_path.starts_with("/api/v1/webhooks/") {
                 Denial::Expired.webhook_response()
             } else {
                 Denial::Expired.api_response()
@@ -442,6 +464,11 @@ impl MockServer {
     /// `http://<addr>`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// `http://<addr>/v1/<method>`, a Modulify method.
+    pub fn modulify_url(&self, method: &str) -> String {
+        format!("{}/v1/{method}", self.base_url())
     }
 
     /// The token-only trigger URL of `token`.

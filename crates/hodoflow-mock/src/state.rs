@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use crate::auth::TokenStore;
 use crate::clock::Clock;
-use crate::config::{ClientSeed, Limits, TriggerSeed};
+use crate::config::{ClientSeed, Limits, ModulifyTokenSeed, TriggerSeed};
 use crate::fault::FaultTable;
 use crate::idempotency::KeyStore;
 use crate::jsonapi::Resources;
 use crate::ledger::{ExchangeRecord, Ledger};
+use crate::modulify::{Modulify, ToolSeed};
 use crate::rate::FixedWindows;
 use crate::runs::Runs;
 use crate::webhook::Deliveries;
@@ -34,6 +35,15 @@ pub(crate) struct Shared {
     pub ledger: Mutex<Ledger>,
     /// HTTP/2 connections still to refuse with GOAWAY.
     pub go_aways: AtomicU32,
+    /// Modulify's tokens, catalogue, key store and workspace, each store behind its own lock.
+    pub modulify: Modulify,
+}
+
+/// The Modulify seeds of a server.
+#[derive(Debug, Default)]
+pub(crate) struct ModulifySeeds {
+    pub tokens: Vec<ModulifyTokenSeed>,
+    pub tools: Vec<ToolSeed>,
 }
 
 impl Shared {
@@ -42,6 +52,7 @@ impl Shared {
         limits: Limits,
         clients: Vec<ClientSeed>,
         triggers: Vec<TriggerSeed>,
+        modulify: ModulifySeeds,
     ) -> Self {
         let keep = limits.ledger_requests_kept;
         Self {
@@ -61,6 +72,7 @@ impl Shared {
             faults: Mutex::default(),
             ledger: Mutex::new(Ledger::new(keep)),
             go_aways: AtomicU32::new(0),
+            modulify: Modulify::new(modulify.tokens, modulify.tools),
         }
     }
 

@@ -14,6 +14,7 @@ use support::{Reply, credentials, http, send};
 const CLIENT_ID: &str = "ci-client";
 const CLIENT_SECRET: &str = "s3cret-never-logged-41";
 const TRIGGER_TOKEN: &str = "trg_never_logged_7c2a";
+const MODULIFY_TOKEN: &str = "mfy_never_logged_93e1";
 
 /// Kills the binary even when an assertion fails first.
 struct Running(Child);
@@ -51,6 +52,7 @@ async fn serves_the_seeds_from_flags_and_logs_requests_without_secrets() {
         .args(["--listen", base.trim_start_matches("http://")])
         .args(["--client", &format!("{CLIENT_ID}:{CLIENT_SECRET}@acme")])
         .args(["--trigger", &format!("{TRIGGER_TOKEN}@acme")])
+        .args(["--modulify-token", MODULIFY_TOKEN])
         .env("RUST_LOG", "hodoflow_mock=info")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -96,6 +98,24 @@ async fn serves_the_seeds_from_flags_and_logs_requests_without_secrets() {
     )
     .await;
     assert_eq!(refused.status, 401);
+    let call = || {
+        let request = http()
+            .post(format!("{base}/v1/send_message"))
+            .bearer_auth(MODULIFY_TOKEN)
+            .header("Idempotency-Key", "msg-1");
+        send(request.body(r#"{"projectId":"SITE_ID","prompt":"hi"}"#))
+    };
+    let sent = call().await;
+    assert_eq!(sent.status, 200);
+    assert!(call().await.replayed());
+    let tools = http()
+        .get(format!("{base}/v1/tools"))
+        .bearer_auth(hodoflow_mock::DEMO_MODULIFY_TOKEN);
+    assert_eq!(
+        send(tools).await.status,
+        200,
+        "the demo token is always accepted"
+    );
 
     drop(running);
     let output = stdout.join().unwrap() + &stderr.join().unwrap();
@@ -118,7 +138,13 @@ async fn serves_the_seeds_from_flags_and_logs_requests_without_secrets() {
         accepted.request_id(),
     ];
     assert!(logged(&delivery), "no delivery in:\n{output}");
-    for secret in [CLIENT_SECRET, token.as_str(), TRIGGER_TOKEN] {
+    let modulify = ["path=/v1/send_message", "200", sent.request_id()];
+    assert!(logged(&modulify), "no Modulify call in:\n{output}");
+    assert!(
+        output.contains(hodoflow_mock::DEMO_MODULIFY_TOKEN),
+        "the demo Modulify token is published, so it is printed:\n{output}"
+    );
+    for secret in [CLIENT_SECRET, token.as_str(), TRIGGER_TOKEN, MODULIFY_TOKEN] {
         assert!(!output.contains(secret), "a secret was printed:\n{output}");
     }
 }
