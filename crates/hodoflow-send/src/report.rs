@@ -23,6 +23,7 @@
 //! | `not_found` | `not_found` | 1 |
 //! | `key_reused` | `key_reused` | 1 |
 //! | `in_progress` | `in_progress` | 3 |
+//! | `budget_exhausted`, `retry_budget_exhausted` whose last answer was a 409 (Modulify's key still running when the budget ended) | `in_progress` | 3 |
 //! | `payload_too_large` | `payload_too_large` | 1 |
 //! | `unprocessable`, `client_error`, `graphql` | `unprocessable` | 1 |
 //! | `unauthorized` | `unauthorized` | 1 |
@@ -257,6 +258,13 @@ fn reported_kind(error: &Error) -> &'static str {
         ErrorKind::NotFound => "not_found",
         ErrorKind::KeyReused => "key_reused",
         ErrorKind::InProgress => "in_progress",
+        // The SDK ends a Modulify 409 it was waiting out with the budget's own kind; what is
+        // left is the key still running, which is what the caller must know.
+        ErrorKind::BudgetExhausted | ErrorKind::RetryBudgetExhausted
+            if error.status().is_some_and(|s| s.as_u16() == 409) =>
+        {
+            "in_progress"
+        }
         ErrorKind::PayloadTooLarge => "payload_too_large",
         ErrorKind::Unprocessable | ErrorKind::ClientError | ErrorKind::GraphQl => "unprocessable",
         ErrorKind::Unauthorized => "unauthorized",

@@ -108,6 +108,22 @@ impl Contract {
         command
     }
 
+    /// `hodoflow-send` for `modulify`: this server as Modulify (`MODULIFY_BASE_URL`), the demo
+    /// Modulify token in `MODULIFY_TOKEN`, the 5 s budget, and `HODOFLOW_BASE_URL` pointing at a
+    /// closed port, so a test fails if the Hodoflow URL ever serves as Modulify's.
+    pub fn modulify(&self) -> Command {
+        let mut command = Command::cargo_bin("hodoflow-send").expect("the binary is built");
+        command
+            .env_clear()
+            .env("MODULIFY_BASE_URL", self.base_url())
+            .env("MODULIFY_TOKEN", hodoflow_mock::DEMO_MODULIFY_TOKEN)
+            .env("HODOFLOW_BASE_URL", "http://127.0.0.1:9")
+            .env("HODOFLOW_MAX_ELAPSED", "5s")
+            .env("HODOFLOW_ATTEMPT_TIMEOUT", "2s")
+            .timeout(Duration::from_secs(60));
+        command
+    }
+
     /// The trigger URL of `token` on this server.
     pub fn trigger_url(&self, token: &str) -> String {
         format!("{}{WEBHOOKS}{token}", self.base_url())
