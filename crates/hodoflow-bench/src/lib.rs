@@ -56,6 +56,8 @@ mod figures;
 mod herd;
 mod lost_202;
 mod memory;
+mod modulify;
+mod modulify_peer;
 mod outage;
 mod overhead;
 mod peers;

@@ -84,6 +84,8 @@ enum What {
     Recovery,
     #[value(name = "proxy_limit")]
     ProxyLimit,
+    #[value(name = "modulify")]
+    Modulify,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -111,6 +113,7 @@ impl What {
             What::Outage => vec![Scenario::Outage],
             What::Recovery => vec![Scenario::Recovery],
             What::ProxyLimit => vec![Scenario::ProxyLimit],
+            What::Modulify => vec![Scenario::Modulify],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

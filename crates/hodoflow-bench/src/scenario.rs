@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::report::Report;
 use crate::{
-    Result, herd, lost_202, memory, outage, overhead, proxy_limit, reauth, recovery, retry_after,
-    storm,
+    Result, herd, lost_202, memory, modulify, outage, overhead, proxy_limit, reauth, recovery,
+    retry_after, storm,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -34,11 +34,14 @@ pub enum Scenario {
     Recovery,
     /// Operations failed and 429s behind a proxy's rate limit without `Retry-After`.
     ProxyLimit,
+    /// Document 004's own retry loop against the SDK's `ModulifyClient` on Modulify's faults:
+    /// events lost, duplicate executions, early retries.
+    Modulify,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Overhead,
         Scenario::Storm,
         Scenario::Lost202,
@@ -50,6 +53,7 @@ impl Scenario {
         Scenario::Outage,
         Scenario::Recovery,
         Scenario::ProxyLimit,
+        Scenario::Modulify,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -66,6 +70,7 @@ impl Scenario {
             Scenario::Outage => "outage",
             Scenario::Recovery => "recovery",
             Scenario::ProxyLimit => "proxy_limit",
+            Scenario::Modulify => "modulify",
         }
     }
 
@@ -89,6 +94,7 @@ impl Scenario {
             Scenario::Outage => outage::run(size).await,
             Scenario::Recovery => recovery::run(size).await,
             Scenario::ProxyLimit => proxy_limit::run(size).await,
+            Scenario::Modulify => modulify::run(size).await,
         }
     }
 }

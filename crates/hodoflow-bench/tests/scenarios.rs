@@ -236,3 +236,43 @@ async fn proxy_limit_counts_429s_and_failures_for_each_budget() {
         assert!(json["figures"][variant]["runs"].as_u64().expect("runs") > 0);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modulify_measures_document_004_s_loop_and_the_sdk_on_every_share() {
+    let json = smoke(Scenario::Modulify).await;
+    for share in [
+        "lost_answers",
+        "in_progress",
+        "rate_limited",
+        "server_errors",
+        "retry_after_date",
+    ] {
+        for client in ["doc004_call_loop", "sdk"] {
+            let figures = &json["figures"][share][client];
+            assert!(
+                figures["requests"].as_u64().expect("requests") > 0,
+                "{json}"
+            );
+            assert!(figures["events_lost"].is_u64(), "{json}");
+            assert!(figures["early_retries"].is_u64(), "{json}");
+            // A correctness property, not a speed: no key of the SDK runs twice.
+            if client == "sdk" {
+                assert_eq!(figures["duplicate_executions"], 0, "{share}: {json}");
+            }
+        }
+    }
+    // The loop reads an HTTP-date Retry-After as NaN and retries at once: every retry after
+    // such a 429 is early. The SDK waits for the date.
+    let date = &json["figures"]["retry_after_date"];
+    let loop_early = date["doc004_call_loop"]["early_retries"].as_u64().unwrap();
+    assert!(loop_early > 0, "{json}");
+    assert_eq!(date["sdk"]["early_retries"], 0, "{json}");
+    // The SDK also ran the rate share with a time budget that holds the window's wait.
+    assert!(
+        json["figures"]["rate_limited"]["sdk_max_elapsed_5s"]["requests"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{json}"
+    );
+}
