@@ -6,9 +6,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hodoflow_mock::{ClientSeed, Fault, MockServer, TriggerSeed};
+use hodoflow_mock::{ClientSeed, DEMO_MODULIFY_TOKEN, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Backoff, Budget, ClientCredentials, DeliveryId, IdempotencyKey, RetryingClient, TriggerLimit,
+    Backoff, Budget, ClientCredentials, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient,
+    TriggerLimit,
 };
 use support::{Captured, Recording};
 
@@ -135,5 +136,57 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
     secrets.extend(tokens.iter().map(String::as_str));
     for secret in secrets {
         assert!(!output.contains(secret), "trace output leaks {secret}");
+    }
+}
+
+#[tokio::test]
+async fn trace_output_at_trace_level_holds_no_modulify_token_or_body() {
+    let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
+    let server = MockServer::start().await.unwrap();
+    let client = RetryingClient::builder(server.base_url())
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .backoff(Backoff::new().base(Duration::from_millis(5)))
+        .build()
+        .unwrap();
+    let modulify = ModulifyClient::new(client);
+    server.inject(
+        Fault::fail_execution(500)
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    server.inject(
+        Fault::expired_token()
+            .on("POST", "/v1/create_site")
+            .times(1),
+    );
+    let secret_prompt = "prompt-4f1c-secret-words";
+
+    let body = format!(r#"{{"projectId":"site_1","prompt":"{secret_prompt}"}}"#);
+    modulify
+        .call("send_message", body)
+        .operation_id("order-11:notify")
+        .send()
+        .await
+        .unwrap();
+    let error = modulify
+        .call("create_site", r#"{"name":"Hidden"}"#)
+        .send()
+        .await
+        .unwrap_err();
+
+    let text = captured.text();
+    assert!(
+        text.contains("attempt will be retried"),
+        "the retry is logged: {text}"
+    );
+    assert_eq!(
+        error.kind(),
+        hodoflow_retry::ErrorKind::Unauthorized,
+        "{error}"
+    );
+    assert!(text.contains("attempt finished"), "the stop is logged");
+    for secret in [DEMO_MODULIFY_TOKEN, secret_prompt] {
+        assert!(!text.contains(secret), "{secret} logged");
+        assert!(!format!("{error} {error:?}").contains(secret));
     }
 }
