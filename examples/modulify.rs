@@ -22,7 +22,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // 2. A message (a method that adds): the network loses the answer after the server sent it.
-    server.inject(Fault::execute_then_close().on("POST", "/v1/send_message").times(1));
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
     let key = IdempotencyKey::from_operation_id("order-4711:notify");
     let body = r#"{"projectId":"site_1","prompt":"Add a newsletter sign-up form to the footer."}"#;
     let sent = modulify
@@ -43,9 +47,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 4. A backup whose answer is over 1 MB, lost on the way: the repeat does not run it again,
     //    and has no answer to give back.
-    server.inject(Fault::execute_then_close().on("POST", "/v1/create_backup").times(1));
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/v1/create_backup")
+            .times(1),
+    );
     let backup = modulify
-        .call("create_backup", r#"{"projectId":"site_1","answer_bytes":1100000}"#)
+        .call(
+            "create_backup",
+            r#"{"projectId":"site_1","answer_bytes":1100000}"#,
+        )
         .operation_id("site-1:nightly-backup")
         .send()
         .await?;
