@@ -125,6 +125,14 @@ impl<'a> Call<'a> {
         self
     }
 
+    /// Shares the credential's pause and the trigger's window with other processes (the
+    /// outbox's workers).
+    #[cfg(feature = "outbox")]
+    pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn crate::fleet::Fleet>) -> Self {
+        self.policy.fleet = Some(fleet);
+        self
+    }
+
     /// Sends the call, retrying as the surface's matrix says.
     ///
     /// Cancellation is safe: dropping the future stops sending; an attempt already on the
@@ -249,6 +257,14 @@ impl<'a> Delivering<'a> {
     /// Default: the client's schedule, if one was set; otherwise the waits are the backoff's.
     pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
         self.policy.schedule = Some(SharedSchedule::new(schedule));
+        self
+    }
+
+    /// Shares the credential's pause and the trigger's window with other processes (the
+    /// outbox's workers).
+    #[cfg(feature = "outbox")]
+    pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn crate::fleet::Fleet>) -> Self {
+        self.policy.fleet = Some(fleet);
         self
     }
 

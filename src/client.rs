@@ -87,6 +87,7 @@ impl ClientBuilder {
                 budget: Budget::default(),
                 backoff: Backoff::default(),
                 schedule: None,
+                fleet: None,
             },
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
             answer_limit: DEFAULT_ANSWER_LIMIT,

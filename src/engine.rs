@@ -1,6 +1,7 @@
 //! The one attempt loop every surface runs:
 //! fixed request -> attempt -> classify -> wait -> next attempt -> outcome.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -15,6 +16,7 @@ use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
 use crate::classify::{classify, final_error};
 use crate::error::{Error, ErrorKind, Result};
+use crate::fleet::Fleet;
 use crate::matrix::Verdict;
 use crate::otel;
 use crate::rate::RateGate;
@@ -37,6 +39,8 @@ pub(crate) struct Policy {
     pub(crate) backoff: Backoff,
     /// Replaces the backoff's own waits when set; its `Retry-After` fallback still applies.
     pub(crate) schedule: Option<SharedSchedule>,
+    /// Limits shared with other processes (the outbox's workers); `None` for plain calls.
+    pub(crate) fleet: Option<Arc<dyn Fleet>>,
 }
 
 /// What the engine needs of its client. The attempts leave through a [`Transport`]: the
@@ -187,6 +191,23 @@ impl Engine {
                 Ok(slot) => slot,
                 Err(error) => return Err(error.with_attempts(attempts)),
             };
+            let fleet_slot = match &policy.fleet {
+                None => None,
+                Some(fleet) => {
+                    let max_wait = deadline
+                        .remaining(Instant::now())
+                        .saturating_sub(MIN_ATTEMPT);
+                    match fleet.admit(request.trigger_token(), max_wait).await {
+                        Ok(slot) => slot,
+                        Err(wait) => {
+                            let error = exhausted(format!(
+                                "the fleet's shared pause or trigger window stays closed for {wait:?}, past the time left"
+                            ));
+                            return Err(error.with_attempts(attempts));
+                        }
+                    }
+                }
+            };
             let Some(timeout) = deadline.attempt_timeout(Instant::now()) else {
                 let error = exhausted("no time left for another attempt".to_owned());
                 return Err(error.with_attempts(attempts));
@@ -215,8 +236,14 @@ impl Engine {
             if let Some(slot) = slot {
                 slot.release_after_window();
             }
+            if let (Some(fleet), Some(slot)) = (&policy.fleet, fleet_slot) {
+                fleet.answered(slot).await;
+            }
             let retry_after = answer.retry_after(SystemTime::now());
-            self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
+            let closed_for = self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
+            if let (Some(fleet), Some(wait)) = (&policy.fleet, closed_for) {
+                fleet.slow_down(wait).await;
+            }
             self.retry_budget
                 .answered(ticket, answer.status(), retry_after);
             let mut verdict = classify(request.surface, &answer);
@@ -411,10 +438,14 @@ impl Engine {
     /// A status of the vendor's `slow_down` (429 or 503) with `Retry-After`, or a `RateLimit`
     /// field with nothing remaining, closes the credential's gate. `Retry-After` wins when both
     /// are present.
-    fn note_rate_limit(&self, slow_down: &[u16], answer: &Answer, retry_after: Option<Duration>) {
-        let Some(headers) = answer.headers() else {
-            return;
-        };
+    /// Returns how long the gate was closed for, if it was.
+    fn note_rate_limit(
+        &self,
+        slow_down: &[u16],
+        answer: &Answer,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        let headers = answer.headers()?;
         let slow_down = answer
             .status()
             .is_some_and(|status| slow_down.contains(&status.as_u16()));
@@ -423,13 +454,13 @@ impl Engine {
             Some(wait) if slow_down || exhausted.is_some() => Some(wait),
             _ => exhausted,
         };
-        if let Some(wait) = closed_for.filter(|wait| !wait.is_zero()) {
-            self.gate.close_for(Instant::now(), wait);
-            tracing::debug!(
-                wait_ms = wait.as_millis() as u64,
-                "the server asked the credential to slow down: gate closed"
-            );
-        }
+        let closed_for = closed_for.filter(|wait| !wait.is_zero())?;
+        self.gate.close_for(Instant::now(), closed_for);
+        tracing::debug!(
+            wait_ms = closed_for.as_millis() as u64,
+            "the server asked the credential to slow down: gate closed"
+        );
+        Some(closed_for)
     }
 }
 

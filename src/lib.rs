@@ -94,12 +94,15 @@ mod clock;
 mod endpoint;
 mod engine;
 mod error;
+mod fleet;
 mod key;
 mod matrix;
 #[cfg(feature = "middleware")]
 mod middleware;
 mod modulify;
 mod otel;
+#[cfg(feature = "outbox")]
+pub mod outbox;
 mod outcome;
 mod profile;
 #[cfg(test)]

@@ -210,6 +210,7 @@ impl RetryMiddlewareBuilder {
     pub fn new() -> Self {
         Self {
             policy: Policy {
+                fleet: None,
                 budget: Budget::default(),
                 backoff: Backoff::default(),
                 schedule: None,

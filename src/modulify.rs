@@ -258,6 +258,14 @@ impl MethodCall<'_> {
         self
     }
 
+    /// Shares the credential's pause and the trigger's window with other processes (the
+    /// outbox's workers).
+    #[cfg(feature = "outbox")]
+    pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn crate::fleet::Fleet>) -> Self {
+        self.policy.fleet = Some(fleet);
+        self
+    }
+
     /// Sends the call, retrying as document 004's table says, with the same key on every
     /// attempt.
     ///

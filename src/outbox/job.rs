@@ -1,0 +1,386 @@
+//! What the outbox stores: a job per event, its state, and the rows a store reads and writes.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::Method;
+
+use crate::auth::Secret;
+use crate::error::{Error, Result};
+use crate::key::IdempotencyKey;
+
+/// Where a job is delivered.
+///
+/// Webhook deliveries, JSON:API writes and Modulify calls share one job shape: an event ID, a
+/// target, the body bytes, and the identity derived from the event ID
+/// ([`IdempotencyKey::from_operation_id`]), sent as the delivery ID or the `Idempotency-Key`.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Target {
+    /// `POST /api/v1/webhooks/<trigger_token>`. The token is a secret: it is stored with the job
+    /// (the job cannot be delivered without it) and never shown by `Debug`, logs or listings.
+    Webhook {
+        /// The trigger's token.
+        trigger_token: Secret,
+    },
+    /// A JSON:API unsafe write: `POST`, `PUT`, `PATCH` or `DELETE` of `path` under `/api/json/`.
+    Write {
+        /// The method.
+        method: Method,
+        /// The path, such as `/api/json/v1/projects`.
+        path: String,
+    },
+    /// A Modulify method call, `POST /v1/<method>` (its catalogue decides whether a key is sent).
+    Modulify {
+        /// The method, such as `send_message`.
+        method: String,
+    },
+}
+
+impl PartialEq for Target {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind() && self.to_row() == other.to_row()
+    }
+}
+
+impl Eq for Target {}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Webhook { .. } => f.write_str("Webhook { trigger_token: <redacted> }"),
+            Self::Write { method, path } => f
+                .debug_struct("Write")
+                .field("method", method)
+                .field("path", &crate::redact::redact_path(path))
+                .finish(),
+            Self::Modulify { method } => f.debug_struct("Modulify").field("method", method).finish(),
+        }
+    }
+}
+
+impl Target {
+    /// A webhook delivery to the trigger with `trigger_token`.
+    pub fn webhook(trigger_token: impl Into<Secret>) -> Self {
+        Self::Webhook {
+            trigger_token: trigger_token.into(),
+        }
+    }
+
+    /// `POST path`: create a JSON:API resource.
+    pub fn create(path: impl Into<String>) -> Self {
+        Self::Write {
+            method: Method::POST,
+            path: path.into(),
+        }
+    }
+
+    /// A call of a Modulify method.
+    pub fn modulify(method: impl Into<String>) -> Self {
+        Self::Modulify {
+            method: method.into(),
+        }
+    }
+
+    /// `"webhook"`, `"write"` or `"modulify"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Webhook { .. } => "webhook",
+            Self::Write { .. } => "write",
+            Self::Modulify { .. } => "modulify",
+        }
+    }
+
+    /// The method and route as stored: the trigger token, the path, or the Modulify method.
+    pub(crate) fn to_row(&self) -> (String, String) {
+        match self {
+            Self::Webhook { trigger_token } => ("POST".to_owned(), trigger_token.expose().to_owned()),
+            Self::Write { method, path } => (method.as_str().to_owned(), path.clone()),
+            Self::Modulify { method } => ("POST".to_owned(), method.clone()),
+        }
+    }
+
+    /// The target of a stored row.
+    pub(crate) fn from_row(kind: &str, method: &str, route: &str) -> Result<Self> {
+        match kind {
+            "webhook" => Ok(Self::webhook(route)),
+            "write" => Ok(Self::Write {
+                method: Method::from_bytes(method.as_bytes())
+                    .map_err(|_| Error::invalid_input("a stored job has an invalid method"))?,
+                path: route.to_owned(),
+            }),
+            "modulify" => Ok(Self::modulify(route)),
+            _ => Err(Error::invalid_input(format!(
+                "a stored job has an unknown kind {kind:?}"
+            ))),
+        }
+    }
+
+    /// The route as it may be shown: the trigger token redacted.
+    pub fn shown(&self) -> String {
+        match self {
+            Self::Webhook { .. } => "POST /api/v1/webhooks/<redacted>".to_owned(),
+            Self::Write { method, path } => {
+                format!("{method} {}", crate::redact::redact_path(path))
+            }
+            Self::Modulify { method } => format!("POST /v1/{method}"),
+        }
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum JobState {
+    /// Waiting for its next attempt time (new, or rescheduled after a call ended retryable).
+    Pending,
+    /// Claimed by a worker, whose lease says until when.
+    InFlight,
+    /// A webhook delivery the server accepted, with its workflow run ID.
+    Accepted,
+    /// A webhook delivery the server had already accepted: no second run. Listed for
+    /// reconciliation when no earlier call of this job saw the acceptance.
+    Duplicate,
+    /// A JSON:API write or Modulify call that succeeded (ran now, or replayed).
+    Done,
+    /// Stopped on a permanent error (a 403, 404, 413, 422, a reused key, ...), with its kind and
+    /// last attempt. Never sent again unless requeued.
+    Failed,
+    /// Still without a definite answer when the server's deduplication horizon came: a send now
+    /// could run it a second time, so it is not sent again. A person or a reconciler decides.
+    NeedsReconciliation,
+}
+
+impl JobState {
+    /// Every state, in the order above.
+    pub const ALL: [JobState; 7] = [
+        JobState::Pending,
+        JobState::InFlight,
+        JobState::Accepted,
+        JobState::Duplicate,
+        JobState::Done,
+        JobState::Failed,
+        JobState::NeedsReconciliation,
+    ];
+
+    /// A stable snake_case name, as stored: `"pending"`, `"needs_reconciliation"`, ...
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InFlight => "in_flight",
+            Self::Accepted => "accepted",
+            Self::Duplicate => "duplicate",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::NeedsReconciliation => "needs_reconciliation",
+        }
+    }
+
+    /// The state named `name` (as [`as_str`](Self::as_str) writes it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == name)
+    }
+
+    /// Whether the job is finished: nothing more is sent for it.
+    pub const fn is_final(self) -> bool {
+        !matches!(self, Self::Pending | Self::InFlight)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The last attempt of a job that did not end well: the error's kind, status, `x-request-id`
+/// and message (which never holds a token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastError {
+    /// The error kind's name, such as `"transport"` or `"forbidden"`.
+    pub kind: String,
+    /// The status of the last answer, if one came.
+    pub status: Option<u16>,
+    /// The `x-request-id` of the last answer.
+    pub request_id: Option<String>,
+    /// The error's message.
+    pub message: String,
+}
+
+/// One job as stored.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Job {
+    /// The store's ID of the job.
+    pub id: i64,
+    /// The producer's event ID: unique in the outbox.
+    pub event_id: String,
+    /// Where it goes.
+    pub target: Target,
+    /// The body, byte for byte.
+    pub body: Bytes,
+    /// The delivery ID or `Idempotency-Key` every attempt of every call carries, derived from
+    /// the event ID once, at enqueue.
+    pub identity: IdempotencyKey,
+    /// Where it is.
+    pub state: JobState,
+    /// Calls made (each one [`RetryingClient`](crate::RetryingClient) call of one or more
+    /// attempts).
+    pub calls: u32,
+    /// Requests sent over all calls.
+    pub attempts: u32,
+    /// When it is due (pending), or was last claimed.
+    pub next_at: SystemTime,
+    /// When it was enqueued.
+    pub created_at: SystemTime,
+    /// When its first attempt was sent: the deduplication horizon counts from here.
+    pub first_sent_at: Option<SystemTime>,
+    /// When it reached a final state.
+    pub finished_at: Option<SystemTime>,
+    /// The workflow run ID of an accepted delivery.
+    pub run_id: Option<String>,
+    /// The last call's error, if it did not end well.
+    pub last_error: Option<LastError>,
+    /// The worker holding the job, while in flight.
+    pub lease_owner: Option<String>,
+    /// Until when the worker's claim holds; after it, another worker reclaims the job.
+    pub lease_until: Option<SystemTime>,
+    /// How many times the job was claimed: a record for an older claim is refused.
+    pub claim: u64,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("id", &self.id)
+            .field("event_id", &self.event_id)
+            .field("target", &self.target)
+            .field("body", &crate::redact::BodyLen(self.body.len()))
+            .field("identity", &self.identity)
+            .field("state", &self.state)
+            .field("calls", &self.calls)
+            .field("attempts", &self.attempts)
+            .field("next_at", &self.next_at)
+            .field("run_id", &self.run_id)
+            .field("last_error", &self.last_error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A job to insert.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// The producer's event ID.
+    pub event_id: String,
+    /// Where it goes.
+    pub target: Target,
+    /// The body.
+    pub body: Bytes,
+    /// The identity derived from the event ID.
+    pub identity: IdempotencyKey,
+    /// Now: its creation time, and when it is first due.
+    pub now: SystemTime,
+}
+
+impl fmt::Debug for NewJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewJob")
+            .field("event_id", &self.event_id)
+            .field("target", &self.target)
+            .field("body", &crate::redact::BodyLen(self.body.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a worker writes back for a job it claimed: its new state and what the call did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The new state: pending (rescheduled) or final.
+    pub state: JobState,
+    /// When it is due again (pending), or now.
+    pub next_at: SystemTime,
+    /// Requests the call sent.
+    pub attempts_added: u32,
+    /// When the first attempt of the job was sent (unchanged once set).
+    pub first_sent_at: Option<SystemTime>,
+    /// The run ID of an accepted delivery.
+    pub run_id: Option<String>,
+    /// The call's error.
+    pub last_error: Option<LastError>,
+    /// When the job reached a final state.
+    pub finished_at: Option<SystemTime>,
+}
+
+/// How many jobs are in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counts {
+    /// [`JobState::Pending`].
+    pub pending: u64,
+    /// [`JobState::InFlight`].
+    pub in_flight: u64,
+    /// [`JobState::Accepted`].
+    pub accepted: u64,
+    /// [`JobState::Duplicate`].
+    pub duplicate: u64,
+    /// [`JobState::Done`].
+    pub done: u64,
+    /// [`JobState::Failed`].
+    pub failed: u64,
+    /// [`JobState::NeedsReconciliation`].
+    pub needs_reconciliation: u64,
+}
+
+impl Counts {
+    /// The count of `state`.
+    pub fn of(&self, state: JobState) -> u64 {
+        match state {
+            JobState::Pending => self.pending,
+            JobState::InFlight => self.in_flight,
+            JobState::Accepted => self.accepted,
+            JobState::Duplicate => self.duplicate,
+            JobState::Done => self.done,
+            JobState::Failed => self.failed,
+            JobState::NeedsReconciliation => self.needs_reconciliation,
+        }
+    }
+
+    pub(crate) fn add(&mut self, state: JobState, count: u64) {
+        let slot = match state {
+            JobState::Pending => &mut self.pending,
+            JobState::InFlight => &mut self.in_flight,
+            JobState::Accepted => &mut self.accepted,
+            JobState::Duplicate => &mut self.duplicate,
+            JobState::Done => &mut self.done,
+            JobState::Failed => &mut self.failed,
+            JobState::NeedsReconciliation => &mut self.needs_reconciliation,
+        };
+        *slot += count;
+    }
+
+    /// Every job.
+    pub fn total(&self) -> u64 {
+        JobState::ALL.into_iter().map(|state| self.of(state)).sum()
+    }
+}
+
+/// A slot of a shared window, granted or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Granted: release it with its ID when the answer came.
+    Granted(i64),
+    /// Every slot is taken; the first frees at this time.
+    FreeAt(SystemTime),
+}
+
+/// Milliseconds since the Unix epoch, as stored.
+pub(crate) fn millis(time: SystemTime) -> i64 {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The time of stored milliseconds.
+pub(crate) fn from_millis(millis: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}

@@ -1,0 +1,337 @@
+//! A durable outbox: deliveries that survive crashes, restarts and long outages (feature
+//! `outbox`, with a store from `outbox-sqlite` or `outbox-postgres`).
+//!
+//! Document 001: "Generate it once for a logical event, persist it with the outbound job, and
+//! reuse it across every retry of that event." [`Outbox::enqueue`] persists the job with its
+//! identity (derived from the event ID) in one statement; enqueueing an event ID again returns
+//! the job already stored, so producers may retry too. [`Workers`] claim due jobs under a lease,
+//! deliver them through a [`RetryingClient`](crate::RetryingClient), and record the result:
+//! accepted with its run ID, duplicate, done, failed (with its kind and last attempt), or
+//! rescheduled on the [`LongSchedule`] with the next attempt time and the attempt count. A job
+//! whose worker died is reclaimed when its lease runs out, and sent again under the same
+//! identity, which the server deduplicates.
+//!
+//! Never after the horizon: a job is sent only while the server still remembers its identity
+//! (7 days for webhook deliveries, 24 hours for JSON:API and Modulify keys, configurable); one
+//! still without a definite answer then stops as [`JobState::NeedsReconciliation`] (see
+//! [`schedule`](LongSchedule)).
+//!
+//! Fleet state lives in the same store: a 429 or `Retry-After` seen by one worker pauses every
+//! worker of that credential, and a trigger's window (100 per 60 s by default) is shared, so
+//! four workers do not send 400 a minute to one trigger.
+//!
+//! # Backends, and why these drivers
+//!
+//! - [`SqliteStore`] (feature `outbox-sqlite`): a file, in WAL mode, the embedded default. The
+//!   driver is `rusqlite` with SQLite compiled in (`bundled`): the most used SQLite binding,
+//!   maintained, synchronous (each statement runs on tokio's blocking pool), and no system
+//!   library to install. `sqlx` would bring an async pool and a macro layer the outbox does not
+//!   need, and a second SQLite build next to any `rusqlite` the user already has.
+//! - [`PostgresStore`] (feature `outbox-postgres`): many processes on many machines, claims with
+//!   `FOR UPDATE SKIP LOCKED`. The driver is `tokio-postgres`: the async PostgreSQL client most
+//!   crates build on, maintained with `rust-postgres`, with no pool or ORM on top.
+//!
+//! Both apply their versioned migrations on open and pass the same test suite.
+
+mod job;
+mod schedule;
+mod store;
+mod worker;
+
+#[cfg(feature = "outbox-postgres")]
+mod postgres;
+#[cfg(feature = "outbox-sqlite")]
+mod sqlite;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::Method;
+
+use crate::error::{Error, Result};
+use crate::key::IdempotencyKey;
+
+pub use job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
+#[cfg(feature = "outbox-postgres")]
+pub use postgres::PostgresStore;
+pub use schedule::LongSchedule;
+#[cfg(feature = "outbox-sqlite")]
+pub use sqlite::SqliteStore;
+pub use store::{Store, StoreFuture};
+pub use worker::{RunReport, WorkerBuilder, Workers};
+
+pub(crate) use job::{from_millis, millis};
+pub(crate) use store::Sealed;
+
+/// The largest body a job may hold: the webhook and JSON:API limit of documents 000 and 001 and
+/// Modulify's (1,048,576 bytes).
+pub const MAX_BODY: usize = 1_048_576;
+
+/// The longest event ID.
+pub const MAX_EVENT_ID: usize = 1024;
+
+/// The time the outbox schedules by: the system's, or a test's.
+pub trait WallClock: Send + Sync + fmt::Debug {
+    /// Now.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl WallClock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// A clock that moves only when told to, for tests of the schedule and the horizon.
+#[derive(Debug, Clone)]
+pub struct ManualClock(Arc<Mutex<SystemTime>>);
+
+impl ManualClock {
+    /// A clock at `start`.
+    pub fn new(start: SystemTime) -> Self {
+        Self(Arc::new(Mutex::new(start)))
+    }
+
+    /// Moves the clock on by `by`.
+    pub fn advance(&self, by: Duration) {
+        let mut now = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *now = now.checked_add(by).unwrap_or(*now);
+    }
+}
+
+impl WallClock for ManualClock {
+    fn now(&self) -> SystemTime {
+        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A durable outbox over a [`Store`]. Cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, MockServer};
+/// use hodoflow_retry::RetryingClient;
+/// use hodoflow_retry::outbox::{JobState, Outbox, Target};
+///
+/// let server = MockServer::start().await?;
+/// let client = RetryingClient::builder(server.base_url())
+///     .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+///     .build()?;
+/// let dir = std::env::temp_dir().join(format!("outbox-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let outbox = Outbox::sqlite(dir.join("outbox.db")).await?;
+///
+/// let job = outbox
+///     .enqueue("order-4711:shipped", Target::webhook(DEMO_TRIGGER_TOKEN), r#"{"order":4711}"#)
+///     .await?;
+/// assert_eq!(job.state, JobState::Pending);
+///
+/// outbox.workers(client).run_until_idle().await?;
+/// let job = outbox.job("order-4711:shipped").await?.expect("stored");
+/// assert_eq!(job.state, JobState::Accepted);
+/// assert_eq!(server.ledger().runs_for_delivery(job.identity.as_str()).len(), 1);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn WallClock>,
+}
+
+impl Outbox {
+    /// An outbox over `store`, on the system clock.
+    pub fn new(store: impl Store + 'static) -> Self {
+        Self {
+            store: Arc::new(store),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Schedules by `clock` instead of the system's.
+    pub fn with_clock(mut self, clock: impl WallClock + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// An outbox in the SQLite file at `path`, created if absent, migrated on open.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be opened or migrated.
+    #[cfg(feature = "outbox-sqlite")]
+    pub async fn sqlite(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        Ok(Self::new(SqliteStore::open(path).await?))
+    }
+
+    /// An outbox in the PostgreSQL database at `url` (`postgres://…`), migrated on open.
+    ///
+    /// # Errors
+    ///
+    /// When the database cannot be reached or migrated.
+    #[cfg(feature = "outbox-postgres")]
+    pub async fn postgres(url: &str) -> Result<Self> {
+        Ok(Self::new(PostgresStore::connect(url).await?))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// Persists a job for `event_id`, with the identity derived from it
+    /// ([`IdempotencyKey::from_operation_id`]), due now. An event ID already stored is a no-op
+    /// that returns the stored job, whatever `target` and `body` say now.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input`, before anything is stored, for a blank or over-long event ID, a target
+    /// that cannot be sent (a trigger token or Modulify method that is not one path segment, a
+    /// write that is not an unsafe method under `/api/json/`), or a body over [`MAX_BODY`];
+    /// the store's error when it fails.
+    pub async fn enqueue(
+        &self,
+        event_id: &str,
+        target: Target,
+        body: impl Into<Bytes>,
+    ) -> Result<Job> {
+        Ok(self.enqueue_new(event_id, target, body).await?.0)
+    }
+
+    /// [`enqueue`](Self::enqueue), saying whether the job was stored now (`true`) or existed.
+    ///
+    /// # Errors
+    ///
+    /// As for [`enqueue`](Self::enqueue).
+    pub async fn enqueue_new(
+        &self,
+        event_id: &str,
+        target: Target,
+        body: impl Into<Bytes>,
+    ) -> Result<(Job, bool)> {
+        let body = body.into();
+        check_job(event_id, &target, &body)?;
+        let job = NewJob {
+            event_id: event_id.to_owned(),
+            identity: IdempotencyKey::from_operation_id(event_id),
+            target,
+            body,
+            now: self.clock.now(),
+        };
+        self.store.enqueue(job).await
+    }
+
+    /// The job of `event_id`.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn job(&self, event_id: &str) -> Result<Option<Job>> {
+        self.store.get(event_id).await
+    }
+
+    /// How many jobs are in each state.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn counts(&self) -> Result<Counts> {
+        self.store.counts().await
+    }
+
+    /// Up to `limit` jobs in `state` (all states when `None`), oldest first.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>> {
+        self.store.list(state, limit).await
+    }
+
+    /// The jobs a person or a reconciler must look at: those that need reconciliation (no
+    /// definite answer before the horizon) and the duplicates (the server had accepted the
+    /// event on an attempt whose answer never came, so its run ID is unknown here), up to
+    /// `limit` of each.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn reconciliation(&self, limit: usize) -> Result<Vec<Job>> {
+        let mut jobs = self
+            .store
+            .list(Some(JobState::NeedsReconciliation), limit)
+            .await?;
+        jobs.extend(self.store.list(Some(JobState::Duplicate), limit).await?);
+        Ok(jobs)
+    }
+
+    /// Makes the job of `event_id` pending and due now, whatever its state: an operator's
+    /// decision, for a failed job or one that needs reconciliation. `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn retry(&self, event_id: &str) -> Result<Option<Job>> {
+        self.store.requeue(event_id, self.clock.now()).await
+    }
+
+    /// Workers that deliver this outbox's jobs through `client`.
+    pub fn workers(&self, client: crate::RetryingClient) -> WorkerBuilder {
+        WorkerBuilder::new(self.clone(), client)
+    }
+}
+
+/// The checks of [`Outbox::enqueue`].
+fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
+    if event_id.trim().is_empty() {
+        return Err(Error::invalid_input("the event ID is blank"));
+    }
+    if event_id.len() > MAX_EVENT_ID {
+        return Err(Error::invalid_input(format!(
+            "the event ID is {} bytes long; at most {MAX_EVENT_ID} are allowed",
+            event_id.len()
+        )));
+    }
+    if body.len() > MAX_BODY {
+        return Err(Error::new(
+            crate::ErrorKind::PayloadTooLarge,
+            format!(
+                "payload too large: the body of {} bytes is over the {MAX_BODY}-byte limit; nothing was stored",
+                body.len()
+            ),
+        ));
+    }
+    let segment = |text: &str| {
+        !text.is_empty()
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+    };
+    match target {
+        Target::Webhook { trigger_token } if !segment(trigger_token.expose()) => Err(
+            Error::invalid_input("the trigger token must be one URL path segment (it is not shown: it is a secret)"),
+        ),
+        Target::Write { method, path }
+            if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method)
+                || !path.starts_with(crate::profile::hodoflow::JSON_API_PREFIX) =>
+        {
+            Err(Error::invalid_input(
+                "a write job is POST, PUT, PATCH or DELETE of a path under /api/json/",
+            ))
+        }
+        Target::Modulify { method } if !segment(method) || method.contains('~') => Err(
+            Error::invalid_input("a Modulify method name is letters, digits, '_', '-' and '.'"),
+        ),
+        _ => Ok(()),
+    }
+}
