@@ -55,7 +55,9 @@ impl fmt::Debug for Target {
                 .field("method", method)
                 .field("path", &crate::redact::redact_path(path))
                 .finish(),
-            Self::Modulify { method } => f.debug_struct("Modulify").field("method", method).finish(),
+            Self::Modulify { method } => {
+                f.debug_struct("Modulify").field("method", method).finish()
+            }
         }
     }
 }
@@ -95,7 +97,9 @@ impl Target {
     /// The method and route as stored: the trigger token, the path, or the Modulify method.
     pub(crate) fn to_row(&self) -> (String, String) {
         match self {
-            Self::Webhook { trigger_token } => ("POST".to_owned(), trigger_token.expose().to_owned()),
+            Self::Webhook { trigger_token } => {
+                ("POST".to_owned(), trigger_token.expose().to_owned())
+            }
             Self::Write { method, path } => (method.as_str().to_owned(), path.clone()),
             Self::Modulify { method } => ("POST".to_owned(), method.clone()),
         }

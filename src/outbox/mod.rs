@@ -100,14 +100,20 @@ impl ManualClock {
 
     /// Moves the clock on by `by`.
     pub fn advance(&self, by: Duration) {
-        let mut now = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut now = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *now = now.checked_add(by).unwrap_or(*now);
     }
 }
 
 impl WallClock for ManualClock {
     fn now(&self) -> SystemTime {
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -318,9 +324,11 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
     };
     match target {
-        Target::Webhook { trigger_token } if !segment(trigger_token.expose()) => Err(
-            Error::invalid_input("the trigger token must be one URL path segment (it is not shown: it is a secret)"),
-        ),
+        Target::Webhook { trigger_token } if !segment(trigger_token.expose()) => {
+            Err(Error::invalid_input(
+                "the trigger token must be one URL path segment (it is not shown: it is a secret)",
+            ))
+        }
         Target::Write { method, path }
             if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method)
                 || !path.starts_with(crate::profile::hodoflow::JSON_API_PREFIX) =>

@@ -109,7 +109,10 @@ impl LongSchedule {
 
 /// When the job may no longer be sent: `first_sent_at + horizon`; `None` before its first send
 /// (the server has not seen the identity, so it has nothing to forget).
-pub(crate) fn horizon_end(first_sent_at: Option<SystemTime>, horizon: Duration) -> Option<SystemTime> {
+pub(crate) fn horizon_end(
+    first_sent_at: Option<SystemTime>,
+    horizon: Duration,
+) -> Option<SystemTime> {
     first_sent_at.map(|sent| sent.checked_add(horizon).unwrap_or(sent))
 }
 
@@ -131,10 +134,14 @@ mod tests {
     #[test]
     fn waits_seconds_then_minutes_then_hours_and_repeats_the_last() {
         let schedule = LongSchedule::default();
-        let steps: Vec<u64> = (1..=11).map(|calls| schedule.step(calls).as_secs()).collect();
+        let steps: Vec<u64> = (1..=11)
+            .map(|calls| schedule.step(calls).as_secs())
+            .collect();
         assert_eq!(
             steps,
-            [5, 30, 120, 600, 1800, 3600, 7200, 14_400, 21_600, 21_600, 21_600]
+            [
+                5, 30, 120, 600, 1800, 3600, 7200, 14_400, 21_600, 21_600, 21_600
+            ]
         );
     }
 
@@ -142,11 +149,22 @@ mod tests {
     fn jitter_stays_within_its_fraction_and_spreads_the_waits() {
         let schedule = LongSchedule::default();
         let mut rng = StdRng::seed_from_u64(7);
-        let waits: Vec<Duration> = (0..1000).map(|_| schedule.wait(4, None, &mut rng)).collect();
+        let waits: Vec<Duration> = (0..1000)
+            .map(|_| schedule.wait(4, None, &mut rng))
+            .collect();
         let (low, high) = (Duration::from_secs(480), Duration::from_secs(720));
-        assert!(waits.iter().all(|wait| (low..=high).contains(wait)), "{waits:?}");
-        let below = waits.iter().filter(|w| **w < Duration::from_secs(600)).count();
-        assert!((350..650).contains(&below), "{below} of 1000 below the step");
+        assert!(
+            waits.iter().all(|wait| (low..=high).contains(wait)),
+            "{waits:?}"
+        );
+        let below = waits
+            .iter()
+            .filter(|w| **w < Duration::from_secs(600))
+            .count();
+        assert!(
+            (350..650).contains(&below),
+            "{below} of 1000 below the step"
+        );
     }
 
     #[test]
@@ -168,8 +186,15 @@ mod tests {
         let minute = Duration::from_secs(60);
         let before = sent + Duration::from_secs(7 * 86_400) - 2 * minute;
         assert!(may_send(before, minute, end));
-        assert!(!may_send(before + minute, minute, end), "it would end at the horizon");
+        assert!(
+            !may_send(before + minute, minute, end),
+            "it would end at the horizon"
+        );
         assert!(!may_send(before + 10 * minute, minute, end));
-        assert!(may_send(before + 10 * minute, minute, horizon_end(None, minute)));
+        assert!(may_send(
+            before + 10 * minute,
+            minute,
+            horizon_end(None, minute)
+        ));
     }
 }

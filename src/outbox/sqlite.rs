@@ -1,1 +1,456 @@
-//! The SQLite store.
+//! The SQLite store: one file, in WAL mode, the embedded default.
+//!
+//! One connection per store, behind a mutex, each statement run on tokio's blocking pool: SQLite
+//! has one writer at a time anyway, and a single connection makes every statement of this
+//! process atomic with respect to the others. Processes sharing the file (a worker restarted
+//! after a crash, or two on one machine) are kept apart by SQLite's own locks: every write is a
+//! `BEGIN IMMEDIATE` transaction, and a busy file is waited for (`busy_timeout`) rather than
+//! failed. WAL lets readers (`status`, `list`) run while a worker writes.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::IdempotencyKey;
+
+use super::Sealed;
+use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
+use super::store::{Store, StoreFuture};
+use super::{from_millis, millis};
+
+/// How long a statement waits for another process's lock on the file.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The migrations, in order; `outbox_schema` records how many ran.
+const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE outbox_jobs (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id        TEXT NOT NULL UNIQUE,
+        kind            TEXT NOT NULL,
+        method          TEXT NOT NULL,
+        route           TEXT NOT NULL,
+        body            BLOB NOT NULL,
+        identity        TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        calls           INTEGER NOT NULL DEFAULT 0,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_at         INTEGER NOT NULL,
+        created_at      INTEGER NOT NULL,
+        first_sent_at   INTEGER,
+        finished_at     INTEGER,
+        lease_owner     TEXT,
+        lease_until     INTEGER,
+        claim           INTEGER NOT NULL DEFAULT 0,
+        run_id          TEXT,
+        last_kind       TEXT,
+        last_status     INTEGER,
+        last_request_id TEXT,
+        last_message    TEXT
+    );
+    CREATE INDEX outbox_jobs_due ON outbox_jobs (state, next_at);
+    CREATE TABLE outbox_pauses (
+        scope    TEXT PRIMARY KEY,
+        until_ms INTEGER NOT NULL
+    );
+    CREATE TABLE outbox_slots (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope      TEXT NOT NULL,
+        busy_until INTEGER NOT NULL
+    );
+    CREATE INDEX outbox_slots_scope ON outbox_slots (scope, busy_until);
+"#];
+
+/// The columns of a job, in the order [`job_of`] reads them.
+const COLUMNS: &str = "id, event_id, kind, method, route, body, identity, state, calls, attempts, \
+    next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
+    last_kind, last_status, last_request_id, last_message";
+
+/// An outbox store in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    connection: Arc<Mutex<Connection>>,
+    path: Arc<str>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sealed for SqliteStore {}
+
+impl SqliteStore {
+    /// Opens (or creates) the outbox at `path`, in WAL mode, and applies the migrations it has
+    /// not seen.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be opened, is not an outbox, or cannot be migrated.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let shown: Arc<str> = path.display().to_string().into();
+        let connection = tokio::task::spawn_blocking(move || -> Result<Connection> {
+            let mut connection = Connection::open(&path).map_err(sqlite_error)?;
+            connection
+                .busy_timeout(BUSY_TIMEOUT)
+                .map_err(sqlite_error)?;
+            connection
+                .pragma_update(None, "journal_mode", "WAL")
+                .map_err(sqlite_error)?;
+            connection
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(sqlite_error)?;
+            migrate(&mut connection)?;
+            Ok(connection)
+        })
+        .await
+        .map_err(|_| Error::new(ErrorKind::Transport, "the SQLite open task panicked"))??;
+        Ok(Self {
+            connection: Arc::new(Mutex::new(connection)),
+            path: shown,
+        })
+    }
+
+    /// Runs `work` on the connection, on the blocking pool.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let connection = Arc::clone(&self.connection);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut connection = connection
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                work(&mut connection).map_err(sqlite_error)
+            })
+            .await
+            .map_err(|_| Error::new(ErrorKind::Transport, "an SQLite task panicked"))?
+        })
+    }
+}
+
+/// Applies the migrations not yet applied, in one transaction.
+fn migrate(connection: &mut Connection) -> Result<()> {
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    transaction
+        .execute_batch("CREATE TABLE IF NOT EXISTS outbox_schema (version INTEGER NOT NULL)")
+        .map_err(sqlite_error)?;
+    let applied: i64 = transaction
+        .query_row("SELECT COUNT(*) FROM outbox_schema", [], |row| row.get(0))
+        .map_err(sqlite_error)?;
+    let applied = usize::try_from(applied).unwrap_or(0);
+    if applied > MIGRATIONS.len() {
+        return Err(Error::invalid_input(format!(
+            "the outbox's schema is at version {applied}, newer than this build's {}",
+            MIGRATIONS.len()
+        )));
+    }
+    for (version, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
+        transaction.execute_batch(migration).map_err(sqlite_error)?;
+        transaction
+            .execute(
+                "INSERT INTO outbox_schema (version) VALUES (?1)",
+                params![version as i64 + 1],
+            )
+            .map_err(sqlite_error)?;
+    }
+    transaction.commit().map_err(sqlite_error)
+}
+
+/// An SQLite failure as the crate's error.
+fn sqlite_error(error: rusqlite::Error) -> Error {
+    Error::new(
+        ErrorKind::Transport,
+        format!("the outbox's SQLite store failed: {error}"),
+    )
+}
+
+/// A row of `outbox_jobs`, selected with [`COLUMNS`].
+fn job_of(row: &Row<'_>) -> rusqlite::Result<Job> {
+    let kind: String = row.get(2)?;
+    let method: String = row.get(3)?;
+    let route: String = row.get(4)?;
+    let target = Target::from_row(&kind, &method, &route).map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, error.into())
+    })?;
+    let identity: String = row.get(6)?;
+    let identity = IdempotencyKey::new(&identity).map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, error.into())
+    })?;
+    let state: String = row.get(7)?;
+    let state = JobState::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            7,
+            rusqlite::types::Type::Text,
+            format!("unknown job state {state:?}").into(),
+        )
+    })?;
+    let time = |index: usize| -> rusqlite::Result<Option<SystemTime>> {
+        Ok(row.get::<_, Option<i64>>(index)?.map(from_millis))
+    };
+    let last_kind: Option<String> = row.get(18)?;
+    let last_error = match last_kind {
+        None => None,
+        Some(kind) => Some(LastError {
+            kind,
+            status: row
+                .get::<_, Option<i64>>(19)?
+                .and_then(|status| u16::try_from(status).ok()),
+            request_id: row.get(20)?,
+            message: row.get::<_, Option<String>>(21)?.unwrap_or_default(),
+        }),
+    };
+    Ok(Job {
+        id: row.get(0)?,
+        event_id: row.get(1)?,
+        target,
+        body: Bytes::from(row.get::<_, Vec<u8>>(5)?),
+        identity,
+        state,
+        calls: u32::try_from(row.get::<_, i64>(8)?).unwrap_or(u32::MAX),
+        attempts: u32::try_from(row.get::<_, i64>(9)?).unwrap_or(u32::MAX),
+        next_at: from_millis(row.get(10)?),
+        created_at: from_millis(row.get(11)?),
+        first_sent_at: time(12)?,
+        finished_at: time(13)?,
+        lease_owner: row.get(14)?,
+        lease_until: time(15)?,
+        claim: u64::try_from(row.get::<_, i64>(16)?).unwrap_or(0),
+        run_id: row.get(17)?,
+        last_error,
+    })
+}
+
+fn select_job(connection: &Connection, event_id: &str) -> rusqlite::Result<Option<Job>> {
+    connection
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM outbox_jobs WHERE event_id = ?1"),
+            params![event_id],
+            job_of,
+        )
+        .optional()
+}
+
+impl Store for SqliteStore {
+    fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
+        self.run(move |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let (method, route) = job.target.to_row();
+            let now = millis(job.now);
+            let inserted = transaction.execute(
+                "INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, \
+                 next_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7) \
+                 ON CONFLICT (event_id) DO NOTHING",
+                params![
+                    job.event_id,
+                    job.target.kind(),
+                    method,
+                    route,
+                    job.body.as_ref(),
+                    job.identity.as_str(),
+                    now
+                ],
+            )?;
+            let stored = select_job(&transaction, &job.event_id)?
+                .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            transaction.commit()?;
+            Ok((stored, inserted == 1))
+        })
+    }
+
+    fn claim(
+        &self,
+        worker: &str,
+        now: SystemTime,
+        lease: Duration,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Job>> {
+        let worker = worker.to_owned();
+        let now = millis(now);
+        let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut jobs = {
+                let mut statement = transaction.prepare(&format!(
+                    "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?1, \
+                     lease_until = ?2, claim = claim + 1, \
+                     first_sent_at = COALESCE(first_sent_at, ?3) \
+                     WHERE id IN (SELECT id FROM outbox_jobs \
+                         WHERE (state = 'pending' AND next_at <= ?3) \
+                            OR (state = 'in_flight' AND lease_until <= ?3) \
+                         ORDER BY next_at, id LIMIT ?4) \
+                     RETURNING {COLUMNS}"
+                ))?;
+                statement
+                    .query_map(params![worker, until, now, limit], job_of)?
+                    .collect::<rusqlite::Result<Vec<Job>>>()?
+            };
+            transaction.commit()?;
+            jobs.sort_by_key(|job| (job.next_at, job.id));
+            Ok(jobs)
+        })
+    }
+
+    fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
+        self.run(move |connection| {
+            let error = record.last_error.as_ref();
+            let updated = connection.execute(
+                "UPDATE outbox_jobs SET state = ?3, next_at = ?4, \
+                 attempts = attempts + ?5, calls = calls + 1, \
+                 first_sent_at = COALESCE(first_sent_at, ?6), run_id = ?7, \
+                 last_kind = ?8, last_status = ?9, last_request_id = ?10, last_message = ?11, \
+                 finished_at = ?12, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = ?1 AND claim = ?2 AND state = 'in_flight'",
+                params![
+                    id,
+                    i64::try_from(claim).unwrap_or(i64::MAX),
+                    record.state.as_str(),
+                    millis(record.next_at),
+                    i64::from(record.attempts_added),
+                    record.first_sent_at.map(millis),
+                    record.run_id,
+                    error.map(|e| e.kind.clone()),
+                    error.and_then(|e| e.status).map(i64::from),
+                    error.and_then(|e| e.request_id.clone()),
+                    error.map(|e| e.message.clone()),
+                    record.finished_at.map(millis),
+                ],
+            )?;
+            Ok(updated == 1)
+        })
+    }
+
+    fn get(&self, event_id: &str) -> StoreFuture<'_, Option<Job>> {
+        let event_id = event_id.to_owned();
+        self.run(move |connection| select_job(connection, &event_id))
+    }
+
+    fn counts(&self) -> StoreFuture<'_, Counts> {
+        self.run(|connection| {
+            let mut statement =
+                connection.prepare("SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state")?;
+            let mut counts = Counts::default();
+            let rows = statement.query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })?;
+            for row in rows {
+                let (state, count) = row?;
+                if let Some(state) = JobState::parse(&state) {
+                    counts.add(state, u64::try_from(count).unwrap_or(0));
+                }
+            }
+            Ok(counts)
+        })
+    }
+
+    fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |connection| {
+            let mut statement = connection.prepare(&format!(
+                "SELECT {COLUMNS} FROM outbox_jobs WHERE ?1 IS NULL OR state = ?1 \
+                 ORDER BY id LIMIT ?2"
+            ))?;
+            let jobs = statement
+                .query_map(params![state.map(JobState::as_str), limit], job_of)?
+                .collect();
+            jobs
+        })
+    }
+
+    fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>> {
+        let event_id = event_id.to_owned();
+        self.run(move |connection| {
+            connection.execute(
+                "UPDATE outbox_jobs SET state = 'pending', next_at = ?2, lease_owner = NULL, \
+                 lease_until = NULL, finished_at = NULL WHERE event_id = ?1",
+                params![event_id, millis(now)],
+            )?;
+            select_job(connection, &event_id)
+        })
+    }
+
+    fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            connection.execute(
+                "INSERT INTO outbox_pauses (scope, until_ms) VALUES (?1, ?2) \
+                 ON CONFLICT (scope) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms)",
+                params![scope, millis(until)],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn paused_until(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            let until: Option<i64> = connection
+                .query_row(
+                    "SELECT until_ms FROM outbox_pauses WHERE scope = ?1 AND until_ms > ?2",
+                    params![scope, millis(now)],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            Ok(until.map(from_millis))
+        })
+    }
+
+    fn take_slot(
+        &self,
+        scope: &str,
+        limit: u32,
+        hold: Duration,
+        now: SystemTime,
+    ) -> StoreFuture<'_, Slot> {
+        let scope = scope.to_owned();
+        let now = millis(now);
+        let busy_until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
+        self.run(move |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            transaction.execute(
+                "DELETE FROM outbox_slots WHERE scope = ?1 AND busy_until <= ?2",
+                params![scope, now],
+            )?;
+            let (busy, first_free): (i64, Option<i64>) = transaction.query_row(
+                "SELECT COUNT(*), MIN(busy_until) FROM outbox_slots WHERE scope = ?1",
+                params![scope],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+            let slot = if busy < i64::from(limit) {
+                transaction.execute(
+                    "INSERT INTO outbox_slots (scope, busy_until) VALUES (?1, ?2)",
+                    params![scope, busy_until],
+                )?;
+                Slot::Granted(transaction.last_insert_rowid())
+            } else {
+                Slot::FreeAt(from_millis(first_free.unwrap_or(now)))
+            };
+            transaction.commit()?;
+            Ok(slot)
+        })
+    }
+
+    fn release_slot(&self, id: i64, busy_until: SystemTime) -> StoreFuture<'_, ()> {
+        self.run(move |connection| {
+            connection.execute(
+                "UPDATE outbox_slots SET busy_until = ?2 WHERE id = ?1",
+                params![id, millis(busy_until)],
+            )?;
+            Ok(())
+        })
+    }
+}

@@ -1,37 +1,648 @@
-//! The worker pool: claims due jobs, delivers them, records the results.
+//! The worker pool: claims due jobs under a lease, delivers each through the client, records
+//! the result, and shares the credential's pause and the triggers' windows through the store.
+//!
+//! A worker claims at most as many jobs as it has free delivery slots (its concurrency), so a
+//! claimed job starts at once and its lease measures a delivery, not a queue. The lease must
+//! outlast one call (the budget's `max_elapsed` plus a margin): a worker that dies leaves its
+//! jobs in flight, and another worker reclaims them when the lease ends and sends them again
+//! under the same identity, which the server deduplicates.
 
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::budget::Budget;
 use crate::client::RetryingClient;
+use crate::error::{Error, Result};
+use crate::fleet::{Fleet, FleetFuture};
+use crate::key::DeliveryId;
+use crate::modulify::ModulifyClient;
+use crate::outcome::WebhookOutcome;
+use crate::trigger_limit::TriggerLimit;
 
-use super::Outbox;
+use super::job::{Job, JobState, LastError, Record, Slot, Target};
+use super::schedule::{LongSchedule, horizon_end, may_send};
+use super::store::Store;
+use super::{Outbox, WallClock};
 
-/// Configures and starts the workers of an [`Outbox`].
+/// The default number of deliveries a worker runs at once.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+/// The default lease of a claimed job.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+/// The default time between claims when nothing was due.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(200);
+/// The default horizon of a webhook delivery ID (document 001: accepted identities are kept for
+/// 7 days).
+pub const WEBHOOK_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The default horizon of a JSON:API or Modulify key (documents 000 and 004: 24 hours).
+pub const KEY_HORIZON: Duration = Duration::from_secs(24 * 3600);
+
+/// Configures the workers of an [`Outbox`]; start them with [`spawn`](Self::spawn) or
+/// [`run_until_idle`](Self::run_until_idle).
 #[derive(Debug)]
 #[must_use]
 pub struct WorkerBuilder {
     outbox: Outbox,
     client: RetryingClient,
+    modulify: Option<ModulifyClient>,
+    name: String,
+    concurrency: usize,
+    lease: Duration,
+    poll: Duration,
+    schedule: LongSchedule,
+    webhook_horizon: Duration,
+    key_horizon: Duration,
+    trigger_limit: Option<TriggerLimit>,
+    credential: String,
 }
 
 impl WorkerBuilder {
     pub(crate) fn new(outbox: Outbox, client: RetryingClient) -> Self {
-        Self { outbox, client }
+        let base = client.inner.base.as_str().to_owned();
+        let credential = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, base.as_bytes());
+        let name = format!(
+            "worker-{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        Self {
+            outbox,
+            client,
+            modulify: None,
+            name,
+            concurrency: DEFAULT_CONCURRENCY,
+            lease: DEFAULT_LEASE,
+            poll: DEFAULT_POLL,
+            schedule: LongSchedule::default(),
+            webhook_horizon: WEBHOOK_HORIZON,
+            key_horizon: KEY_HORIZON,
+            trigger_limit: Some(TriggerLimit::DOCUMENTED),
+            credential: format!("credential:{credential}"),
+        }
     }
 
-    /// Runs until no job is due or in flight.
+    /// The worker's name in the store's leases.
+    ///
+    /// Default: `worker-<pid>-<random>`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How many deliveries run at once.
+    ///
+    /// Default: [`DEFAULT_CONCURRENCY`].
+    pub fn concurrency(mut self, deliveries: usize) -> Self {
+        self.concurrency = deliveries;
+        self
+    }
+
+    /// How long a claim holds; after it another worker reclaims the job. It must outlast one
+    /// call: at least the client's `max_elapsed` plus one second.
+    ///
+    /// Default: [`DEFAULT_LEASE`].
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long a worker waits before claiming again when nothing was due.
+    ///
+    /// Default: [`DEFAULT_POLL`].
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll = interval;
+        self
+    }
+
+    /// The waits between the calls of a job.
+    ///
+    /// Default: [`LongSchedule::default`].
+    pub fn schedule(mut self, schedule: LongSchedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// How long after its first send a webhook delivery ID may still be sent.
+    ///
+    /// Default: [`WEBHOOK_HORIZON`], 7 days.
+    pub fn webhook_horizon(mut self, horizon: Duration) -> Self {
+        self.webhook_horizon = horizon;
+        self
+    }
+
+    /// How long after its first send a JSON:API or Modulify key may still be sent.
+    ///
+    /// Default: [`KEY_HORIZON`], 24 hours.
+    pub fn key_horizon(mut self, horizon: Duration) -> Self {
+        self.key_horizon = horizon;
+        self
+    }
+
+    /// Delivers Modulify jobs through this client (built for Modulify's base URL).
+    ///
+    /// Default: none; a Modulify job then fails with `invalid_input`.
+    pub fn modulify(mut self, client: ModulifyClient) -> Self {
+        self.modulify = Some(client);
+        self
+    }
+
+    /// The per-trigger window every worker of the store shares, or `None` for none.
+    ///
+    /// Default: [`TriggerLimit::DOCUMENTED`], 100 per 60 s (document 001).
+    pub fn trigger_limit(mut self, limit: Option<TriggerLimit>) -> Self {
+        self.trigger_limit = limit;
+        self
+    }
+
+    /// The name under which the workers of one credential share their pause.
+    ///
+    /// Default: derived from the client's base URL.
+    pub fn credential(mut self, name: impl Into<String>) -> Self {
+        self.credential = format!("credential:{}", name.into());
+        self
+    }
+
+    fn build(self) -> Result<Arc<Pool>> {
+        let budget = self.client.inner.policy.budget;
+        if self.concurrency == 0 {
+            return Err(Error::invalid_input(
+                "a worker needs a concurrency of at least 1",
+            ));
+        }
+        if self.lease < budget.max_elapsed.saturating_add(Duration::from_secs(1)) {
+            return Err(Error::invalid_input(format!(
+                "the lease of {:?} does not outlast a call of up to {:?}: another worker would send the job again while it runs",
+                self.lease, budget.max_elapsed
+            )));
+        }
+        if self.poll.is_zero() {
+            return Err(Error::invalid_input("the poll interval must be positive"));
+        }
+        let fleet: Arc<dyn Fleet> = Arc::new(StoreFleet {
+            store: Arc::clone(&self.outbox.store),
+            clock: Arc::clone(&self.outbox.clock),
+            credential: self.credential.clone(),
+            trigger_limit: self.trigger_limit,
+            hold: self
+                .trigger_limit
+                .map_or(Duration::ZERO, |limit| limit.per())
+                .saturating_add(budget.attempt_timeout),
+        });
+        Ok(Arc::new(Pool {
+            store: Arc::clone(&self.outbox.store),
+            clock: Arc::clone(&self.outbox.clock),
+            client: self.client,
+            modulify: self.modulify,
+            name: self.name,
+            concurrency: self.concurrency,
+            lease: self.lease,
+            poll: self.poll,
+            schedule: self.schedule,
+            webhook_horizon: self.webhook_horizon,
+            key_horizon: self.key_horizon,
+            budget,
+            fleet,
+            credential: self.credential,
+            report: Mutex::new(RunReport::default()),
+        }))
+    }
+
+    /// Starts the workers in the background; they run until [`Workers::stop`].
     ///
     /// # Errors
     ///
-    /// The store's error.
-    pub async fn run_until_idle(self) -> crate::Result<RunReport> {
-        let _ = (&self.outbox, &self.client);
-        Ok(RunReport::default())
+    /// `invalid_input` for a zero concurrency or poll interval, or a lease shorter than a call.
+    pub fn spawn(self) -> Result<Workers> {
+        let pool = self.build()?;
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(Arc::clone(&pool).run(stopped, false));
+        Ok(Workers { pool, stop, task })
+    }
+
+    /// Delivers every job due now, and those that come due while it runs, and returns when
+    /// none is due and none is in flight here. Jobs rescheduled for later stay pending.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Self::spawn), and the store's error.
+    pub async fn run_until_idle(self) -> Result<RunReport> {
+        let pool = self.build()?;
+        let (_stop, stopped) = watch::channel(false);
+        pool.run(stopped, true).await
     }
 }
 
-/// Running workers.
+/// Workers running in the background.
 #[derive(Debug)]
-pub struct Workers;
+pub struct Workers {
+    pool: Arc<Pool>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<RunReport>>,
+}
 
-/// What a run of the workers did.
-#[derive(Debug, Clone, Default)]
-pub struct RunReport;
+impl Workers {
+    /// What they have done so far.
+    pub fn report(&self) -> RunReport {
+        self.pool.snapshot()
+    }
+
+    /// Stops claiming, waits for the deliveries in flight to be recorded, and returns what the
+    /// workers did.
+    ///
+    /// # Errors
+    ///
+    /// The store's error that stopped the workers, if one did.
+    pub async fn stop(self) -> Result<RunReport> {
+        let _ = self.stop.send(true);
+        self.task
+            .await
+            .map_err(|_| Error::new(crate::ErrorKind::Transport, "the worker task panicked"))?
+    }
+}
+
+/// What workers did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// Jobs claimed.
+    pub claimed: u64,
+    /// Deliveries the server accepted.
+    pub accepted: u64,
+    /// Deliveries the server had already accepted.
+    pub duplicate: u64,
+    /// Writes and Modulify calls that succeeded.
+    pub done: u64,
+    /// Jobs stopped on a permanent error.
+    pub failed: u64,
+    /// Jobs rescheduled after a call that ended retryable.
+    pub rescheduled: u64,
+    /// Jobs stopped at their horizon.
+    pub needs_reconciliation: u64,
+    /// Records refused because the claim had been lost to another worker.
+    pub claims_lost: u64,
+    /// Requests sent.
+    pub attempts: u64,
+}
+
+#[derive(Debug)]
+struct Pool {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn WallClock>,
+    client: RetryingClient,
+    modulify: Option<ModulifyClient>,
+    name: String,
+    concurrency: usize,
+    lease: Duration,
+    poll: Duration,
+    schedule: LongSchedule,
+    webhook_horizon: Duration,
+    key_horizon: Duration,
+    budget: Budget,
+    fleet: Arc<dyn Fleet>,
+    /// The scope of the credential's shared pause.
+    credential: String,
+    report: Mutex<RunReport>,
+}
+
+impl Pool {
+    fn snapshot(&self) -> RunReport {
+        *self
+            .report
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn count(&self, change: impl FnOnce(&mut RunReport)) {
+        change(&mut self.report.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        mut stopped: watch::Receiver<bool>,
+        until_idle: bool,
+    ) -> Result<RunReport> {
+        let permits = Arc::new(Semaphore::new(self.concurrency));
+        let mut deliveries = JoinSet::new();
+        let outcome = loop {
+            while deliveries.try_join_next().is_some() {}
+            if *stopped.borrow() {
+                break Ok(());
+            }
+            let free = permits.available_permits();
+            if free == 0 {
+                deliveries.join_next().await;
+                continue;
+            }
+            let now = self.clock.now();
+            let jobs = match self.store.claim(&self.name, now, self.lease, free).await {
+                Ok(jobs) => jobs,
+                Err(error) => break Err(error),
+            };
+            if jobs.is_empty() {
+                if until_idle && deliveries.is_empty() {
+                    break Ok(());
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(self.poll) => {}
+                    _ = deliveries.join_next(), if !deliveries.is_empty() => {}
+                    _ = stopped.changed() => {}
+                }
+                continue;
+            }
+            self.count(|report| report.claimed += jobs.len() as u64);
+            for job in jobs {
+                let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                    break;
+                };
+                let pool = Arc::clone(&self);
+                deliveries.spawn(async move {
+                    pool.deliver(job).await;
+                    drop(permit);
+                });
+            }
+        };
+        while deliveries.join_next().await.is_some() {}
+        outcome.map(|()| self.snapshot())
+    }
+
+    /// Delivers one claimed job and records what happened.
+    async fn deliver(&self, job: Job) {
+        let now = self.clock.now();
+        let horizon = match job.target {
+            Target::Webhook { .. } => self.webhook_horizon,
+            _ => self.key_horizon,
+        };
+        let end = horizon_end(job.first_sent_at.or(Some(now)), horizon);
+        let record = if may_send(now, self.budget.max_elapsed, end) {
+            let sent = self.send(&job).await;
+            self.after(&job, now, end, sent).await
+        } else {
+            tracing::warn!(
+                event_id = %job.event_id,
+                "the job reached its deduplication horizon without a definite answer: not sent; reconcile it"
+            );
+            Record {
+                state: JobState::NeedsReconciliation,
+                next_at: now,
+                attempts_added: 0,
+                first_sent_at: job.first_sent_at,
+                run_id: None,
+                last_error: job.last_error.clone(),
+                finished_at: Some(now),
+            }
+        };
+        let state = record.state;
+        let attempts = record.attempts_added;
+        match self.store.record(job.id, job.claim, record).await {
+            Ok(true) => self.count(|report| {
+                report.attempts += u64::from(attempts);
+                match state {
+                    JobState::Accepted => report.accepted += 1,
+                    JobState::Duplicate => report.duplicate += 1,
+                    JobState::Done => report.done += 1,
+                    JobState::Failed => report.failed += 1,
+                    JobState::NeedsReconciliation => report.needs_reconciliation += 1,
+                    _ => report.rescheduled += 1,
+                }
+            }),
+            Ok(false) => {
+                tracing::warn!(event_id = %job.event_id, "the job's claim was lost to another worker; its record is dropped");
+                self.count(|report| report.claims_lost += 1);
+            }
+            Err(error) => {
+                // The lease runs out and another worker sends the job again, under the same
+                // identity: the server deduplicates it.
+                tracing::error!(event_id = %job.event_id, error = %error, "the job's result could not be recorded");
+            }
+        }
+    }
+
+    /// One call for `job`: the final state, the run ID, and the attempts it sent.
+    async fn send(&self, job: &Job) -> std::result::Result<(JobState, Option<String>, u32), Error> {
+        let fleet = Arc::clone(&self.fleet);
+        let identity = job.identity.clone();
+        match &job.target {
+            Target::Webhook { trigger_token } => {
+                let delivery = self
+                    .client
+                    .deliver(trigger_token.clone(), job.body.clone())
+                    .delivery_id(DeliveryId::new(identity))
+                    .fleet(fleet)
+                    .send()
+                    .await?;
+                let attempts = delivery.attempts().len() as u32;
+                Ok(match delivery.outcome() {
+                    WebhookOutcome::Accepted { run_id } => {
+                        (JobState::Accepted, run_id.clone(), attempts)
+                    }
+                    WebhookOutcome::Duplicate => (JobState::Duplicate, None, attempts),
+                })
+            }
+            Target::Write { method, path } => {
+                let response = self
+                    .client
+                    .write(method.clone(), path, identity, job.body.clone())
+                    .fleet(fleet)
+                    .send()
+                    .await?;
+                Ok((JobState::Done, None, response.attempts().len() as u32))
+            }
+            Target::Modulify { method } => {
+                let Some(modulify) = &self.modulify else {
+                    return Err(Error::invalid_input(
+                        "a Modulify job needs workers built with .modulify(ModulifyClient)",
+                    ));
+                };
+                let answer = modulify
+                    .call(method, job.body.clone())
+                    .key(identity)
+                    .fleet(fleet)
+                    .send()
+                    .await?;
+                Ok((JobState::Done, None, answer.attempts().len() as u32))
+            }
+        }
+    }
+
+    /// The record of a call that started at `started`.
+    async fn after(
+        &self,
+        job: &Job,
+        started: SystemTime,
+        end: Option<SystemTime>,
+        sent: std::result::Result<(JobState, Option<String>, u32), Error>,
+    ) -> Record {
+        let now = self.clock.now();
+        let first_sent_at = job.first_sent_at.or(Some(started));
+        let (error, attempts) = match sent {
+            Ok((state, run_id, attempts)) => {
+                return Record {
+                    state,
+                    next_at: now,
+                    attempts_added: attempts,
+                    first_sent_at,
+                    run_id,
+                    last_error: None,
+                    finished_at: Some(now),
+                };
+            }
+            Err(error) => {
+                let attempts = error.attempts().len() as u32;
+                (error, attempts)
+            }
+        };
+        let last_error = Some(LastError {
+            kind: error.kind().as_str().to_owned(),
+            status: error.status().map(|status| status.as_u16()),
+            request_id: error.request_id().map(str::to_owned),
+            message: error.to_string(),
+        });
+        if !error.is_retryable() {
+            return Record {
+                state: JobState::Failed,
+                next_at: now,
+                attempts_added: attempts,
+                first_sent_at,
+                run_id: None,
+                last_error,
+                finished_at: Some(now),
+            };
+        }
+        let wait = self
+            .schedule
+            .wait(job.calls + 1, error.retry_after(), &mut rand::rng());
+        let mut next_at = now.checked_add(wait).unwrap_or(now);
+        if let Ok(Some(paused)) = self.store.paused_until(&self.credential, now).await {
+            next_at = next_at.max(paused);
+        }
+        if !may_send(next_at, self.budget.max_elapsed, end) {
+            tracing::warn!(
+                event_id = %job.event_id,
+                "the next call would end past the job's deduplication horizon: stopped; reconcile it"
+            );
+            return Record {
+                state: JobState::NeedsReconciliation,
+                next_at: now,
+                attempts_added: attempts,
+                first_sent_at,
+                run_id: None,
+                last_error,
+                finished_at: Some(now),
+            };
+        }
+        tracing::info!(
+            event_id = %job.event_id,
+            calls = job.calls + 1,
+            wait_s = wait.as_secs(),
+            "the call ended retryable: rescheduled"
+        );
+        Record {
+            state: JobState::Pending,
+            next_at,
+            attempts_added: attempts,
+            first_sent_at,
+            run_id: None,
+            last_error,
+            finished_at: None,
+        }
+    }
+}
+
+/// The fleet of the workers of one store: the credential's pause and the triggers' windows,
+/// in the store.
+#[derive(Debug)]
+struct StoreFleet {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn WallClock>,
+    credential: String,
+    trigger_limit: Option<TriggerLimit>,
+    /// How long a slot stays busy before its answer comes: the window plus an attempt.
+    hold: Duration,
+}
+
+/// The scope of a trigger's window: a name derived from its token, never the token.
+fn trigger_scope(token: &str) -> String {
+    format!(
+        "trigger:{}",
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, token.as_bytes())
+    )
+}
+
+impl Fleet for StoreFleet {
+    fn admit<'a>(
+        &'a self,
+        trigger: Option<&'a str>,
+        max_wait: Duration,
+    ) -> FleetFuture<'a, std::result::Result<Option<i64>, Duration>> {
+        Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let wait_or_refuse = async |wait: Duration| {
+                if started.elapsed().saturating_add(wait) > max_wait {
+                    return Err(wait);
+                }
+                tokio::time::sleep(wait).await;
+                Ok(())
+            };
+            loop {
+                let now = self.clock.now();
+                match self.store.paused_until(&self.credential, now).await {
+                    Ok(Some(until)) => {
+                        let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
+                        wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(error = %error, "the shared pause could not be read; sending");
+                    }
+                }
+                let (Some(token), Some(limit)) = (trigger, self.trigger_limit) else {
+                    return Ok(None);
+                };
+                match self
+                    .store
+                    .take_slot(&trigger_scope(token), limit.requests(), self.hold, now)
+                    .await
+                {
+                    Ok(Slot::Granted(slot)) => return Ok(Some(slot)),
+                    Ok(Slot::FreeAt(at)) => {
+                        let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+                        wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %error, "the shared trigger window could not be read; sending");
+                        return Ok(None);
+                    }
+                }
+            }
+        })
+    }
+
+    fn answered(&self, slot: i64) -> FleetFuture<'_, ()> {
+        Box::pin(async move {
+            let per = self
+                .trigger_limit
+                .map_or(Duration::ZERO, |limit| limit.per());
+            let until = self
+                .clock
+                .now()
+                .checked_add(per)
+                .unwrap_or_else(|| self.clock.now());
+            if let Err(error) = self.store.release_slot(slot, until).await {
+                tracing::warn!(error = %error, "a shared trigger slot could not be released; it frees on its own");
+            }
+        })
+    }
+
+    fn slow_down(&self, wait: Duration) -> FleetFuture<'_, ()> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            let until = now.checked_add(wait).unwrap_or(now);
+            if let Err(error) = self.store.pause(&self.credential, until).await {
+                tracing::warn!(error = %error, "the shared pause could not be written");
+            }
+        })
+    }
+}

@@ -1,0 +1,1 @@
+//! The PostgreSQL store (being written on branch outbox-pg).

@@ -1,0 +1,717 @@
+//! The durable outbox over real TCP against the contract server's ledger, the same suite on
+//! both stores: SQLite always, PostgreSQL when `OUTBOX_DATABASE_URL` names a database (as
+//! `.ci/run` does; with `CI_REQUIRES_POSTGRES=1` a missing URL fails instead of skipping).
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
+use hodoflow_retry::outbox::{JobState, LongSchedule, ManualClock, Outbox, Target};
+use hodoflow_retry::{Budget, ErrorKind, ModulifyClient, RetryingClient, TriggerLimit};
+
+const WEBHOOKS: &str = "/api/v1/webhooks/";
+
+/// The stores the suite runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs each named test on both stores, as `<name>::sqlite` and `<name>::postgres`.
+macro_rules! on_both_stores {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$test(super::Backend::Sqlite).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    if !cfg!(feature = "outbox-postgres") {
+                        assert!(
+                            std::env::var("CI_REQUIRES_POSTGRES").as_deref() != Ok("1"),
+                            "CI_REQUIRES_POSTGRES=1 but the tests were built without outbox-postgres"
+                        );
+                        println!("skipped: built without the outbox-postgres feature");
+                        return;
+                    }
+                    if super::postgres_url().is_none() {
+                        return;
+                    }
+                    super::$test(super::Backend::Postgres).await;
+                }
+            }
+        )+
+    };
+}
+
+on_both_stores!(
+    enqueueing_an_event_again_returns_the_stored_job,
+    bad_jobs_are_refused_before_anything_is_stored,
+    lost_answers_end_accepted_or_duplicate_with_one_run_each,
+    writes_and_modulify_calls_go_through_the_same_job_shape,
+    a_call_that_ends_retryable_is_rescheduled_on_the_long_schedule,
+    a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses_the_credential,
+    a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_again,
+    a_job_whose_worker_died_is_reclaimed_after_its_lease,
+    a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
+    two_worker_pools_share_one_trigger_window_and_meet_no_429,
+    an_operator_retry_requeues_a_failed_job,
+);
+
+/// The PostgreSQL server of the suite, if any.
+fn postgres_url() -> Option<String> {
+    match std::env::var("OUTBOX_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI_REQUIRES_POSTGRES").as_deref() != Ok("1"),
+                "CI_REQUIRES_POSTGRES=1 but OUTBOX_DATABASE_URL is not set"
+            );
+            println!("skipped: set OUTBOX_DATABASE_URL to a PostgreSQL database, as .ci/run does");
+            None
+        }
+    }
+}
+
+/// A fresh, empty outbox on `backend`.
+async fn fresh(backend: Backend) -> Outbox {
+    match backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(format!(
+                "hodoflow-outbox-{}-{}",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            Outbox::sqlite(dir.join("outbox.db")).await.unwrap()
+        }
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => {
+            let url = postgres_url().expect("checked by the caller");
+            let url = fresh_database(&url).await;
+            Outbox::postgres(&url).await.unwrap()
+        }
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    }
+}
+
+#[cfg(feature = "outbox-postgres")]
+/// Creates a database of its own for one test, next to the one `url` names, and returns its URL.
+async fn fresh_database(url: &str) -> String {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("the CI database is reachable");
+    tokio::spawn(connection);
+    let name = format!("outbox_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let base = match base.rsplit_once('/') {
+        Some((server, _)) if server.contains("://") && server.len() > "postgres://".len() => server,
+        _ => base,
+    };
+    match query {
+        Some(query) => format!("{base}/{name}?{query}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A client of `server` with a budget of `attempts` and millisecond backoff.
+fn client(server: &MockServer, attempts: u32) -> RetryingClient {
+    support::demo(
+        support::builder(server).budget(
+            Budget::new()
+                .max_attempts(attempts)
+                .max_elapsed(Duration::from_secs(5))
+                .attempt_timeout(Duration::from_secs(2)),
+        ),
+    )
+}
+
+/// A lease that outlasts the clients' 5 s calls.
+const LEASE: Duration = Duration::from_secs(6);
+
+fn start() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000)
+}
+
+async fn enqueueing_an_event_again_returns_the_stored_job(backend: Backend) {
+    let outbox = fresh(backend).await;
+    let (first, new) = outbox
+        .enqueue_new(
+            "order-1:shipped",
+            Target::webhook(DEMO_TRIGGER_TOKEN),
+            "{\"n\":1}",
+        )
+        .await
+        .unwrap();
+    assert!(new);
+    assert_eq!(first.state, JobState::Pending);
+
+    let (again, new) = outbox
+        .enqueue_new(
+            "order-1:shipped",
+            Target::webhook(DEMO_TRIGGER_TOKEN),
+            "{\"n\":2}",
+        )
+        .await
+        .unwrap();
+
+    assert!(!new, "the second enqueue is a no-op");
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.body, first.body, "the stored body stays");
+    assert_eq!(again.identity, first.identity);
+    assert_eq!(
+        again.identity,
+        hodoflow_retry::IdempotencyKey::from_operation_id("order-1:shipped")
+    );
+    assert_eq!(outbox.counts().await.unwrap().total(), 1);
+}
+
+async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {
+    let outbox = fresh(backend).await;
+    let webhook = || Target::webhook(DEMO_TRIGGER_TOKEN);
+    let cases = [
+        ("  ", webhook(), "{}".to_owned(), ErrorKind::InvalidInput),
+        (
+            "e1",
+            Target::webhook("a/b"),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e2",
+            Target::create("/elsewhere"),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e3",
+            Target::modulify("../x"),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e4",
+            webhook(),
+            "x".repeat(1_048_577),
+            ErrorKind::PayloadTooLarge,
+        ),
+        (
+            &"e".repeat(1025),
+            webhook(),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+    ];
+    for (event_id, target, body, kind) in cases {
+        let error = outbox.enqueue(event_id, target, body).await.unwrap_err();
+        assert_eq!(error.kind(), kind, "{error}");
+        assert!(!error.to_string().contains(DEMO_TRIGGER_TOKEN));
+    }
+    assert_eq!(outbox.counts().await.unwrap().total(), 0);
+}
+
+async fn lost_answers_end_accepted_or_duplicate_with_one_run_each(backend: Backend) {
+    // A trigger that takes any rate: this test is about lost answers, not pacing.
+    let server = support::server_where(|limits| limits.webhook_rate_limit = 1_000_000).await;
+    let outbox = fresh(backend).await;
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", WEBHOOKS)
+            .probability(0.3, 7),
+    );
+    for n in 0..200 {
+        outbox
+            .enqueue(
+                &format!("lost-{n}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                format!("{{\"n\":{n}}}"),
+            )
+            .await
+            .unwrap();
+    }
+
+    let report = outbox
+        .workers(client(&server, 10))
+        .trigger_limit(None)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(
+        counts.accepted + counts.duplicate,
+        200,
+        "{counts:?} {report:?}"
+    );
+    assert!(
+        counts.duplicate > 0,
+        "some answers were lost after the run: {counts:?}"
+    );
+    let ledger = server.ledger();
+    for job in outbox.list(None, 1000).await.unwrap() {
+        assert_eq!(
+            ledger.runs_for_delivery(job.identity.as_str()).len(),
+            1,
+            "{}",
+            job.event_id
+        );
+        if job.state == JobState::Accepted {
+            assert!(job.run_id.is_some());
+        }
+    }
+    assert_eq!(ledger.total_runs(), 200);
+    let reconcile = outbox.reconciliation(1000).await.unwrap();
+    assert_eq!(
+        reconcile.len() as u64,
+        counts.duplicate,
+        "duplicates are listed"
+    );
+    assert_eq!(
+        report.attempts,
+        ledger.requests_to("POST", WEBHOOKS).len() as u64
+    );
+}
+
+async fn writes_and_modulify_calls_go_through_the_same_job_shape(backend: Backend) {
+    let server = support::server().await;
+    let outbox = fresh(backend).await;
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/api/json/")
+            .times(1),
+    );
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    let project = r#"{"data":{"type":"projects","attributes":{"name":"Atlas"}}}"#;
+    outbox
+        .enqueue(
+            "project:atlas",
+            Target::create("/api/json/v1/projects"),
+            project,
+        )
+        .await
+        .unwrap();
+    outbox
+        .enqueue(
+            "order-9:notify",
+            Target::modulify("send_message"),
+            r#"{"projectId":"site_1","prompt":"Hi."}"#,
+        )
+        .await
+        .unwrap();
+    let modulify = ModulifyClient::new(
+        support::builder(&server)
+            .bearer_token(DEMO_MODULIFY_TOKEN)
+            .build()
+            .unwrap(),
+    );
+
+    outbox
+        .workers(client(&server, 5))
+        .modulify(modulify)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    let write = outbox.job("project:atlas").await.unwrap().unwrap();
+    let call = outbox.job("order-9:notify").await.unwrap().unwrap();
+    assert_eq!((write.state, call.state), (JobState::Done, JobState::Done));
+    assert_eq!(
+        (write.attempts, call.attempts),
+        (2, 2),
+        "a lost answer, then the replay"
+    );
+    let ledger = server.ledger();
+    assert_eq!(ledger.writes_executed(write.identity.as_str()), 1);
+    assert_eq!(ledger.modulify_executions(call.identity.as_str()), 1);
+}
+
+async fn a_call_that_ends_retryable_is_rescheduled_on_the_long_schedule(backend: Backend) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(2));
+    outbox
+        .enqueue("blip-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    let workers = || outbox.workers(client(&server, 2)).lease(LEASE);
+
+    let report = workers().run_until_idle().await.unwrap();
+
+    assert_eq!(report.rescheduled, 1, "{report:?}");
+    let job = outbox.job("blip-1").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!((job.calls, job.attempts), (1, 2));
+    let wait = job.next_at.duration_since(start()).unwrap();
+    assert!(
+        (Duration::from_secs(4)..=Duration::from_secs(6)).contains(&wait),
+        "5 s ± 20%: {wait:?}"
+    );
+    let error = job.last_error.expect("the call's error is kept");
+    assert_eq!(error.status, Some(503));
+    assert!(error.request_id.is_some());
+
+    // Not due yet: nothing is sent.
+    workers().run_until_idle().await.unwrap();
+    assert_eq!(server.ledger().requests_to("POST", WEBHOOKS).len(), 2);
+    clock.advance(Duration::from_secs(7));
+    workers().run_until_idle().await.unwrap();
+    let job = outbox.job("blip-1").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Accepted);
+    assert_eq!((job.calls, job.attempts), (2, 3));
+    assert_eq!(
+        server
+            .ledger()
+            .runs_for_delivery(job.identity.as_str())
+            .len(),
+        1
+    );
+}
+
+async fn a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses_the_credential(
+    backend: Backend,
+) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "120")
+            .on("POST", WEBHOOKS)
+            .times(1),
+    );
+    outbox
+        .enqueue("slow-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+
+    outbox
+        .workers(client(&server, 5))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    let job = outbox.job("slow-1").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(
+        job.attempts, 1,
+        "the 120 s wait is past the 5 s budget: not waited in the call"
+    );
+    assert!(
+        job.next_at >= start() + Duration::from_secs(120),
+        "{:?}",
+        job.next_at
+    );
+    let paused = outbox
+        .store()
+        .paused_until(&credential_of(&server), start())
+        .await
+        .unwrap();
+    assert!(
+        paused.is_some_and(|until| until >= start() + Duration::from_secs(120)),
+        "every worker of the credential pauses: {paused:?}"
+    );
+}
+
+/// The scope name the workers share their pause under (derived from the base URL).
+fn credential_of(server: &MockServer) -> String {
+    let base = reqwest::Url::parse(&server.base_url()).unwrap();
+    format!(
+        "credential:{}",
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, base.as_str().as_bytes())
+    )
+}
+
+async fn a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_again(
+    backend: Backend,
+) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    // Every answer is lost after the run is... never committed: a 503 on every attempt.
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(u32::MAX));
+    outbox
+        .enqueue("outage-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    let horizon = Duration::from_secs(7 * 24 * 3600);
+    let mut sends_at = Vec::new();
+    let mut rounds = 0;
+    loop {
+        let before = server.ledger().requests_to("POST", WEBHOOKS).len();
+        outbox
+            .workers(client(&server, 1))
+            .lease(LEASE)
+            .run_until_idle()
+            .await
+            .unwrap();
+        if server.ledger().requests_to("POST", WEBHOOKS).len() > before {
+            sends_at.push(clock.now_for_test());
+        }
+        let job = outbox.job("outage-1").await.unwrap().unwrap();
+        if job.state != JobState::Pending {
+            assert_eq!(job.state, JobState::NeedsReconciliation);
+            break;
+        }
+        clock.advance(
+            job.next_at
+                .duration_since(clock.now_for_test())
+                .unwrap_or_default(),
+        );
+        rounds += 1;
+        assert!(rounds < 200, "the horizon ends the job");
+    }
+    let job = outbox.job("outage-1").await.unwrap().unwrap();
+    let first = job.first_sent_at.expect("it was sent");
+    let last = *sends_at.last().unwrap();
+    assert!(
+        last + Duration::from_secs(5) < first + horizon,
+        "the last call ended before the horizon: {:?} after the first",
+        last.duration_since(first).unwrap()
+    );
+    assert!(
+        last.duration_since(first).unwrap() > Duration::from_secs(6 * 24 * 3600),
+        "it was retried for most of the 7 days: {:?}",
+        last.duration_since(first).unwrap()
+    );
+    assert!(
+        outbox
+            .reconciliation(10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|j| j.event_id == "outage-1")
+    );
+
+    // Days later, with the server healed, a worker still sends nothing.
+    let sent = server.ledger().requests_to("POST", WEBHOOKS).len();
+    server.clear_faults();
+    clock.advance(Duration::from_secs(30 * 24 * 3600));
+    outbox
+        .workers(client(&server, 1))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(server.ledger().requests_to("POST", WEBHOOKS).len(), sent);
+    assert_eq!(server.ledger().total_runs(), 0);
+}
+
+async fn a_job_whose_worker_died_is_reclaimed_after_its_lease(backend: Backend) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    outbox
+        .enqueue("orphan-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    // A worker claims it and dies before recording anything.
+    let claimed = outbox
+        .store()
+        .claim("dead-worker", start(), LEASE, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let dead = claimed[0].clone();
+    assert_eq!(dead.state, JobState::InFlight);
+
+    // While the lease holds, nobody else takes it.
+    let report = outbox
+        .workers(client(&server, 5))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, 0);
+    clock.advance(LEASE + Duration::from_secs(1));
+    let report = outbox
+        .workers(client(&server, 5))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    assert_eq!(report.claimed, 1);
+    let job = outbox.job("orphan-1").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Accepted);
+    assert_eq!(job.claim, dead.claim + 1);
+    let stale = hodoflow_retry::outbox::Record {
+        state: JobState::Failed,
+        next_at: start(),
+        attempts_added: 0,
+        first_sent_at: None,
+        run_id: None,
+        last_error: None,
+        finished_at: None,
+    };
+    assert!(
+        !outbox
+            .store()
+            .record(dead.id, dead.claim, stale)
+            .await
+            .unwrap(),
+        "the dead worker's claim is refused"
+    );
+    assert_eq!(
+        outbox.job("orphan-1").await.unwrap().unwrap().state,
+        JobState::Accepted
+    );
+}
+
+async fn a_permanent_error_fails_the_job_with_its_kind_and_last_attempt(backend: Backend) {
+    let server = support::server().await;
+    let outbox = fresh(backend).await;
+    outbox
+        .enqueue(
+            "unknown-trigger",
+            Target::webhook("trg_no_such_trigger"),
+            "{}",
+        )
+        .await
+        .unwrap();
+
+    let report = outbox
+        .workers(client(&server, 5))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    assert_eq!(report.failed, 1);
+    let job = outbox.job("unknown-trigger").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert_eq!(job.attempts, 1);
+    let error = job.last_error.unwrap();
+    assert_eq!(error.kind, "not_found");
+    assert_eq!(error.status, Some(404));
+    let ledger = server.ledger();
+    let last = ledger.requests_to("POST", WEBHOOKS);
+    assert_eq!(
+        error.request_id.as_deref(),
+        Some(last[0].request_id.as_str())
+    );
+    assert!(
+        !error.message.contains("trg_no_such_trigger"),
+        "{}",
+        error.message
+    );
+}
+
+async fn two_worker_pools_share_one_trigger_window_and_meet_no_429(backend: Backend) {
+    let window = Duration::from_millis(400);
+    let server = support::server_with(MockServer::builder().limits(Limits {
+        webhook_rate_limit: 20,
+        webhook_rate_window: window,
+        ..support::fast_limits()
+    }))
+    .await;
+    let outbox = fresh(backend).await;
+    for n in 0..100 {
+        outbox
+            .enqueue(
+                &format!("paced-{n}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                "{}",
+            )
+            .await
+            .unwrap();
+    }
+    let limit = TriggerLimit::new(20, window).unwrap();
+    // Two pools with two clients: as two processes would be, nothing in memory is shared.
+    let pools = [0, 1].map(|n| {
+        outbox
+            .workers(client(&server, 5))
+            .name(format!("pool-{n}"))
+            .trigger_limit(Some(limit))
+            .lease(LEASE)
+            .poll_interval(Duration::from_millis(20))
+    });
+    let [a, b] = pools;
+    let (a, b) = tokio::join!(a.run_until_idle(), b.run_until_idle());
+    let (a, b) = (a.unwrap(), b.unwrap());
+
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(counts.accepted, 100, "{counts:?}");
+    assert!(
+        a.claimed > 0 && b.claimed > 0,
+        "both pools worked: {a:?} {b:?}"
+    );
+    let refused = server
+        .ledger()
+        .requests()
+        .iter()
+        .filter(|request| request.status == Some(429))
+        .count();
+    assert_eq!(
+        refused, 0,
+        "the shared window kept both pools under the trigger's limit"
+    );
+}
+
+async fn an_operator_retry_requeues_a_failed_job(backend: Backend) {
+    let server = support::server().await;
+    let outbox = fresh(backend).await;
+    server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
+    outbox
+        .enqueue("fix-me", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    let run = || {
+        outbox
+            .workers(client(&server, 5))
+            .lease(LEASE)
+            .run_until_idle()
+    };
+    run().await.unwrap();
+    assert_eq!(
+        outbox.job("fix-me").await.unwrap().unwrap().state,
+        JobState::Failed
+    );
+
+    let requeued = outbox.retry("fix-me").await.unwrap().unwrap();
+    assert_eq!(requeued.state, JobState::Pending);
+    run().await.unwrap();
+
+    let job = outbox.job("fix-me").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Accepted);
+    assert_eq!(job.calls, 2);
+    assert!(outbox.retry("no-such-event").await.unwrap().is_none());
+}
+
+/// The long schedule's constants are what the docs say (a unit test covers the jitter).
+#[test]
+fn the_default_long_schedule_is_documented() {
+    let schedule = LongSchedule::default();
+    assert_eq!(schedule.step(1), Duration::from_secs(5));
+    assert_eq!(schedule.step(9), Duration::from_secs(6 * 3600));
+}
+
+trait NowForTest {
+    fn now_for_test(&self) -> SystemTime;
+}
+
+impl NowForTest for ManualClock {
+    fn now_for_test(&self) -> SystemTime {
+        hodoflow_retry::outbox::WallClock::now(self)
+    }
+}
