@@ -282,7 +282,10 @@ impl Outbox {
     }
 
     /// Makes the job of `event_id` pending and due now, whatever its state: an operator's
-    /// decision, for a failed job or one that needs reconciliation. `None` when there is none.
+    /// decision, for a failed job or one that needs reconciliation. Its horizon starts again:
+    /// requeue a job that needs reconciliation only after making sure the server did not run
+    /// it (a send now is a new delivery as far as the server may remember). `None` when there
+    /// is none.
     ///
     /// # Errors
     ///

@@ -375,7 +375,7 @@ impl Store for SqliteStore {
         self.run(move |connection| {
             connection.execute(
                 "UPDATE outbox_jobs SET state = 'pending', next_at = ?2, lease_owner = NULL, \
-                 lease_until = NULL, finished_at = NULL WHERE event_id = ?1",
+                 lease_until = NULL, finished_at = NULL, first_sent_at = NULL WHERE event_id = ?1",
                 params![event_id, millis(now)],
             )?;
             select_job(connection, &event_id)

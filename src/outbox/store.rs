@@ -72,8 +72,8 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>>;
 
     /// Makes the job of `event_id` pending and due at `now` again, whatever its state (an
-    /// operator's decision, for a failed job or one that needs reconciliation). `None` when
-    /// there is no such job.
+    /// operator's decision, for a failed job or one that needs reconciliation), and forgets
+    /// when it was first sent, so its horizon starts again. `None` when there is no such job.
     fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>>;
 
     /// Pauses `scope` (a credential) until `until`, or later if it is paused longer already.
