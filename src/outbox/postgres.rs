@@ -237,12 +237,7 @@ impl PostgresStore {
             .await
             .map_err(fail)?;
         transaction
-            .batch_execute(
-                "CREATE TABLE IF NOT EXISTS outbox_schema (
-                    version    INTEGER PRIMARY KEY,
-                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-                )",
-            )
+            .batch_execute("CREATE TABLE IF NOT EXISTS outbox_schema (version INTEGER PRIMARY KEY)")
             .await
             .map_err(fail)?;
         let applied: i32 = transaction
