@@ -342,7 +342,8 @@ async fn record_requeue_counts_and_list_read_back_what_was_written() {
             .iter()
             .map(|job| job.event_id.as_str())
             .collect::<Vec<_>>(),
-        ["b", "d"]
+        ["d", "b"],
+        "oldest due first"
     );
     let later = Record {
         first_sent_at: Some(t0() + secs(5)),
@@ -387,9 +388,8 @@ async fn record_requeue_counts_and_list_read_back_what_was_written() {
     assert_eq!(requeued.state, JobState::Pending);
     assert_eq!(requeued.next_at, t0() + secs(100));
     assert_eq!(
-        requeued.first_sent_at,
-        Some(t0()),
-        "the horizon still counts from the first send"
+        requeued.first_sent_at, None,
+        "an operator's retry starts the horizon again"
     );
     assert_eq!(requeued.claim, 1, "the claim counter stays");
     assert_eq!(requeued.finished_at, None);

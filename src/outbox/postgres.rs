@@ -107,12 +107,13 @@ const ENQUEUE: &str = "
 
 const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
 
-/// `$1` worker, `$2` lease end, `$3` now, `$4` limit. `next_at` becomes the claim's time (see
-/// [`Job::next_at`]).
+/// `$1` worker, `$2` lease end, `$3` now, `$4` limit. The horizon counts from the first claim
+/// (`first_sent_at`), which is never after the first send: conservative, and safe across a crash
+/// between the claim and the send.
 const CLAIM: &str = "
     UPDATE outbox_jobs
     SET state = 'in_flight', lease_owner = $1, lease_until = $2, claim = claim + 1,
-        next_at = $3, first_sent_at = COALESCE(first_sent_at, $3)
+        first_sent_at = COALESCE(first_sent_at, $3)
     WHERE id IN (
         SELECT id FROM outbox_jobs
         WHERE (state = 'pending' AND next_at <= $3)
@@ -137,12 +138,12 @@ const LIST: &str = "SELECT * FROM outbox_jobs ORDER BY id LIMIT $1";
 
 const LIST_STATE: &str = "SELECT * FROM outbox_jobs WHERE state = $1 ORDER BY id LIMIT $2";
 
-/// Keeps `first_sent_at` (the horizon still counts from it) and the claim counter (a record of
-/// the claim before stays refused).
+/// Forgets `first_sent_at` (an operator's retry starts the horizon again) and keeps the claim
+/// counter (a record of the claim before stays refused).
 const REQUEUE: &str = "
     UPDATE outbox_jobs
     SET state = 'pending', next_at = $2, lease_owner = NULL, lease_until = NULL,
-        finished_at = NULL
+        finished_at = NULL, first_sent_at = NULL
     WHERE event_id = $1
     RETURNING *";
 
@@ -338,7 +339,8 @@ impl Store for PostgresStore {
                 .query(CLAIM, &[&worker, &lease_until, &now, &limit])
                 .await?;
             let mut jobs = rows.iter().map(job_of).collect::<Result<Vec<_>>>()?;
-            jobs.sort_by_key(|job| job.id);
+            // RETURNING keeps no order: oldest due first again.
+            jobs.sort_by_key(|job| (job.next_at, job.id));
             Ok(jobs)
         })
     }
