@@ -7,8 +7,8 @@
 //! per pool, the default), timed from the pools' start until every job is recorded. Jobs per
 //! second is jobs over that time; the ratio outbox/direct is the cost of durability.
 //!
-//! SQLite: one pool on one file. PostgreSQL (when `OUTBOX_DATABASE_URL` names a database and
-//! the bench is built with its `postgres` feature): 1, 2 and 4 pools, each with its own
+//! SQLite: one pool on one file. PostgreSQL (when `OUTBOX_DATABASE_URL` names a database): 1, 2
+//! and 4 pools, each with its own
 //! `Outbox::postgres` (its own connections) and its own `RetryingClient`, as separate sender
 //! processes would have; the direct side then runs as many clients, 16 tasks each. Every
 //! measurement gets a fresh database (`CREATE DATABASE`, dropped after). No faults; the outbox's
@@ -53,7 +53,6 @@ enum Backend {
     /// A fresh SQLite file in this directory.
     Sqlite(PathBuf),
     /// A fresh database next to the one this URL names.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Postgres(String),
 }
 
@@ -70,7 +69,6 @@ impl Backend {
 #[derive(Debug)]
 enum Fresh {
     Sqlite(PathBuf),
-    #[cfg(feature = "postgres")]
     Postgres(pg::Database),
 }
 
@@ -79,17 +77,13 @@ impl Fresh {
         let n = n.fetch_add(1, Ordering::Relaxed);
         match backend {
             Backend::Sqlite(dir) => Ok(Fresh::Sqlite(dir.join(format!("outbox-{n}.db")))),
-            #[cfg(feature = "postgres")]
             Backend::Postgres(url) => Ok(Fresh::Postgres(pg::Database::create(url).await?)),
-            #[cfg(not(feature = "postgres"))]
-            Backend::Postgres(_) => Err("built without the postgres feature".into()),
         }
     }
 
     async fn open(&self) -> Result<Outbox> {
         match self {
             Fresh::Sqlite(path) => Ok(Outbox::sqlite(path).await?),
-            #[cfg(feature = "postgres")]
             Fresh::Postgres(database) => Ok(Outbox::postgres(database.url()).await?),
         }
     }
@@ -99,7 +93,6 @@ impl Fresh {
     async fn transactions(&self) -> Result<Option<u64>> {
         match self {
             Fresh::Sqlite(_) => Ok(None),
-            #[cfg(feature = "postgres")]
             Fresh::Postgres(database) => Ok(Some(database.transactions().await?)),
         }
     }
@@ -114,7 +107,6 @@ impl Fresh {
                 }
                 Ok(())
             }
-            #[cfg(feature = "postgres")]
             Fresh::Postgres(database) => database.drop_it().await,
         }
     }
@@ -407,10 +399,6 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
             report.figure("postgres", "skipped: OUTBOX_DATABASE_URL is not set");
             report.note("PostgreSQL skipped: set OUTBOX_DATABASE_URL to a database this user may CREATE DATABASE next to");
         }
-        Some(_) if !cfg!(feature = "postgres") => {
-            report.figure("postgres", "skipped: built without the postgres feature");
-            report.note("PostgreSQL skipped: the bench was built without its postgres feature (cargo run -p hodoflow-bench --features postgres)");
-        }
         Some(url) => {
             let postgres = Backend::Postgres(url);
             let mut figures = serde_json::Map::new();
@@ -434,7 +422,6 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
 }
 
 /// A throwaway PostgreSQL database per measurement.
-#[cfg(feature = "postgres")]
 mod pg {
     use tokio_postgres::{Client, NoTls};
 
