@@ -357,8 +357,8 @@ fn postgres_url() -> Option<String> {
 }
 
 pub(crate) async fn run(size: Size) -> Result<Report> {
-    let jobs = size.pick(5_000u64, 40);
-    let warmup = size.pick(500u64, 5);
+    let jobs = size.pick(20_000u64, 40);
+    let warmup = size.pick(1_000u64, 5);
     let rounds = size.pick(3usize, 1);
     let ids = Arc::new(AtomicU64::new(0));
     let stores = AtomicU64::new(0);
