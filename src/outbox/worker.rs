@@ -63,6 +63,29 @@ pub struct WorkerBuilder {
     key_horizon: Duration,
     trigger_limit: Option<TriggerLimit>,
     credential: String,
+    on_finished: Option<OnFinished>,
+}
+
+/// A callback for every job a pool finished and recorded.
+#[derive(Clone)]
+struct OnFinished(Arc<dyn Fn(&JobDone) + Send + Sync>);
+
+impl std::fmt::Debug for OnFinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnFinished(..)")
+    }
+}
+
+/// A job a pool delivered and recorded: its event ID and what it came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobDone {
+    /// The job's event ID.
+    pub event_id: String,
+    /// Its new state: final, or pending when rescheduled.
+    pub state: JobState,
+    /// Requests this call sent.
+    pub attempts: u32,
 }
 
 impl WorkerBuilder {
@@ -87,7 +110,18 @@ impl WorkerBuilder {
             key_horizon: KEY_HORIZON,
             trigger_limit: Some(TriggerLimit::DOCUMENTED),
             credential: format!("credential:{credential}"),
+            on_finished: None,
         }
+    }
+
+    /// Calls `callback` for every job this pool delivered, once its result is recorded (not for
+    /// a record refused because the claim was lost). It runs on the recorder's task: keep it
+    /// short.
+    ///
+    /// Default: none.
+    pub fn on_finished(mut self, callback: impl Fn(&JobDone) + Send + Sync + 'static) -> Self {
+        self.on_finished = Some(OnFinished(Arc::new(callback)));
+        self
     }
 
     /// The worker's name in the store's leases.
@@ -213,6 +247,7 @@ impl WorkerBuilder {
             budget,
             fleet,
             credential: self.credential,
+            on_finished: self.on_finished,
             report: Mutex::new(RunReport::default()),
         }))
     }
@@ -311,6 +346,7 @@ struct Pool {
     fleet: Arc<dyn Fleet>,
     /// The scope of the credential's shared pause.
     credential: String,
+    on_finished: Option<OnFinished>,
     report: Mutex<RunReport>,
 }
 
@@ -424,7 +460,19 @@ impl Pool {
                 records.push((done.id, done.claim, done.record));
             }
             match self.store.record_many(records).await {
-                Ok(written) => self.count(|report| {
+                Ok(written) => {
+                    if let Some(callback) = &self.on_finished {
+                        for ((event_id, state, attempts), written) in seen.iter().zip(&written) {
+                            if *written {
+                                (callback.0)(&JobDone {
+                                    event_id: event_id.clone(),
+                                    state: *state,
+                                    attempts: *attempts,
+                                });
+                            }
+                        }
+                    }
+                    self.count(|report| {
                     for ((event_id, state, attempts), written) in seen.iter().zip(written) {
                         if !written {
                             tracing::warn!(event_id = %event_id, "the job's claim was lost to another worker; its record is dropped");
@@ -441,7 +489,8 @@ impl Pool {
                             _ => report.rescheduled += 1,
                         }
                     }
-                }),
+                    })
+                }
                 Err(error) => {
                     // The leases run out and other workers send these jobs again, under the
                     // same identities: the server deduplicates them.
