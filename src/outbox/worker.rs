@@ -7,6 +7,7 @@
 //! jobs in flight, and another worker reclaims them when the lease ends and sends them again
 //! under the same identity, which the server deduplicates.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -24,7 +25,7 @@ use crate::trigger_limit::TriggerLimit;
 
 use super::job::{Job, JobState, LastError, Record, Slot, Target};
 use super::schedule::{LongSchedule, horizon_end, may_send};
-use super::store::Store;
+use super::store::{Store, StoreFuture};
 use super::{Outbox, WallClock};
 
 /// The default number of deliveries a worker runs at once.
@@ -277,7 +278,8 @@ impl WorkerBuilder {
     }
 }
 
-/// Workers running in the background.
+/// Workers running in the background. Dropping the handle stops them as
+/// [`stop`](Self::stop) does, without waiting.
 #[derive(Debug)]
 pub struct Workers {
     pool: Arc<Pool>,
@@ -374,58 +376,22 @@ impl Pool {
         // written goes in the next, so a busy pool pays one transaction for many jobs.
         let (finished, to_record) = mpsc::channel(self.concurrency.saturating_mul(4));
         let recorder = tokio::spawn(Arc::clone(&self).record_batches(to_record));
-        // Claims wait for a quarter of the slots to be free (or for none to be busy), so one
-        // claim fills several slots instead of one.
-        let claim_at = (self.concurrency / 4).max(1);
+        // Claims run ahead of the deliveries: up to one pool's worth of claimed jobs waits in
+        // `queue`, and the next claim is already on its way while they start, so a slot that
+        // frees up never waits for a round trip to the store. A claimed job waits here at most
+        // about one delivery; its lease covers that.
+        let mut queue: VecDeque<Job> = VecDeque::new();
+        let mut claiming: Option<StoreFuture<'_, Vec<Job>>> = None;
+        let mut drained = false;
+        // Set when the `Workers` handle was dropped: nobody can stop them any more, so they stop.
+        let mut orphaned = false;
         let outcome = loop {
             while deliveries.try_join_next().is_some() {}
-            if *stopped.borrow() {
-                break Ok(());
-            }
-            let free = permits.available_permits();
-            if free < claim_at && !deliveries.is_empty() {
-                deliveries.join_next().await;
-                continue;
-            }
-            let now = self.clock.now();
-            let jobs = match self.store.claim(&self.name, now, self.lease, free).await {
-                Ok(jobs) => {
-                    failed_claims = 0;
-                    jobs
-                }
-                // A run until idle reports the store's failure; a long-running worker rides
-                // out a database restart, waiting longer after each failure, up to 10 s.
-                Err(error) if until_idle => break Err(error),
-                Err(error) => {
-                    failed_claims += 1;
-                    let wait = self
-                        .poll
-                        .saturating_mul(failed_claims.min(50))
-                        .min(CLAIM_RETRY_MAX);
-                    tracing::error!(error = %error, wait_ms = wait.as_millis() as u64, "claiming jobs failed; trying again");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = stopped.changed() => {}
-                    }
-                    continue;
-                }
-            };
-            if jobs.is_empty() {
-                if until_idle && deliveries.is_empty() {
-                    break Ok(());
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(self.poll) => {}
-                    _ = deliveries.join_next(), if !deliveries.is_empty() => {}
-                    _ = stopped.changed() => {}
-                }
-                continue;
-            }
-            self.count(|report| report.claimed += jobs.len() as u64);
-            for job in jobs {
-                let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            while !queue.is_empty() {
+                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
                     break;
                 };
+                let Some(job) = queue.pop_front() else { break };
                 let pool = Arc::clone(&self);
                 let finished = finished.clone();
                 deliveries.spawn(async move {
@@ -434,6 +400,68 @@ impl Pool {
                     // Only a closed recorder refuses it; the lease then brings the job back.
                     let _ = finished.send(done).await;
                 });
+            }
+            let stopping = orphaned || *stopped.borrow();
+            if stopping && claiming.is_none() && queue.is_empty() {
+                break Ok(());
+            }
+            if drained && claiming.is_none() && queue.is_empty() && deliveries.is_empty() {
+                break Ok(());
+            }
+            let busy = self.concurrency - permits.available_permits();
+            let wanted = (2 * self.concurrency).saturating_sub(busy + queue.len());
+            if claiming.is_none() && !stopping && !drained && queue.len() < self.concurrency / 2 + 1
+            {
+                claiming =
+                    Some(
+                        self.store
+                            .claim(&self.name, self.clock.now(), self.lease, wanted.max(1)),
+                    );
+            }
+            tokio::select! {
+                claimed = async { claiming.as_mut().expect("polled only when set").await }, if claiming.is_some() => {
+                    claiming = None;
+                    match claimed {
+                        Ok(jobs) if jobs.is_empty() => {
+                            failed_claims = 0;
+                            if until_idle {
+                                // Nothing due: finish what is running, then stop.
+                                drained = deliveries.is_empty() && queue.is_empty();
+                                if !drained {
+                                    deliveries.join_next().await;
+                                }
+                            } else {
+                                tokio::select! {
+                                    _ = tokio::time::sleep(self.poll) => {}
+                                    changed = stopped.changed() => orphaned = changed.is_err(),
+                                }
+                            }
+                        }
+                        Ok(jobs) => {
+                            failed_claims = 0;
+                            self.count(|report| report.claimed += jobs.len() as u64);
+                            queue.extend(jobs);
+                        }
+                        // A run until idle reports the store's failure; a long-running worker
+                        // rides out a database restart, waiting longer after each failure.
+                        Err(error) if until_idle => break Err(error),
+                        Err(error) => {
+                            failed_claims += 1;
+                            let wait = self
+                                .poll
+                                .saturating_mul(failed_claims.min(50))
+                                .min(CLAIM_RETRY_MAX);
+                            tracing::error!(error = %error, wait_ms = wait.as_millis() as u64, "claiming jobs failed; trying again");
+                            tokio::select! {
+                                _ = tokio::time::sleep(wait) => {}
+                                changed = stopped.changed() => orphaned = changed.is_err(),
+                            }
+                        }
+                    }
+                }
+                _ = deliveries.join_next(), if !deliveries.is_empty() => {}
+                changed = stopped.changed(), if !stopping => orphaned = changed.is_err(),
+                _ = tokio::time::sleep(self.poll), if claiming.is_none() && deliveries.is_empty() => {}
             }
         };
         while deliveries.join_next().await.is_some() {}
@@ -625,9 +653,12 @@ impl Pool {
                 finished_at: Some(now),
             };
         }
+        // A call refused before it sent anything (a shared window or pause that stayed closed
+        // past its budget) says nothing about the server: the schedule does not move on.
+        let step = if attempts == 0 { 1 } else { job.calls + 1 };
         let wait = self
             .schedule
-            .wait(job.calls + 1, error.retry_after(), &mut rand::rng());
+            .wait(step, error.retry_after(), &mut rand::rng());
         let mut next_at = now.checked_add(wait).unwrap_or(now);
         if let Ok(Some(paused)) = self.store.paused_until(&self.credential, now).await {
             next_at = next_at.max(paused);
