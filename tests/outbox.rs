@@ -4,6 +4,10 @@
 
 mod support;
 
+#[cfg(feature = "outbox-postgres")]
+#[path = "support/postgres.rs"]
+mod pg;
+
 use std::time::{Duration, SystemTime};
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
@@ -92,38 +96,11 @@ async fn fresh(backend: Backend) -> Outbox {
         }
         #[cfg(feature = "outbox-postgres")]
         Backend::Postgres => {
-            let url = postgres_url().expect("checked by the caller");
-            let url = fresh_database(&url).await;
-            Outbox::postgres(&url).await.unwrap()
+            let db = pg::database("outbox").await.expect("checked by the caller");
+            Outbox::postgres(&db.url).await.unwrap()
         }
         #[cfg(not(feature = "outbox-postgres"))]
         Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
-    }
-}
-
-#[cfg(feature = "outbox-postgres")]
-/// Creates a database of its own for one test, next to the one `url` names, and returns its URL.
-async fn fresh_database(url: &str) -> String {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("the CI database is reachable");
-    tokio::spawn(connection);
-    let name = format!("outbox_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let base = match base.rsplit_once('/') {
-        Some((server, _)) if server.contains("://") && server.len() > "postgres://".len() => server,
-        _ => base,
-    };
-    match query {
-        Some(query) => format!("{base}/{name}?{query}"),
-        None => format!("{base}/{name}"),
     }
 }
 

@@ -22,12 +22,12 @@
 //!
 //! # Backends, and why these drivers
 //!
-//! - [`SqliteStore`] (feature `outbox-sqlite`): a file, in WAL mode, the embedded default. The
+//! - `SqliteStore` (feature `outbox-sqlite`): a file, in WAL mode, the embedded default. The
 //!   driver is `rusqlite` with SQLite compiled in (`bundled`): the most used SQLite binding,
 //!   maintained, synchronous (each statement runs on tokio's blocking pool), and no system
 //!   library to install. `sqlx` would bring an async pool and a macro layer the outbox does not
 //!   need, and a second SQLite build next to any `rusqlite` the user already has.
-//! - [`PostgresStore`] (feature `outbox-postgres`): many processes on many machines, claims with
+//! - `PostgresStore` (feature `outbox-postgres`): many processes on many machines, claims with
 //!   `FOR UPDATE SKIP LOCKED`. The driver is `tokio-postgres`: the async PostgreSQL client most
 //!   crates build on, maintained with `rust-postgres`, with no pool or ORM on top.
 //!
@@ -60,7 +60,10 @@ pub use schedule::LongSchedule;
 #[cfg(feature = "outbox-sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
-pub use worker::{RunReport, WorkerBuilder, Workers};
+pub use worker::{
+    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, KEY_HORIZON, RunReport, WEBHOOK_HORIZON,
+    WorkerBuilder, Workers,
+};
 
 pub(crate) use job::{from_millis, millis};
 pub(crate) use store::Sealed;

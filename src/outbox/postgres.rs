@@ -1,1 +1,715 @@
-//! The PostgreSQL store (being written on branch outbox-pg).
+//! The PostgreSQL store: many sender processes on many machines share one outbox.
+//!
+//! # Why `FOR UPDATE SKIP LOCKED`
+//!
+//! A claim selects the oldest due jobs and marks them in flight in one statement. Under plain
+//! `FOR UPDATE`, a second worker claiming at the same moment would wait for the first one's rows
+//! and then find them taken; under `SKIP LOCKED` it passes over the rows another claim holds and
+//! takes the next ones, so workers never wait for each other and never claim one job twice.
+//!
+//! # Why advisory locks, for the trigger windows and for the migrations
+//!
+//! A trigger's window is "at most `limit` slots busy": a count, then an insert. Two workers
+//! counting at once under `READ COMMITTED` would both see room for the last slot. There is no
+//! row to lock before the first slot exists, so [`take_slot`](Store::take_slot) takes a
+//! transaction-scoped advisory lock on the scope's hash first (`pg_advisory_xact_lock`): every
+//! worker of every process taking a slot of that scope waits its turn for a few milliseconds,
+//! and the lock ends with the transaction, even when the worker dies. Migrations take one too,
+//! so four processes opening a fresh database at once migrate it once, and the others find it
+//! migrated.
+//!
+//! # Why milliseconds in `BIGINT`
+//!
+//! Every time is the outbox's clock (a test's, injected), never the database's `now()`: the
+//! SQLite store stores the same integers, the schedule and the horizon are tested on a clock
+//! that moves when told to, and no time zone or clock skew between machines enters a row.
+//!
+//! # Connections
+//!
+//! A small pool of its own (four connections, opened as needed): a statement waits only when
+//! four are running already, and a transaction holds its connection alone. Each connection
+//! prepares each statement once. A connection that broke is replaced at its next use.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_postgres::config::Host;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::key::IdempotencyKey;
+
+use super::Sealed;
+use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
+use super::store::{Store, StoreFuture};
+use super::{from_millis, millis};
+
+/// How many connections a store opens at most.
+const CONNECTIONS: usize = 4;
+
+/// The first key of the outbox's advisory locks (`"hodo"`), so that they do not meet an
+/// application's own; the second is [`MIGRATION_LOCK`] or a scope's hash.
+const LOCK_SPACE: i32 = 0x686f_646f;
+
+/// The second key of the migrations' advisory lock (a scope's hash may equal it: the two then
+/// wait for each other, which is harmless).
+const MIGRATION_LOCK: i32 = 0;
+
+/// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Never edit one that shipped;
+/// add the next.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE outbox_jobs (
+        id              BIGSERIAL PRIMARY KEY,
+        event_id        TEXT NOT NULL UNIQUE,
+        kind            TEXT NOT NULL,
+        method          TEXT NOT NULL,
+        route           TEXT NOT NULL,
+        body            BYTEA NOT NULL,
+        identity        TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        calls           BIGINT NOT NULL DEFAULT 0,
+        attempts        BIGINT NOT NULL DEFAULT 0,
+        next_at         BIGINT NOT NULL,
+        created_at      BIGINT NOT NULL,
+        first_sent_at   BIGINT,
+        finished_at     BIGINT,
+        lease_owner     TEXT,
+        lease_until     BIGINT,
+        claim           BIGINT NOT NULL DEFAULT 0,
+        run_id          TEXT,
+        last_kind       TEXT,
+        last_status     INTEGER,
+        last_request_id TEXT,
+        last_message    TEXT
+    );
+    CREATE INDEX outbox_jobs_state_next_at ON outbox_jobs (state, next_at);
+    CREATE TABLE outbox_pauses (
+        scope    TEXT PRIMARY KEY,
+        until_ms BIGINT NOT NULL
+    );
+    CREATE TABLE outbox_slots (
+        id         BIGSERIAL PRIMARY KEY,
+        scope      TEXT NOT NULL,
+        busy_until BIGINT NOT NULL
+    );
+    CREATE INDEX outbox_slots_scope_busy_until ON outbox_slots (scope, busy_until);
+"];
+
+const ENQUEUE: &str = "
+    INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, next_at, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7)
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING *";
+
+const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
+
+/// `$1` worker, `$2` lease end, `$3` now, `$4` limit. The horizon counts from the first claim
+/// (`first_sent_at`), which is never after the first send: conservative, and safe across a crash
+/// between the claim and the send.
+const CLAIM: &str = "
+    UPDATE outbox_jobs
+    SET state = 'in_flight', lease_owner = $1, lease_until = $2, claim = claim + 1,
+        first_sent_at = COALESCE(first_sent_at, $3)
+    WHERE id IN (
+        SELECT id FROM outbox_jobs
+        WHERE (state = 'pending' AND next_at <= $3)
+           OR (state = 'in_flight' AND lease_until <= $3)
+        ORDER BY next_at, id
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING *";
+
+const RECORD: &str = "
+    UPDATE outbox_jobs
+    SET state = $3, next_at = $4, attempts = attempts + $5, calls = calls + 1,
+        first_sent_at = COALESCE(first_sent_at, $6), run_id = $7,
+        last_kind = $8, last_status = $9, last_request_id = $10, last_message = $11,
+        finished_at = $12, lease_owner = NULL, lease_until = NULL
+    WHERE id = $1 AND claim = $2 AND state = 'in_flight'";
+
+const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
+
+const LIST: &str = "SELECT * FROM outbox_jobs ORDER BY id LIMIT $1";
+
+const LIST_STATE: &str = "SELECT * FROM outbox_jobs WHERE state = $1 ORDER BY id LIMIT $2";
+
+/// Forgets `first_sent_at` (an operator's retry starts the horizon again) and keeps the claim
+/// counter (a record of the claim before stays refused).
+const REQUEUE: &str = "
+    UPDATE outbox_jobs
+    SET state = 'pending', next_at = $2, lease_owner = NULL, lease_until = NULL,
+        finished_at = NULL, first_sent_at = NULL
+    WHERE event_id = $1
+    RETURNING *";
+
+const PAUSE: &str = "
+    INSERT INTO outbox_pauses (scope, until_ms) VALUES ($1, $2)
+    ON CONFLICT (scope) DO UPDATE SET until_ms = GREATEST(outbox_pauses.until_ms, EXCLUDED.until_ms)";
+
+const PAUSED_UNTIL: &str = "SELECT until_ms FROM outbox_pauses WHERE scope = $1 AND until_ms > $2";
+
+const SLOT_LOCK: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
+
+/// Frees the scope's slots whose time ran out, and reads what stays busy (the statement's
+/// snapshot still holds the deleted rows, hence the filter).
+const SLOT_BUSY: &str = "
+    WITH freed AS (DELETE FROM outbox_slots WHERE scope = $1 AND busy_until <= $2)
+    SELECT COUNT(*), MIN(busy_until) FROM outbox_slots WHERE scope = $1 AND busy_until > $2";
+
+const SLOT_TAKE: &str = "INSERT INTO outbox_slots (scope, busy_until) VALUES ($1, $2) RETURNING id";
+
+const SLOT_RELEASE: &str = "UPDATE outbox_slots SET busy_until = $2 WHERE id = $1";
+
+/// The outbox's jobs and fleet state in a PostgreSQL database.
+///
+/// `Debug` shows the user, host, port and database, never the password.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example() -> hodoflow_retry::Result<()> {
+/// use hodoflow_retry::outbox::{Outbox, PostgresStore};
+///
+/// let store = PostgresStore::connect("postgres://outbox:secret@127.0.0.1/outbox").await?;
+/// let outbox = Outbox::new(store);
+/// # let _ = outbox;
+/// # Ok(())
+/// # }
+/// ```
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("database", &self.pool.shown)
+            .field("connections", &CONNECTIONS)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sealed for PostgresStore {}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
+    /// the `host=… dbname=…` form; no TLS) and applies the migrations it lacks, in one
+    /// transaction under an advisory lock, so processes opening it at once migrate it once.
+    ///
+    /// The tables are created in the first schema of the `search_path` (set it with
+    /// `?options=-c%20search_path%3Dname` to keep several outboxes in one database).
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` when `url` cannot be parsed; `transport` when the database cannot be
+    /// reached or migrated. No message holds the password.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let config: Config = url.parse().map_err(|error: tokio_postgres::Error| {
+            // The parser's messages name an option, never its value; redact anyway.
+            let message = format!("invalid input: the outbox database URL: {error}");
+            let mut error = Error::new(ErrorKind::InvalidInput, message);
+            if let Some(password) = url_password(url) {
+                error = error.redacting(&password);
+            }
+            error
+        })?;
+        let pool = Pool::new(config);
+        let store = Self { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies the migrations the database lacks.
+    async fn migrate(&self) -> Result<()> {
+        let mut conn = self.pool.get().await?;
+        let shown = &self.pool.shown;
+        let fail = |error| migration_error(shown, error);
+        let transaction = conn.client.transaction().await.map_err(fail)?;
+        transaction
+            .execute(
+                "SELECT pg_advisory_xact_lock($1, $2)",
+                &[&LOCK_SPACE, &MIGRATION_LOCK],
+            )
+            .await
+            .map_err(fail)?;
+        transaction
+            .batch_execute("CREATE TABLE IF NOT EXISTS outbox_schema (version INTEGER PRIMARY KEY)")
+            .await
+            .map_err(fail)?;
+        let applied: i32 = transaction
+            .query_one("SELECT COALESCE(MAX(version), 0) FROM outbox_schema", &[])
+            .await
+            .map_err(fail)?
+            .get(0);
+        let applied = usize::try_from(applied).unwrap_or(0);
+        if applied > MIGRATIONS.len() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "invalid input: the outbox database at {shown} is at schema version {applied}, newer than this version of the crate knows ({})",
+                    MIGRATIONS.len()
+                ),
+            ));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
+            let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            transaction.batch_execute(migration).await.map_err(fail)?;
+            transaction
+                .execute(
+                    "INSERT INTO outbox_schema (version) VALUES ($1)",
+                    &[&version],
+                )
+                .await
+                .map_err(fail)?;
+        }
+        transaction.commit().await.map_err(fail)?;
+        Ok(())
+    }
+
+    /// Runs the prepared statement `sql` once and returns how many rows it changed.
+    async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let mut conn = self.pool.get().await?;
+        let statement = conn.prepare(sql).await?;
+        conn.client
+            .execute(&statement, params)
+            .await
+            .map_err(store_error)
+    }
+
+    /// Runs the prepared statement `sql` once and returns its rows.
+    async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let mut conn = self.pool.get().await?;
+        let statement = conn.prepare(sql).await?;
+        conn.client
+            .query(&statement, params)
+            .await
+            .map_err(store_error)
+    }
+}
+
+impl Store for PostgresStore {
+    fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
+        Box::pin(async move {
+            let (method, route) = job.target.to_row();
+            let now = millis(job.now);
+            let inserted = self
+                .query(
+                    ENQUEUE,
+                    &[
+                        &job.event_id,
+                        &job.target.kind(),
+                        &method,
+                        &route,
+                        &job.body.as_ref(),
+                        &job.identity.as_str(),
+                        &now,
+                    ],
+                )
+                .await?;
+            if let Some(row) = inserted.first() {
+                return Ok((job_of(row)?, true));
+            }
+            // It existed (or was inserted by another producer since): the stored job wins.
+            let existing = self.query(GET, &[&job.event_id]).await?;
+            let row = existing.first().ok_or_else(|| {
+                store_message("a job that conflicted on its event ID is gone".to_owned())
+            })?;
+            Ok((job_of(row)?, false))
+        })
+    }
+
+    fn claim(
+        &self,
+        worker: &str,
+        now: SystemTime,
+        lease: Duration,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Job>> {
+        let worker = worker.to_owned();
+        Box::pin(async move {
+            let lease_until = millis(now.checked_add(lease).unwrap_or(now));
+            let now = millis(now);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = self
+                .query(CLAIM, &[&worker, &lease_until, &now, &limit])
+                .await?;
+            let mut jobs = rows.iter().map(job_of).collect::<Result<Vec<_>>>()?;
+            // RETURNING keeps no order: oldest due first again.
+            jobs.sort_by_key(|job| (job.next_at, job.id));
+            Ok(jobs)
+        })
+    }
+
+    fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let claim = i64::try_from(claim).unwrap_or(i64::MAX);
+            let last = record.last_error.as_ref();
+            let rows = self
+                .execute(
+                    RECORD,
+                    &[
+                        &id,
+                        &claim,
+                        &record.state.as_str(),
+                        &millis(record.next_at),
+                        &i64::from(record.attempts_added),
+                        &record.first_sent_at.map(millis),
+                        &record.run_id,
+                        &last.map(|last| last.kind.as_str()),
+                        &last.and_then(|last| last.status).map(i32::from),
+                        &last.and_then(|last| last.request_id.as_deref()),
+                        &last.map(|last| last.message.as_str()),
+                        &record.finished_at.map(millis),
+                    ],
+                )
+                .await?;
+            Ok(rows == 1)
+        })
+    }
+
+    fn get(&self, event_id: &str) -> StoreFuture<'_, Option<Job>> {
+        let event_id = event_id.to_owned();
+        Box::pin(async move {
+            let rows = self.query(GET, &[&event_id]).await?;
+            rows.first().map(job_of).transpose()
+        })
+    }
+
+    fn counts(&self) -> StoreFuture<'_, Counts> {
+        Box::pin(async move {
+            let mut counts = Counts::default();
+            for row in self.query(COUNTS, &[]).await? {
+                let name: &str = row.try_get(0).map_err(store_error)?;
+                let count: i64 = row.try_get(1).map_err(store_error)?;
+                let state = JobState::parse(name).ok_or_else(|| {
+                    store_message(format!("a stored job has an unknown state {name:?}"))
+                })?;
+                counts.add(state, u64::try_from(count).unwrap_or(0));
+            }
+            Ok(counts)
+        })
+    }
+
+    fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>> {
+        Box::pin(async move {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = match state {
+                Some(state) => self.query(LIST_STATE, &[&state.as_str(), &limit]).await?,
+                None => self.query(LIST, &[&limit]).await?,
+            };
+            rows.iter().map(job_of).collect()
+        })
+    }
+
+    fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>> {
+        let event_id = event_id.to_owned();
+        Box::pin(async move {
+            let rows = self.query(REQUEUE, &[&event_id, &millis(now)]).await?;
+            rows.first().map(job_of).transpose()
+        })
+    }
+
+    fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
+        let scope = scope.to_owned();
+        Box::pin(async move {
+            self.execute(PAUSE, &[&scope, &millis(until)]).await?;
+            Ok(())
+        })
+    }
+
+    fn paused_until(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
+        let scope = scope.to_owned();
+        Box::pin(async move {
+            let rows = self.query(PAUSED_UNTIL, &[&scope, &millis(now)]).await?;
+            match rows.first() {
+                Some(row) => Ok(Some(from_millis(row.try_get(0).map_err(store_error)?))),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn take_slot(
+        &self,
+        scope: &str,
+        limit: u32,
+        hold: Duration,
+        now: SystemTime,
+    ) -> StoreFuture<'_, Slot> {
+        let scope = scope.to_owned();
+        Box::pin(async move {
+            let busy_until = millis(now.checked_add(hold).unwrap_or(now));
+            let now = millis(now);
+            let mut conn = self.pool.get().await?;
+            let lock = conn.prepare(SLOT_LOCK).await?;
+            let busy = conn.prepare(SLOT_BUSY).await?;
+            let take = conn.prepare(SLOT_TAKE).await?;
+            let transaction = conn.client.transaction().await.map_err(store_error)?;
+            transaction
+                .execute(&lock, &[&LOCK_SPACE, &scope])
+                .await
+                .map_err(store_error)?;
+            let row = transaction
+                .query_one(&busy, &[&scope, &now])
+                .await
+                .map_err(store_error)?;
+            let count: i64 = row.try_get(0).map_err(store_error)?;
+            let first_free: Option<i64> = row.try_get(1).map_err(store_error)?;
+            let slot = if count < i64::from(limit) {
+                let row = transaction
+                    .query_one(&take, &[&scope, &busy_until])
+                    .await
+                    .map_err(store_error)?;
+                Slot::Granted(row.try_get(0).map_err(store_error)?)
+            } else {
+                // `limit` 0 with no slot busy: nothing ever frees; say "now" rather than never.
+                Slot::FreeAt(from_millis(first_free.unwrap_or(now)))
+            };
+            transaction.commit().await.map_err(store_error)?;
+            Ok(slot)
+        })
+    }
+
+    fn release_slot(&self, id: i64, busy_until: SystemTime) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            self.execute(SLOT_RELEASE, &[&id, &millis(busy_until)])
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// The job of a row of `outbox_jobs`.
+fn job_of(row: &Row) -> Result<Job> {
+    let get_i64 = |name: &str| -> Result<i64> { row.try_get(name).map_err(store_error) };
+    let get_opt = |name: &str| -> Result<Option<i64>> { row.try_get(name).map_err(store_error) };
+    let text = |name: &str| -> Result<String> { row.try_get(name).map_err(store_error) };
+    let opt_text =
+        |name: &str| -> Result<Option<String>> { row.try_get(name).map_err(store_error) };
+    let count =
+        |name: &str| -> Result<u32> { Ok(u32::try_from(get_i64(name)?).unwrap_or(u32::MAX)) };
+
+    let kind = text("kind")?;
+    let state = text("state")?;
+    let body: Vec<u8> = row.try_get("body").map_err(store_error)?;
+    let last_error = match opt_text("last_kind")? {
+        Some(kind) => {
+            let status: Option<i32> = row.try_get("last_status").map_err(store_error)?;
+            Some(LastError {
+                kind,
+                status: status.and_then(|status| u16::try_from(status).ok()),
+                request_id: opt_text("last_request_id")?,
+                message: opt_text("last_message")?.unwrap_or_default(),
+            })
+        }
+        None => None,
+    };
+    Ok(Job {
+        id: get_i64("id")?,
+        event_id: text("event_id")?,
+        target: Target::from_row(&kind, &text("method")?, &text("route")?)?,
+        body: body.into(),
+        identity: IdempotencyKey::new(text("identity")?)?,
+        state: JobState::parse(&state)
+            .ok_or_else(|| store_message(format!("a stored job has an unknown state {state:?}")))?,
+        calls: count("calls")?,
+        attempts: count("attempts")?,
+        next_at: from_millis(get_i64("next_at")?),
+        created_at: from_millis(get_i64("created_at")?),
+        first_sent_at: get_opt("first_sent_at")?.map(from_millis),
+        finished_at: get_opt("finished_at")?.map(from_millis),
+        run_id: opt_text("run_id")?,
+        last_error,
+        lease_owner: opt_text("lease_owner")?,
+        lease_until: get_opt("lease_until")?.map(from_millis),
+        claim: u64::try_from(get_i64("claim")?).unwrap_or(0),
+    })
+}
+
+/// A driver error as the crate's. The driver's messages never hold the URL.
+fn store_error(error: tokio_postgres::Error) -> Error {
+    store_message(error.to_string()).with_source(error)
+}
+
+/// A store failure.
+fn store_message(what: String) -> Error {
+    Error::new(
+        ErrorKind::Transport,
+        format!("the outbox's PostgreSQL store failed: {what}"),
+    )
+}
+
+fn migration_error(shown: &str, error: tokio_postgres::Error) -> Error {
+    Error::new(
+        ErrorKind::Transport,
+        format!("the outbox database at {shown} could not be migrated: {error}"),
+    )
+    .with_source(error)
+}
+
+/// The password of a `postgres://user:password@…` URL, to keep it out of error messages.
+fn url_password(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let userinfo = &rest[..rest.find('@')?];
+    let (_, password) = userinfo.split_once(':')?;
+    (!password.is_empty()).then(|| password.to_owned())
+}
+
+/// One connection and the statements it prepared.
+struct Conn {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    /// The statement `sql`, prepared on this connection once.
+    async fn prepare(&mut self, sql: &'static str) -> Result<Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await.map_err(store_error)?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+}
+
+/// At most [`CONNECTIONS`] connections, opened as needed, each used by one task at a time.
+struct Pool {
+    config: Config,
+    /// `user@host:port/database`, for messages and `Debug`.
+    shown: String,
+    idle: Mutex<Vec<Conn>>,
+    permits: Semaphore,
+}
+
+impl Pool {
+    fn new(config: Config) -> Self {
+        let host = match config.get_hosts().first() {
+            Some(Host::Tcp(host)) => host.clone(),
+            #[cfg(unix)]
+            Some(Host::Unix(path)) => path.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let user = config.get_user().unwrap_or("");
+        let database = config.get_dbname().unwrap_or(user);
+        Self {
+            shown: format!("{user}@{host}:{port}/{database}"),
+            config,
+            idle: Mutex::new(Vec::with_capacity(CONNECTIONS)),
+            permits: Semaphore::new(CONNECTIONS),
+        }
+    }
+
+    /// A connection for this task alone: an idle one, or a new one.
+    async fn get(&self) -> Result<Lease<'_>> {
+        let permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| store_message("the connection pool is closed".to_owned()))?;
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop();
+        let conn = match idle {
+            Some(conn) if !conn.client.is_closed() => conn,
+            _ => self.open().await?,
+        };
+        Ok(Lease {
+            pool: self,
+            conn: Some(conn),
+            _permit: permit,
+        })
+    }
+
+    async fn open(&self) -> Result<Conn> {
+        let (client, connection) = self.config.connect(NoTls).await.map_err(|error| {
+            Error::new(
+                ErrorKind::Transport,
+                format!(
+                    "could not connect to the outbox database at {}: {error}",
+                    self.shown
+                ),
+            )
+            .with_source(error)
+        })?;
+        // The connection's task ends when the client is dropped or the server goes away; a
+        // failed query reports the error, so the task has nothing to add.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(Conn {
+            client,
+            statements: HashMap::new(),
+        })
+    }
+}
+
+/// A connection taken from the [`Pool`]; back to it when dropped.
+struct Lease<'a> {
+    pool: &'a Pool,
+    conn: Option<Conn>,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl std::ops::Deref for Lease<'_> {
+    type Target = Conn;
+
+    fn deref(&self) -> &Conn {
+        self.conn
+            .as_ref()
+            .expect("a lease holds its connection until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lease<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        self.conn
+            .as_mut()
+            .expect("a lease holds its connection until dropped")
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take().filter(|conn| !conn.client.is_closed()) {
+            self.pool
+                .idle
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(conn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_password_of_a_url_to_redact_it() {
+        assert_eq!(
+            url_password("postgres://outbox:s3cr%40t@db:5432/outbox").as_deref(),
+            Some("s3cr%40t")
+        );
+        assert_eq!(url_password("postgres://outbox@db/outbox"), None);
+        assert_eq!(url_password("host=db user=outbox"), None);
+    }
+
+    #[tokio::test]
+    async fn an_unparsable_url_is_invalid_input_without_its_password() {
+        let error = PostgresStore::connect("postgres://outbox:s3cret@db:notaport/outbox")
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput);
+        assert!(!error.to_string().contains("s3cret"), "{error}");
+    }
+}

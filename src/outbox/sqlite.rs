@@ -363,10 +363,9 @@ impl Store for SqliteStore {
                 "SELECT {COLUMNS} FROM outbox_jobs WHERE ?1 IS NULL OR state = ?1 \
                  ORDER BY id LIMIT ?2"
             ))?;
-            let jobs = statement
+            statement
                 .query_map(params![state.map(JobState::as_str), limit], job_of)?
-                .collect();
-            jobs
+                .collect()
         })
     }
 

@@ -36,8 +36,8 @@ mod sealed {
 pub(crate) use sealed::Sealed;
 
 /// Where the outbox keeps its jobs and the state its workers share: SQLite
-/// ([`SqliteStore`](super::SqliteStore), feature `outbox-sqlite`) or PostgreSQL
-/// ([`PostgresStore`](super::PostgresStore), feature `outbox-postgres`).
+/// (`SqliteStore`, feature `outbox-sqlite`) or PostgreSQL
+/// (`PostgresStore`, feature `outbox-postgres`).
 ///
 /// Sealed: the two implementations pass one test suite (`tests/outbox.rs`), and a third would
 /// have to as well.

@@ -33,6 +33,8 @@ pub const DEFAULT_CONCURRENCY: usize = 16;
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
 /// The default time between claims when nothing was due.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(200);
+/// The longest wait between claims after the store failed.
+const CLAIM_RETRY_MAX: Duration = Duration::from_secs(10);
 /// The default horizon of a webhook delivery ID (document 001: accepted identities are kept for
 /// 7 days).
 pub const WEBHOOK_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -325,6 +327,7 @@ impl Pool {
     ) -> Result<RunReport> {
         let permits = Arc::new(Semaphore::new(self.concurrency));
         let mut deliveries = JoinSet::new();
+        let mut failed_claims: u32 = 0;
         let outcome = loop {
             while deliveries.try_join_next().is_some() {}
             if *stopped.borrow() {
@@ -337,8 +340,26 @@ impl Pool {
             }
             let now = self.clock.now();
             let jobs = match self.store.claim(&self.name, now, self.lease, free).await {
-                Ok(jobs) => jobs,
-                Err(error) => break Err(error),
+                Ok(jobs) => {
+                    failed_claims = 0;
+                    jobs
+                }
+                // A run until idle reports the store's failure; a long-running worker rides
+                // out a database restart, waiting longer after each failure, up to 10 s.
+                Err(error) if until_idle => break Err(error),
+                Err(error) => {
+                    failed_claims += 1;
+                    let wait = self
+                        .poll
+                        .saturating_mul(failed_claims.min(50))
+                        .min(CLAIM_RETRY_MAX);
+                    tracing::error!(error = %error, wait_ms = wait.as_millis() as u64, "claiming jobs failed; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stopped.changed() => {}
+                    }
+                    continue;
+                }
             };
             if jobs.is_empty() {
                 if until_idle && deliveries.is_empty() {
