@@ -139,12 +139,14 @@ fn crash_batch_args<'a>(events: &'a str, outbox: &'a str) -> Vec<&'a str> {
 }
 
 /// Runs the batch `args` until it exits other than 3 (some events rescheduled for later: run
-/// the same command again once they are due), at most three times.
+/// the same command again once they are due), at most three times. No run may leave an event
+/// in flight: a run waits for the leases of a dead worker's jobs and sends them itself.
 fn run_until_settled(contract: &Contract, args: &[&str]) -> (Ran, usize) {
     let mut runs = 0;
     loop {
         runs += 1;
         let ran = run(contract.send().args(args).timeout(Duration::from_secs(120)));
+        assert!(ran.stderr.contains(", in_flight 0,"), "{}", ran.stderr);
         if ran.code != 3 || runs == 3 {
             return (ran, runs);
         }
