@@ -220,10 +220,13 @@ async fn lost_answers_end_accepted_or_duplicate_with_one_run_each(backend: Backe
             .unwrap();
     }
 
+    let finished = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&finished);
     let report = outbox
         .workers(client(&server, 10))
         .trigger_limit(None)
         .lease(LEASE)
+        .on_finished(move |job| seen.lock().unwrap().push((job.event_id.clone(), job.state)))
         .run_until_idle()
         .await
         .unwrap();
@@ -260,6 +263,14 @@ async fn lost_answers_end_accepted_or_duplicate_with_one_run_each(backend: Backe
     assert_eq!(
         report.attempts,
         ledger.requests_to("POST", WEBHOOKS).len() as u64
+    );
+    let mut finished = finished.lock().unwrap().clone();
+    finished.sort();
+    finished.dedup_by(|a, b| a.0 == b.0);
+    assert_eq!(
+        finished.len(),
+        200,
+        "every job was reported once it was recorded"
     );
 }
 

@@ -234,7 +234,8 @@ pub struct Job {
     pub calls: u32,
     /// Requests sent over all calls.
     pub attempts: u32,
-    /// When it is due (pending), or was last claimed.
+    /// When it is due: its next attempt time while pending; its lease's end while in flight
+    /// (when another worker may reclaim it).
     pub next_at: SystemTime,
     /// When it was enqueued.
     pub created_at: SystemTime,

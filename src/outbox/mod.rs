@@ -61,8 +61,8 @@ pub use schedule::LongSchedule;
 pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
 pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, KEY_HORIZON, RunReport, WEBHOOK_HORIZON,
-    WorkerBuilder, Workers,
+    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, JobDone, KEY_HORIZON, PAUSE_READ_EVERY,
+    RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
 };
 
 pub(crate) use job::{from_millis, millis};

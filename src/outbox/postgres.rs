@@ -61,7 +61,8 @@ const MIGRATION_LOCK: i32 = 0;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Never edit one that shipped;
 /// add the next.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE outbox_jobs (
         id              BIGSERIAL PRIMARY KEY,
         event_id        TEXT NOT NULL UNIQUE,
@@ -97,7 +98,13 @@ const MIGRATIONS: &[&str] = &["
         busy_until BIGINT NOT NULL
     );
     CREATE INDEX outbox_slots_scope_busy_until ON outbox_slots (scope, busy_until);
-"];
+",
+    "
+    UPDATE outbox_jobs SET next_at = lease_until WHERE state = 'in_flight';
+    CREATE INDEX outbox_jobs_claimable ON outbox_jobs (next_at, id)
+        WHERE state IN ('pending', 'in_flight');
+",
+];
 
 const ENQUEUE: &str = "
     INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, next_at, created_at)
@@ -109,20 +116,37 @@ const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
 
 /// `$1` worker, `$2` lease end, `$3` now, `$4` limit. The horizon counts from the first claim
 /// (`first_sent_at`), which is never after the first send: conservative, and safe across a crash
-/// between the claim and the send.
+/// between the claim and the send. A job in flight is due again at its lease's end
+/// (`next_at = lease_until`), so the due jobs are one range of the partial index
+/// `outbox_jobs_claimable`, read in order however long the backlog.
 const CLAIM: &str = "
     UPDATE outbox_jobs
-    SET state = 'in_flight', lease_owner = $1, lease_until = $2, claim = claim + 1,
-        first_sent_at = COALESCE(first_sent_at, $3)
+    SET state = 'in_flight', lease_owner = $1, lease_until = $2, next_at = $2,
+        claim = claim + 1, first_sent_at = COALESCE(first_sent_at, $3)
     WHERE id IN (
         SELECT id FROM outbox_jobs
-        WHERE (state = 'pending' AND next_at <= $3)
-           OR (state = 'in_flight' AND lease_until <= $3)
+        WHERE state IN ('pending', 'in_flight') AND next_at <= $3
         ORDER BY next_at, id
         LIMIT $4
         FOR UPDATE SKIP LOCKED
     )
     RETURNING *";
+
+/// Many records in one statement: the columns of each record as arrays, joined by position.
+const RECORD_MANY: &str = "
+    UPDATE outbox_jobs AS j
+    SET state = v.state, next_at = v.next_at, attempts = j.attempts + v.added,
+        calls = j.calls + 1, first_sent_at = COALESCE(j.first_sent_at, v.first_sent_at),
+        run_id = v.run_id, last_kind = v.last_kind, last_status = v.last_status,
+        last_request_id = v.last_request_id, last_message = v.last_message,
+        finished_at = v.finished_at, lease_owner = NULL, lease_until = NULL
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+                $6::bigint[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[],
+                $12::bigint[])
+        AS v(id, claim, state, next_at, added, first_sent_at, run_id, last_kind, last_status,
+             last_request_id, last_message, finished_at)
+    WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'in_flight'
+    RETURNING j.id, j.claim";
 
 const RECORD: &str = "
     UPDATE outbox_jobs
@@ -339,8 +363,8 @@ impl Store for PostgresStore {
                 .query(CLAIM, &[&worker, &lease_until, &now, &limit])
                 .await?;
             let mut jobs = rows.iter().map(job_of).collect::<Result<Vec<_>>>()?;
-            // RETURNING keeps no order: oldest due first again.
-            jobs.sort_by_key(|job| (job.next_at, job.id));
+            // RETURNING keeps no order: by ID (the claim took the oldest due).
+            jobs.sort_by_key(|job| job.id);
             Ok(jobs)
         })
     }
@@ -369,6 +393,69 @@ impl Store for PostgresStore {
                 )
                 .await?;
             Ok(rows == 1)
+        })
+    }
+
+    fn record_many(&self, records: Vec<(i64, u64, Record)>) -> StoreFuture<'_, Vec<bool>> {
+        Box::pin(async move {
+            if records.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut ids = Vec::with_capacity(records.len());
+            let mut claims = Vec::with_capacity(records.len());
+            let mut states = Vec::with_capacity(records.len());
+            let mut next = Vec::with_capacity(records.len());
+            let mut added = Vec::with_capacity(records.len());
+            let mut first = Vec::with_capacity(records.len());
+            let mut runs = Vec::with_capacity(records.len());
+            let mut kinds = Vec::with_capacity(records.len());
+            let mut statuses = Vec::with_capacity(records.len());
+            let mut request_ids = Vec::with_capacity(records.len());
+            let mut messages = Vec::with_capacity(records.len());
+            let mut finished = Vec::with_capacity(records.len());
+            for (id, claim, record) in &records {
+                let last = record.last_error.as_ref();
+                ids.push(*id);
+                claims.push(i64::try_from(*claim).unwrap_or(i64::MAX));
+                states.push(record.state.as_str());
+                next.push(millis(record.next_at));
+                added.push(i64::from(record.attempts_added));
+                first.push(record.first_sent_at.map(millis));
+                runs.push(record.run_id.as_deref());
+                kinds.push(last.map(|last| last.kind.as_str()));
+                statuses.push(last.and_then(|last| last.status).map(i32::from));
+                request_ids.push(last.and_then(|last| last.request_id.as_deref()));
+                messages.push(last.map(|last| last.message.as_str()));
+                finished.push(record.finished_at.map(millis));
+            }
+            let rows = self
+                .query(
+                    RECORD_MANY,
+                    &[
+                        &ids,
+                        &claims,
+                        &states,
+                        &next,
+                        &added,
+                        &first,
+                        &runs,
+                        &kinds,
+                        &statuses,
+                        &request_ids,
+                        &messages,
+                        &finished,
+                    ],
+                )
+                .await?;
+            let written: std::collections::HashSet<(i64, i64)> = rows
+                .iter()
+                .map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1)))
+                .collect();
+            Ok(ids
+                .iter()
+                .zip(&claims)
+                .map(|(id, claim)| written.contains(&(*id, *claim)))
+                .collect())
         })
     }
 

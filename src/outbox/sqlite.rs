@@ -26,7 +26,8 @@ use super::{from_millis, millis};
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The migrations, in order; `outbox_schema` records how many ran.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE outbox_jobs (
         id              INTEGER PRIMARY KEY AUTOINCREMENT,
         event_id        TEXT NOT NULL UNIQUE,
@@ -62,12 +63,64 @@ const MIGRATIONS: &[&str] = &[r#"
         busy_until INTEGER NOT NULL
     );
     CREATE INDEX outbox_slots_scope ON outbox_slots (scope, busy_until);
-"#];
+"#,
+    r#"
+    UPDATE outbox_jobs SET next_at = lease_until WHERE state = 'in_flight';
+    CREATE INDEX outbox_jobs_claimable ON outbox_jobs (next_at, id)
+        WHERE state IN ('pending', 'in_flight');
+"#,
+];
 
 /// The columns of a job, in the order [`job_of`] reads them.
 const COLUMNS: &str = "id, event_id, kind, method, route, body, identity, state, calls, attempts, \
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
     last_kind, last_status, last_request_id, last_message";
+
+/// `?1` worker, `?2` lease end, `?3` now, `?4` limit: the due jobs are one range of the partial
+/// index `outbox_jobs_claimable`, read in order.
+const CLAIM: &str = "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?1, \
+    lease_until = ?2, next_at = ?2, claim = claim + 1, \
+    first_sent_at = COALESCE(first_sent_at, ?3) \
+    WHERE id IN (SELECT id FROM outbox_jobs INDEXED BY outbox_jobs_claimable \
+        WHERE state IN ('pending', 'in_flight') AND next_at <= ?3 \
+        ORDER BY next_at, id LIMIT ?4) \
+    RETURNING id, event_id, kind, method, route, body, identity, state, calls, attempts, \
+    next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
+    last_kind, last_status, last_request_id, last_message";
+
+/// `?1` id, `?2` claim, then the record's fields.
+const RECORD: &str = "UPDATE outbox_jobs SET state = ?3, next_at = ?4, \
+    attempts = attempts + ?5, calls = calls + 1, \
+    first_sent_at = COALESCE(first_sent_at, ?6), run_id = ?7, \
+    last_kind = ?8, last_status = ?9, last_request_id = ?10, last_message = ?11, \
+    finished_at = ?12, lease_owner = NULL, lease_until = NULL \
+    WHERE id = ?1 AND claim = ?2 AND state = 'in_flight'";
+
+/// Writes one record with the cached [`RECORD`] statement.
+fn write_record(
+    connection: &Connection,
+    id: i64,
+    claim: u64,
+    record: &Record,
+) -> rusqlite::Result<bool> {
+    let error = record.last_error.as_ref();
+    let mut statement = connection.prepare_cached(RECORD)?;
+    let updated = statement.execute(params![
+        id,
+        i64::try_from(claim).unwrap_or(i64::MAX),
+        record.state.as_str(),
+        millis(record.next_at),
+        i64::from(record.attempts_added),
+        record.first_sent_at.map(millis),
+        record.run_id,
+        error.map(|e| e.kind.clone()),
+        error.and_then(|e| e.status).map(i64::from),
+        error.and_then(|e| e.request_id.clone()),
+        error.map(|e| e.message.clone()),
+        record.finished_at.map(millis),
+    ])?;
+    Ok(updated == 1)
+}
 
 /// An outbox store in one SQLite file.
 #[derive(Clone)]
@@ -284,52 +337,31 @@ impl Store for SqliteStore {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut jobs = {
-                let mut statement = transaction.prepare(&format!(
-                    "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?1, \
-                     lease_until = ?2, claim = claim + 1, \
-                     first_sent_at = COALESCE(first_sent_at, ?3) \
-                     WHERE id IN (SELECT id FROM outbox_jobs \
-                         WHERE (state = 'pending' AND next_at <= ?3) \
-                            OR (state = 'in_flight' AND lease_until <= ?3) \
-                         ORDER BY next_at, id LIMIT ?4) \
-                     RETURNING {COLUMNS}"
-                ))?;
+                let mut statement = transaction.prepare_cached(CLAIM)?;
                 statement
                     .query_map(params![worker, until, now, limit], job_of)?
                     .collect::<rusqlite::Result<Vec<Job>>>()?
             };
             transaction.commit()?;
-            jobs.sort_by_key(|job| (job.next_at, job.id));
+            jobs.sort_by_key(|job| job.id);
             Ok(jobs)
         })
     }
 
     fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
+        self.run(move |connection| write_record(connection, id, claim, &record))
+    }
+
+    fn record_many(&self, records: Vec<(i64, u64, Record)>) -> StoreFuture<'_, Vec<bool>> {
         self.run(move |connection| {
-            let error = record.last_error.as_ref();
-            let updated = connection.execute(
-                "UPDATE outbox_jobs SET state = ?3, next_at = ?4, \
-                 attempts = attempts + ?5, calls = calls + 1, \
-                 first_sent_at = COALESCE(first_sent_at, ?6), run_id = ?7, \
-                 last_kind = ?8, last_status = ?9, last_request_id = ?10, last_message = ?11, \
-                 finished_at = ?12, lease_owner = NULL, lease_until = NULL \
-                 WHERE id = ?1 AND claim = ?2 AND state = 'in_flight'",
-                params![
-                    id,
-                    i64::try_from(claim).unwrap_or(i64::MAX),
-                    record.state.as_str(),
-                    millis(record.next_at),
-                    i64::from(record.attempts_added),
-                    record.first_sent_at.map(millis),
-                    record.run_id,
-                    error.map(|e| e.kind.clone()),
-                    error.and_then(|e| e.status).map(i64::from),
-                    error.and_then(|e| e.request_id.clone()),
-                    error.map(|e| e.message.clone()),
-                    record.finished_at.map(millis),
-                ],
-            )?;
-            Ok(updated == 1)
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let written = records
+                .iter()
+                .map(|(id, claim, record)| write_record(&transaction, *id, *claim, record))
+                .collect::<rusqlite::Result<Vec<bool>>>()?;
+            transaction.commit()?;
+            Ok(written)
         })
     }
 

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::budget::Budget;
@@ -33,6 +33,11 @@ pub const DEFAULT_CONCURRENCY: usize = 16;
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
 /// The default time between claims when nothing was due.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(200);
+/// The most records a worker writes in one transaction.
+const MAX_RECORD_BATCH: usize = 256;
+/// How long a worker trusts the credential's shared pause it last read: another worker's 429
+/// reaches it within this.
+pub const PAUSE_READ_EVERY: Duration = Duration::from_millis(100);
 /// The longest wait between claims after the store failed.
 const CLAIM_RETRY_MAX: Duration = Duration::from_secs(10);
 /// The default horizon of a webhook delivery ID (document 001: accepted identities are kept for
@@ -58,6 +63,29 @@ pub struct WorkerBuilder {
     key_horizon: Duration,
     trigger_limit: Option<TriggerLimit>,
     credential: String,
+    on_finished: Option<OnFinished>,
+}
+
+/// A callback for every job a pool finished and recorded.
+#[derive(Clone)]
+struct OnFinished(Arc<dyn Fn(&JobDone) + Send + Sync>);
+
+impl std::fmt::Debug for OnFinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnFinished(..)")
+    }
+}
+
+/// A job a pool delivered and recorded: its event ID and what it came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobDone {
+    /// The job's event ID.
+    pub event_id: String,
+    /// Its new state: final, or pending when rescheduled.
+    pub state: JobState,
+    /// Requests this call sent.
+    pub attempts: u32,
 }
 
 impl WorkerBuilder {
@@ -82,7 +110,18 @@ impl WorkerBuilder {
             key_horizon: KEY_HORIZON,
             trigger_limit: Some(TriggerLimit::DOCUMENTED),
             credential: format!("credential:{credential}"),
+            on_finished: None,
         }
+    }
+
+    /// Calls `callback` for every job this pool delivered, once its result is recorded (not for
+    /// a record refused because the claim was lost). It runs on the recorder's task: keep it
+    /// short.
+    ///
+    /// Default: none.
+    pub fn on_finished(mut self, callback: impl Fn(&JobDone) + Send + Sync + 'static) -> Self {
+        self.on_finished = Some(OnFinished(Arc::new(callback)));
+        self
     }
 
     /// The worker's name in the store's leases.
@@ -191,6 +230,7 @@ impl WorkerBuilder {
                 .trigger_limit
                 .map_or(Duration::ZERO, |limit| limit.per())
                 .saturating_add(budget.attempt_timeout),
+            paused: Mutex::new(None),
         });
         Ok(Arc::new(Pool {
             store: Arc::clone(&self.outbox.store),
@@ -207,6 +247,7 @@ impl WorkerBuilder {
             budget,
             fleet,
             credential: self.credential,
+            on_finished: self.on_finished,
             report: Mutex::new(RunReport::default()),
         }))
     }
@@ -305,6 +346,7 @@ struct Pool {
     fleet: Arc<dyn Fleet>,
     /// The scope of the credential's shared pause.
     credential: String,
+    on_finished: Option<OnFinished>,
     report: Mutex<RunReport>,
 }
 
@@ -328,13 +370,20 @@ impl Pool {
         let permits = Arc::new(Semaphore::new(self.concurrency));
         let mut deliveries = JoinSet::new();
         let mut failed_claims: u32 = 0;
+        // Results are written in batches by one task: what finished while the last batch was
+        // written goes in the next, so a busy pool pays one transaction for many jobs.
+        let (finished, to_record) = mpsc::channel(self.concurrency.saturating_mul(4));
+        let recorder = tokio::spawn(Arc::clone(&self).record_batches(to_record));
+        // Claims wait for a quarter of the slots to be free (or for none to be busy), so one
+        // claim fills several slots instead of one.
+        let claim_at = (self.concurrency / 4).max(1);
         let outcome = loop {
             while deliveries.try_join_next().is_some() {}
             if *stopped.borrow() {
                 break Ok(());
             }
             let free = permits.available_permits();
-            if free == 0 {
+            if free < claim_at && !deliveries.is_empty() {
                 deliveries.join_next().await;
                 continue;
             }
@@ -378,18 +427,81 @@ impl Pool {
                     break;
                 };
                 let pool = Arc::clone(&self);
+                let finished = finished.clone();
                 deliveries.spawn(async move {
-                    pool.deliver(job).await;
+                    let done = pool.deliver(job).await;
                     drop(permit);
+                    // Only a closed recorder refuses it; the lease then brings the job back.
+                    let _ = finished.send(done).await;
                 });
             }
         };
         while deliveries.join_next().await.is_some() {}
+        drop(finished);
+        let _ = recorder.await;
         outcome.map(|()| self.snapshot())
     }
 
-    /// Delivers one claimed job and records what happened.
-    async fn deliver(&self, job: Job) {
+    /// Writes the results of finished deliveries, in batches, until every sender is gone.
+    async fn record_batches(self: Arc<Self>, mut finished: mpsc::Receiver<Finished>) {
+        let mut batch: Vec<Finished> = Vec::new();
+        while let Some(first) = finished.recv().await {
+            batch.push(first);
+            while batch.len() < MAX_RECORD_BATCH {
+                match finished.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let mut seen = Vec::with_capacity(batch.len());
+            let mut records = Vec::with_capacity(batch.len());
+            for done in batch.drain(..) {
+                seen.push((done.event_id, done.record.state, done.record.attempts_added));
+                records.push((done.id, done.claim, done.record));
+            }
+            match self.store.record_many(records).await {
+                Ok(written) => {
+                    if let Some(callback) = &self.on_finished {
+                        for ((event_id, state, attempts), written) in seen.iter().zip(&written) {
+                            if *written {
+                                (callback.0)(&JobDone {
+                                    event_id: event_id.clone(),
+                                    state: *state,
+                                    attempts: *attempts,
+                                });
+                            }
+                        }
+                    }
+                    self.count(|report| {
+                    for ((event_id, state, attempts), written) in seen.iter().zip(written) {
+                        if !written {
+                            tracing::warn!(event_id = %event_id, "the job's claim was lost to another worker; its record is dropped");
+                            report.claims_lost += 1;
+                            continue;
+                        }
+                        report.attempts += u64::from(*attempts);
+                        match state {
+                            JobState::Accepted => report.accepted += 1,
+                            JobState::Duplicate => report.duplicate += 1,
+                            JobState::Done => report.done += 1,
+                            JobState::Failed => report.failed += 1,
+                            JobState::NeedsReconciliation => report.needs_reconciliation += 1,
+                            _ => report.rescheduled += 1,
+                        }
+                    }
+                    })
+                }
+                Err(error) => {
+                    // The leases run out and other workers send these jobs again, under the
+                    // same identities: the server deduplicates them.
+                    tracing::error!(jobs = seen.len(), error = %error, "the jobs' results could not be recorded");
+                }
+            }
+        }
+    }
+
+    /// Delivers one claimed job: what to record.
+    async fn deliver(&self, job: Job) -> Finished {
         let now = self.clock.now();
         let horizon = match job.target {
             Target::Webhook { .. } => self.webhook_horizon,
@@ -414,29 +526,11 @@ impl Pool {
                 finished_at: Some(now),
             }
         };
-        let state = record.state;
-        let attempts = record.attempts_added;
-        match self.store.record(job.id, job.claim, record).await {
-            Ok(true) => self.count(|report| {
-                report.attempts += u64::from(attempts);
-                match state {
-                    JobState::Accepted => report.accepted += 1,
-                    JobState::Duplicate => report.duplicate += 1,
-                    JobState::Done => report.done += 1,
-                    JobState::Failed => report.failed += 1,
-                    JobState::NeedsReconciliation => report.needs_reconciliation += 1,
-                    _ => report.rescheduled += 1,
-                }
-            }),
-            Ok(false) => {
-                tracing::warn!(event_id = %job.event_id, "the job's claim was lost to another worker; its record is dropped");
-                self.count(|report| report.claims_lost += 1);
-            }
-            Err(error) => {
-                // The lease runs out and another worker sends the job again, under the same
-                // identity: the server deduplicates it.
-                tracing::error!(event_id = %job.event_id, error = %error, "the job's result could not be recorded");
-            }
+        Finished {
+            id: job.id,
+            claim: job.claim,
+            event_id: job.event_id,
+            record,
         }
     }
 
@@ -571,6 +665,15 @@ impl Pool {
     }
 }
 
+/// A delivery's result, waiting to be written.
+#[derive(Debug)]
+struct Finished {
+    id: i64,
+    claim: u64,
+    event_id: String,
+    record: Record,
+}
+
 /// The fleet of the workers of one store: the credential's pause and the triggers' windows,
 /// in the store.
 #[derive(Debug)]
@@ -581,6 +684,25 @@ struct StoreFleet {
     trigger_limit: Option<TriggerLimit>,
     /// How long a slot stays busy before its answer comes: the window plus an attempt.
     hold: Duration,
+    /// The pause last read, and when: trusted for [`PAUSE_READ_EVERY`].
+    paused: Mutex<Option<(tokio::time::Instant, Option<SystemTime>)>>,
+}
+
+impl StoreFleet {
+    /// Until when the credential is paused, if past `now`: from the store at most every
+    /// [`PAUSE_READ_EVERY`], so a pool does not read it before every attempt.
+    async fn paused_until(&self, now: SystemTime) -> Result<Option<SystemTime>> {
+        let cached = *self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((read, until)) = cached
+            && read.elapsed() < PAUSE_READ_EVERY
+        {
+            return Ok(until.filter(|until| *until > now));
+        }
+        let until = self.store.paused_until(&self.credential, now).await?;
+        *self.paused.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((tokio::time::Instant::now(), until));
+        Ok(until)
+    }
 }
 
 /// The scope of a trigger's window: a name derived from its token, never the token.
@@ -608,7 +730,7 @@ impl Fleet for StoreFleet {
             };
             loop {
                 let now = self.clock.now();
-                match self.store.paused_until(&self.credential, now).await {
+                match self.paused_until(now).await {
                     Ok(Some(until)) => {
                         let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
                         wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
@@ -661,6 +783,11 @@ impl Fleet for StoreFleet {
         Box::pin(async move {
             let now = self.clock.now();
             let until = now.checked_add(wait).unwrap_or(now);
+            {
+                let mut cached = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+                let known = cached.and_then(|(_, until)| until);
+                *cached = Some((tokio::time::Instant::now(), known.max(Some(until))));
+            }
             if let Err(error) = self.store.pause(&self.credential, until).await {
                 tracing::warn!(error = %error, "the shared pause could not be written");
             }

@@ -59,6 +59,7 @@ mod memory;
 mod modulify;
 mod modulify_peer;
 mod outage;
+mod outbox;
 mod overhead;
 mod peers;
 mod proxy_limit;

@@ -86,6 +86,8 @@ enum What {
     ProxyLimit,
     #[value(name = "modulify")]
     Modulify,
+    #[value(name = "outbox")]
+    Outbox,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -114,6 +116,7 @@ impl What {
             What::Recovery => vec![Scenario::Recovery],
             What::ProxyLimit => vec![Scenario::ProxyLimit],
             What::Modulify => vec![Scenario::Modulify],
+            What::Outbox => vec![Scenario::Outbox],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

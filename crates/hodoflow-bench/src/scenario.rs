@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::report::Report;
 use crate::{
-    Result, herd, lost_202, memory, modulify, outage, overhead, proxy_limit, reauth, recovery,
-    retry_after, storm,
+    Result, herd, lost_202, memory, modulify, outage, outbox, overhead, proxy_limit, reauth,
+    recovery, retry_after, storm,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -37,11 +37,14 @@ pub enum Scenario {
     /// Document 004's own retry loop against the SDK's `ModulifyClient` on Modulify's faults:
     /// events lost, duplicate executions, early retries.
     Modulify,
+    /// Jobs a second through the durable outbox (SQLite; PostgreSQL with 1, 2 and 4 worker
+    /// pools) over direct calls at the same concurrency, and enqueue latency.
+    Outbox,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Overhead,
         Scenario::Storm,
         Scenario::Lost202,
@@ -54,6 +57,7 @@ impl Scenario {
         Scenario::Recovery,
         Scenario::ProxyLimit,
         Scenario::Modulify,
+        Scenario::Outbox,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -71,6 +75,7 @@ impl Scenario {
             Scenario::Recovery => "recovery",
             Scenario::ProxyLimit => "proxy_limit",
             Scenario::Modulify => "modulify",
+            Scenario::Outbox => "outbox",
         }
     }
 
@@ -95,6 +100,7 @@ impl Scenario {
             Scenario::Recovery => recovery::run(size).await,
             Scenario::ProxyLimit => proxy_limit::run(size).await,
             Scenario::Modulify => modulify::run(size).await,
+            Scenario::Outbox => outbox::run(size).await,
         }
     }
 }

@@ -276,3 +276,38 @@ async fn modulify_measures_document_004_s_loop_and_the_sdk_on_every_share() {
         "{json}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_measures_jobs_per_second_beside_direct_calls_and_enqueue_latency() {
+    let json = smoke(Scenario::Outbox).await;
+    let sqlite = &json["figures"]["sqlite"];
+    for figure in [
+        "outbox_jobs_per_s",
+        "direct_jobs_per_s",
+        "ratio",
+        "enqueue_p50_ms",
+        "enqueue_p99_ms",
+        "requests_per_job",
+    ] {
+        assert!(sqlite[figure].is_number(), "{figure}: {json}");
+    }
+    assert_eq!(
+        sqlite["requests_per_job"], 1.0,
+        "no faults, no retries: {json}"
+    );
+    // PostgreSQL runs when a database is named (as .ci/run does); else a note says why not.
+    let postgres = &json["figures"]["postgres"];
+    if std::env::var("OUTBOX_DATABASE_URL").is_ok_and(|url| !url.is_empty()) {
+        for pools in [1, 2, 4] {
+            let figure = &postgres[format!("pools_{pools}")];
+            assert!(figure["ratio"].is_number(), "{json}");
+            assert!(figure["transactions_per_job"].is_number(), "{json}");
+        }
+        assert!(postgres["four_over_one"].is_number(), "{json}");
+    } else {
+        assert!(
+            postgres.as_str().is_some_and(|s| s.starts_with("skipped")),
+            "{json}"
+        );
+    }
+}
