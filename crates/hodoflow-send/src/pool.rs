@@ -12,10 +12,9 @@
 //!   pool too; a second one exits at once (130), leaving the jobs in flight to their lease.
 //! - **Progress.** On a terminal, standard error shows the outbox's counts, one line redrawn every
 //!   second; elsewhere nothing, so logs and `--json` output stay clean.
-//! - **JSON lines.** With `--json`, one line per job that reached a final state while the pool
-//!   ran, read from the store (`job_line.rs`). The SDK does not yet say which worker finished a
-//!   job, so with several workers on one store each prints the jobs any of them finished
-//!   (`/work/coord/outbox-cli-notes.md`).
+//! - **JSON lines.** With `--json`, one line per job this pool brought to a final state (the
+//!   SDK's `on_finished`), read back from the store as `job_line.rs` shows it; a job rescheduled
+//!   for later gets its line when it ends.
 
 use std::collections::HashSet;
 use std::io::IsTerminal as _;
@@ -100,18 +99,21 @@ impl Pool {
         json_lines: bool,
     ) -> Result<Ended, hodoflow_retry::Error> {
         let outbox = self.outbox.clone();
-        let mut lines = if json_lines {
-            Some(Lines::start(&outbox).await?)
-        } else {
-            None
-        };
-        let workers = outbox
+        let (sender, mut finished) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let mut builder = outbox
             .workers(self.client)
             .concurrency(self.concurrency)
             .lease(self.lease)
             .trigger_limit(self.trigger_limit)
-            .name(self.name)
-            .spawn()?;
+            .name(self.name);
+        if json_lines {
+            builder = builder.on_finished(move |done| {
+                if done.state.is_final() {
+                    let _ = sender.send(done.event_id.clone());
+                }
+            });
+        }
+        let workers = builder.spawn()?;
         let bar = progress_line();
         crate::logging::show_progress(bar.clone());
         let mut signals = Signals::new();
@@ -126,6 +128,13 @@ impl Pool {
                     signalled = true;
                     break;
                 }
+                Some(event_id) = finished.recv() => {
+                    if let Err(error) = print_line(&outbox, &event_id).await {
+                        failed = Some(error);
+                        break;
+                    }
+                    continue;
+                }
                 _ = tick.tick() => {}
             }
             if last_second.elapsed() >= EVERY_SECOND {
@@ -134,12 +143,6 @@ impl Pool {
                     && let Ok(counts) = outbox.counts().await
                 {
                     bar.set_message(progress_text(&counts, &workers.report()));
-                }
-                if let Some(lines) = &mut lines
-                    && let Err(error) = lines.print_new(&outbox).await
-                {
-                    failed = Some(error);
-                    break;
                 }
             }
             let idle = match &until {
@@ -171,8 +174,8 @@ impl Pool {
             }
         };
         bar.finish_and_clear();
-        if let Some(lines) = &mut lines {
-            lines.print_new(&outbox).await?;
+        while let Ok(event_id) = finished.try_recv() {
+            print_line(&outbox, &event_id).await?;
         }
         if let Some(error) = failed {
             return Err(error);
@@ -205,44 +208,12 @@ async fn idle(
     Ok(!in_flight.iter().any(|job| ours(&job.event_id)))
 }
 
-/// The `--json` lines: each job that reached a final state since the pool started, once.
-#[derive(Debug)]
-struct Lines {
-    seen: HashSet<String>,
-}
-
-/// The final states.
-const FINAL: [JobState; 5] = [
-    JobState::Accepted,
-    JobState::Duplicate,
-    JobState::Done,
-    JobState::Failed,
-    JobState::NeedsReconciliation,
-];
-
-impl Lines {
-    /// Remembers the jobs already final, which are not printed.
-    async fn start(outbox: &Outbox) -> Result<Self, hodoflow_retry::Error> {
-        let mut seen = HashSet::new();
-        for state in FINAL {
-            for job in outbox.list(Some(state), usize::MAX).await? {
-                seen.insert(job.event_id);
-            }
-        }
-        Ok(Self { seen })
+/// Prints the `--json` line of the job of `event_id`, as stored now.
+async fn print_line(outbox: &Outbox, event_id: &str) -> Result<(), hodoflow_retry::Error> {
+    if let Some(job) = outbox.job(event_id).await? {
+        crate::redact::print_json(&JobLine::of(&job));
     }
-
-    /// Prints a line for each job final now and not seen before.
-    async fn print_new(&mut self, outbox: &Outbox) -> Result<(), hodoflow_retry::Error> {
-        for state in FINAL {
-            for job in outbox.list(Some(state), usize::MAX).await? {
-                if self.seen.insert(job.event_id.clone()) {
-                    crate::redact::print_json(&JobLine::of(&job));
-                }
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// A one-line progress display on standard error when it is a terminal; hidden otherwise.
@@ -259,15 +230,19 @@ fn progress_line() -> ProgressBar {
     bar
 }
 
-/// `pending 12 · in_flight 16 · accepted 970 · … | here: claimed 990, 1012 attempts`.
+/// `pending 12, in flight 16, accepted 970, duplicate 3, failed 0, to reconcile 0 | here:
+/// claimed 990, 1012 attempts`: short enough for one line of a terminal.
 fn progress_text(counts: &hodoflow_retry::outbox::Counts, report: &RunReport) -> String {
-    let states: Vec<String> = JobState::ALL
-        .iter()
-        .map(|state| format!("{state} {}", counts.of(*state)))
-        .collect();
     format!(
-        "{} | here: claimed {}, {} attempts",
-        states.join(" · "),
+        "pending {}, in flight {}, accepted {}, duplicate {}, done {}, failed {}, to reconcile {} \
+         | here: claimed {}, {} attempts",
+        counts.pending,
+        counts.in_flight,
+        counts.accepted,
+        counts.duplicate,
+        counts.done,
+        counts.failed,
+        counts.needs_reconciliation,
         report.claimed,
         report.attempts
     )
@@ -344,6 +319,19 @@ impl Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_progress_line_names_every_state_and_this_pool() {
+        let mut counts = hodoflow_retry::outbox::Counts::default();
+        counts.pending = 12;
+        counts.needs_reconciliation = 2;
+        let text = progress_text(&counts, &RunReport::default());
+        assert_eq!(
+            text,
+            "pending 12, in flight 0, accepted 0, duplicate 0, done 0, failed 0, to reconcile 2 \
+             | here: claimed 0, 0 attempts"
+        );
+    }
 
     #[test]
     fn the_lease_outlasts_a_call() {
