@@ -105,6 +105,8 @@ pub(crate) struct Prepared {
     events: Vec<Event>,
     merged: Vec<(usize, usize)>,
     concurrency: usize,
+    /// `--outbox` and its pool's settings.
+    outbox: Option<(String, crate::outbox::PoolPlan)>,
 }
 
 /// Reads and checks the events, and builds the client.
@@ -124,6 +126,19 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
     } else {
         crate::body::read_file(&batch.events, "--events")?
     };
+    let outbox = match &batch.outbox {
+        Some(spec) => {
+            if trigger.legacy_org.is_some() {
+                return Err("--outbox stores the trigger token alone: pass the token or a                      {base}/api/v1/webhooks/<token> URL, not a legacy URL with an organization"
+                    .to_owned());
+            }
+            Some((spec.clone(), crate::outbox::PoolPlan::of(cli, &batch.pool)?))
+        }
+        None if batch.pool.lease.is_some() || batch.pool.trigger_limit.is_some() => {
+            return Err("--lease and --trigger-limit need --outbox".to_owned());
+        }
+        None => None,
+    };
     let Parsed { events, merged } = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
     let client = crate::client::build(cli, trigger.base_url.as_deref())?;
     Ok(Prepared {
@@ -132,6 +147,7 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
         events,
         merged,
         concurrency: batch.concurrency as usize,
+        outbox,
     })
 }
 
@@ -203,7 +219,7 @@ fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
 }
 
 /// `lead` and the first [`QUOTED_ERRORS`] of `items`, with a count of the rest.
-fn quoted(lead: &str, items: &[String]) -> String {
+pub(crate) fn quoted(lead: &str, items: &[String]) -> String {
     let shown = &items[..items.len().min(QUOTED_ERRORS)];
     let mut message = format!("{lead}{}", shown.join("; "));
     let more = items.len() - shown.len();
@@ -240,6 +256,17 @@ impl Prepared {
         if let Some(note) = merged_note(&self.merged) {
             crate::redact::eprint(&note);
         }
+        if let Some((spec, plan)) = self.outbox {
+            return through_outbox(
+                self.client,
+                &self.trigger,
+                self.events,
+                self.concurrency,
+                &spec,
+                plan,
+            )
+            .await;
+        }
         let total = self.events.len();
         let bar = progress_bar(total as u64);
         let stdout_is_terminal = std::io::stdout().is_terminal();
@@ -275,6 +302,40 @@ impl Prepared {
         crate::redact::eprint(&tally.summary(total, started.elapsed()));
         tally.worst
     }
+}
+
+/// `batch --outbox` (`outbox.rs`).
+async fn through_outbox(
+    client: RetryingClient,
+    trigger: &Trigger,
+    events: Vec<Event>,
+    concurrency: usize,
+    spec: &str,
+    plan: crate::outbox::PoolPlan,
+) -> Exit {
+    let outbox = match crate::outbox::open(spec).await {
+        Ok(outbox) => outbox,
+        Err(report) => {
+            report.print(false);
+            return report.exit();
+        }
+    };
+    let pool = crate::pool::Pool {
+        outbox,
+        client,
+        concurrency,
+        lease: plan.lease,
+        trigger_limit: plan.trigger_limit,
+        name: crate::outbox::worker_name(),
+    };
+    let events = events
+        .into_iter()
+        .map(|event| crate::outbox::BatchEvent {
+            event_id: event.event_id,
+            body: event.body,
+        })
+        .collect();
+    crate::outbox::batch(pool, trigger.token.clone(), events).await
 }
 
 /// The result line of a finished task: its own, or an `internal` failure of the event it was

@@ -141,6 +141,9 @@ pub(crate) enum Command {
     Batch(Batch),
     /// Call Modulify (document 004): a second API with its own base URL and a static token.
     Modulify(Modulify),
+    /// A durable outbox (a SQLite file or a PostgreSQL database): run a worker, show counts,
+    /// list jobs, requeue one.
+    Outbox(Outbox),
 }
 
 impl Command {
@@ -155,6 +158,7 @@ impl Command {
             Self::Rehearse(_) => "rehearse",
             Self::Batch(_) => "batch",
             Self::Modulify(_) => "modulify",
+            Self::Outbox(_) => "outbox",
         }
     }
 }
@@ -319,6 +323,134 @@ pub(crate) struct Batch {
         value_parser = clap::value_parser!(u32).range(1..=1024)
     )]
     pub(crate) concurrency: u32,
+    /// Deliver through a durable outbox, a SQLite file PATH or a postgres:// URL: the events
+    /// are stored first (an event already stored is not stored again), then delivered by a
+    /// worker pool until none is due or in flight. A run killed midway and run again resumes
+    /// where it stopped, under the same delivery IDs. Not read from HODOFLOW_OUTBOX: a batch
+    /// stores nothing unless asked here.
+    #[arg(long, value_name = "PATH|URL")]
+    pub(crate) outbox: Option<String>,
+    /// How the outbox's workers hold and pace their jobs (only with --outbox).
+    #[command(flatten)]
+    pub(crate) pool: PoolOptions,
+}
+
+/// The options of an outbox's worker pool, for `batch --outbox` and `outbox worker`.
+#[derive(Debug, Args)]
+pub(crate) struct PoolOptions {
+    /// How long a worker holds a job it claimed (DUR); a job whose worker died is sent again,
+    /// under its same delivery ID, once its lease has ended. It must outlast one call:
+    /// --max-elapsed plus 1 s at least. [default: 120s, or --max-elapsed plus 30s if longer]
+    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
+    pub(crate) lease: Option<Duration>,
+    /// The per-trigger limit every worker of the outbox shares, in the store: N/DUR, or off.
+    /// [default: 100/60s, document 001's]
+    #[arg(long, value_name = "N/DUR|off", value_parser = parse_trigger_limit)]
+    pub(crate) trigger_limit: Option<TriggerLimitArg>,
+}
+
+/// A `--trigger-limit`: a limit, or none (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TriggerLimitArg(pub(crate) Option<hodoflow_retry::TriggerLimit>);
+
+/// Parses `N/DUR` (`100/60s`) or `off`.
+fn parse_trigger_limit(text: &str) -> Result<TriggerLimitArg, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(TriggerLimitArg(None));
+    }
+    let expected = "expected N/DUR such as 100/60s, or off";
+    let Some((count, per)) = text.split_once('/') else {
+        return Err(format!("'{text}' is not a limit: {expected}"));
+    };
+    let count: u32 = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' does not start with a count: {expected}"))?;
+    let per = crate::duration::parse(per)?;
+    hodoflow_retry::TriggerLimit::new(count, per)
+        .map(|limit| TriggerLimitArg(Some(limit)))
+        .map_err(|e| format!("'{text}': {e}"))
+}
+
+/// The arguments of `outbox`.
+#[derive(Debug, Args)]
+pub(crate) struct Outbox {
+    /// The outbox: a SQLite file PATH (created if absent) or a postgres:// URL.
+    #[arg(
+        long,
+        env = "HODOFLOW_OUTBOX",
+        hide_env_values = true,
+        global = true,
+        value_name = "PATH|URL"
+    )]
+    pub(crate) outbox: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: OutboxCommand,
+}
+
+/// The commands of `outbox`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum OutboxCommand {
+    /// Deliver the outbox's due jobs until stopped (SIGINT or SIGTERM: stop claiming, finish
+    /// the deliveries in flight, exit 0), or with --until-idle until none is due or in flight.
+    /// A trigger token is read from its job and never printed. On a terminal, standard error
+    /// shows the counts every second; with --json, one JSON line per job finished.
+    Worker(Worker),
+    /// Print how many jobs are in each state (--json: one object).
+    Status,
+    /// Print jobs, oldest first: event ID, state, calls, attempts, next attempt time and the
+    /// last error's kind and status (never a trigger token nor a body).
+    List {
+        /// Only jobs in this state: pending, in_flight, accepted, duplicate, done, failed or
+        /// needs_reconciliation. [default: every state]
+        #[arg(long, value_name = "S", value_parser = parse_state)]
+        state: Option<hodoflow_retry::outbox::JobState>,
+        /// The most jobs printed.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: usize,
+    },
+    /// Make one failed, pending or needs-reconciliation job pending and due now; exit 1 when
+    /// there is no such job, or when it was delivered or is in flight.
+    Retry {
+        /// The job's event ID.
+        event_id: String,
+    },
+}
+
+/// Parses a job state's name.
+fn parse_state(text: &str) -> Result<hodoflow_retry::outbox::JobState, String> {
+    use hodoflow_retry::outbox::JobState;
+    JobState::parse(text.trim()).ok_or_else(|| {
+        let names: Vec<&str> = JobState::ALL.iter().map(|state| state.as_str()).collect();
+        format!("'{text}' is not a state: one of {}", names.join(", "))
+    })
+}
+
+/// The arguments of `outbox worker`.
+#[derive(Debug, Args)]
+pub(crate) struct Worker {
+    /// How many deliveries are in flight at once.
+    #[arg(
+        long,
+        env = "HODOFLOW_CONCURRENCY",
+        hide_env_values = true,
+        default_value_t = 16,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=1024)
+    )]
+    pub(crate) concurrency: u32,
+    /// Exit once no job is due and none is in flight (a job a dead worker held counts as in
+    /// flight until its lease ends, then it is claimed and sent).
+    #[arg(long)]
+    pub(crate) until_idle: bool,
+    /// The worker's name in the outbox's leases. [default: hodoflow-send-{pid}-{random}]
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+    /// How the workers hold and pace their jobs.
+    #[command(flatten)]
+    pub(crate) pool: PoolOptions,
 }
 
 #[cfg(test)]
@@ -333,7 +465,7 @@ mod tests {
 
     #[test]
     fn each_command_knows_its_name_on_the_command_line() {
-        let lines: [&[&str]; 8] = [
+        let lines: [&[&str]; 9] = [
             &["webhook", "t"],
             &["write", "POST", "/p"],
             &["get", "/p"],
@@ -342,6 +474,7 @@ mod tests {
             &["rehearse", "t"],
             &["batch", "t", "--events", "-"],
             &["modulify", "tools"],
+            &["outbox", "status"],
         ];
         let mut names = Vec::new();
         for line in lines {

@@ -30,6 +30,9 @@ pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
     if let Command::Modulify(modulify) = &cli.command {
         return crate::modulify::run(&cli, modulify, args).await;
     }
+    if let Command::Outbox(outbox) = &cli.command {
+        return crate::outbox::run(&cli, outbox).await;
+    }
     if let Command::Batch(batch) = &cli.command {
         return match crate::batch::prepare(&cli, batch) {
             Ok(prepared) => prepared.run().await,
@@ -189,6 +192,7 @@ fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
         ),
         Command::Batch(_) => unreachable!("batch is prepared by batch.rs"),
         Command::Modulify(_) => unreachable!("modulify is prepared by modulify.rs"),
+        Command::Outbox(_) => unreachable!("outbox is run by outbox.rs"),
     };
     let client = crate::client::build(cli, trigger_base.as_deref())?;
     // Only now, when nothing can refuse the command any more: an ID announced must be sent.

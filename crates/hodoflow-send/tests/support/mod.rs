@@ -92,6 +92,20 @@ impl Contract {
         command
     }
 
+    /// `hodoflow-send` as a child process to start (and kill), in the environment of
+    /// [`Contract::send`].
+    pub fn child(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hodoflow-send"));
+        command
+            .env_clear()
+            .env("HODOFLOW_BASE_URL", self.base_url())
+            .env("HODOFLOW_MAX_ELAPSED", "5s")
+            .env("HODOFLOW_ATTEMPT_TIMEOUT", "2s")
+            .env("HODOFLOW_CLIENT_ID", DEMO_CLIENT_ID)
+            .env("HODOFLOW_CLIENT_SECRET", DEMO_CLIENT_SECRET);
+        command
+    }
+
     /// `line` run by `/bin/sh` in the environment of [`Contract::send`], as a user would paste
     /// a command this tool printed.
     pub fn shell(&self, line: &str) -> Command {

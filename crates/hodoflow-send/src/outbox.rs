@@ -1,0 +1,511 @@
+//! `outbox` and `batch --outbox`: a durable outbox from the command line.
+//!
+//! `--outbox` names the store: a SQLite file path (created if absent; the embedded default) or a
+//! `postgres://` / `postgresql://` URL (many worker processes on many machines; needs the
+//! `postgres` feature). A password in the URL is added to the redaction set before the store is
+//! opened, so no error or log line shows it.
+//!
+//! `batch --outbox` stores every event of the file as a job (its delivery ID derived from its
+//! `event_id`, as without `--outbox`), then runs a worker pool until none of them is due or in
+//! flight, and prints one line per event in file order (`job_line.rs`). Enqueueing is
+//! idempotent: a rerun stores nothing new and delivers only what the last run left, so a run
+//! killed midway and run again resumes where it stopped, and an event is never sent under a
+//! second identity. An event already stored with another body or trigger keeps the stored job,
+//! and standard error says so.
+//!
+//! Exit status of `batch --outbox`: 0 when every event is accepted or duplicate; 3 when some
+//! are still pending or in flight (run the same command again later); 1 when some failed or
+//! need reconciliation (a person decides). `outbox worker` exits 0 when stopped or idle.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use hodoflow_retry::Secret;
+use hodoflow_retry::outbox::{Counts, Job, JobState, Outbox, Target};
+use tokio::task::JoinSet;
+
+use crate::cli::{Cli, OutboxCommand, PoolOptions};
+use crate::commands::finish;
+use crate::job_line::{JobLine, delivered};
+use crate::pool::{Pool, Until};
+use crate::report::{Exit, Failure, Report};
+
+/// How many store statements a command keeps going at once while it enqueues or reads jobs.
+const STORE_CONCURRENCY: usize = 16;
+
+/// Opens the outbox `spec` names.
+///
+/// # Errors
+///
+/// The report of the failure: a usage error for a URL that is not PostgreSQL's (or PostgreSQL
+/// in a build without it), the store's error otherwise.
+pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
+    let spec = spec.trim();
+    if spec.is_empty() {
+        return Err(usage(
+            "--outbox needs a SQLite file path or a postgres:// URL",
+        ));
+    }
+    let lower = spec.to_ascii_lowercase();
+    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        if let Ok(url) = url::Url::parse(spec)
+            && let Some(password) = url.password()
+        {
+            crate::redact::add(password);
+            // The URL holds it percent-encoded; a driver's message may quote it decoded.
+            let plus_kept = password.replace('+', "%2B");
+            if let Some((_, decoded)) =
+                url::form_urlencoded::parse(format!("p={plus_kept}").as_bytes()).next()
+            {
+                crate::redact::add(&decoded);
+            }
+        }
+        return postgres(spec).await;
+    }
+    if spec.contains("://") {
+        return Err(usage(
+            "--outbox takes a SQLite file path or a postgres:// URL (the value is not shown: \
+             it may hold a password)",
+        ));
+    }
+    Outbox::sqlite(spec).await.map_err(|e| Report::failed(&e))
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str) -> Result<Outbox, Report> {
+    Outbox::postgres(url).await.map_err(|e| Report::failed(&e))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_url: &str) -> Result<Outbox, Report> {
+    Err(usage(
+        "this hodoflow-send was built without PostgreSQL outboxes (feature postgres); \
+         use a SQLite file path",
+    ))
+}
+
+fn usage(message: &str) -> Report {
+    Report::failure(Failure::invalid_input(message))
+}
+
+/// The settings a worker pool takes from the command line.
+#[derive(Debug)]
+pub(crate) struct PoolPlan {
+    pub(crate) lease: std::time::Duration,
+    pub(crate) trigger_limit: Option<hodoflow_retry::TriggerLimit>,
+}
+
+impl PoolPlan {
+    /// Reads `options` under the budget of `cli`.
+    ///
+    /// # Errors
+    ///
+    /// A usage sentence for a lease shorter than a call.
+    pub(crate) fn of(cli: &Cli, options: &PoolOptions) -> Result<Self, String> {
+        Ok(Self {
+            lease: crate::pool::lease(options.lease, cli.max_elapsed)?,
+            trigger_limit: options
+                .trigger_limit
+                .map_or(Some(hodoflow_retry::TriggerLimit::DOCUMENTED), |limit| {
+                    limit.0
+                }),
+        })
+    }
+}
+
+/// A default worker name: `hodoflow-send-<pid>-<8 hex digits>`.
+pub(crate) fn worker_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    format!("hodoflow-send-{}-{nanos:08x}", std::process::id())
+}
+
+/// Runs `outbox COMMAND`.
+pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
+    let started = Instant::now();
+    let json = cli.json;
+    let Some(spec) = outbox.outbox.as_deref() else {
+        return finish(
+            usage("no outbox: pass --outbox PATH|URL or set HODOFLOW_OUTBOX"),
+            started,
+            json,
+        );
+    };
+    // Checked before the store is opened: a usage error opens nothing.
+    let worker = match &outbox.command {
+        OutboxCommand::Worker(worker) => {
+            let plan = PoolPlan::of(cli, &worker.pool)
+                .and_then(|plan| Ok((plan, crate::client::build(cli, None)?)));
+            match plan {
+                Ok(plan) => Some(plan),
+                Err(message) => return finish(usage(&message), started, json),
+            }
+        }
+        _ => None,
+    };
+    let store = match open(spec).await {
+        Ok(store) => store,
+        Err(report) => return finish(report, started, json),
+    };
+    let done = match (&outbox.command, worker) {
+        (OutboxCommand::Worker(args), Some((plan, client))) => {
+            let pool = Pool {
+                outbox: store,
+                client,
+                concurrency: args.concurrency as usize,
+                lease: plan.lease,
+                trigger_limit: plan.trigger_limit,
+                name: args.name.clone().unwrap_or_else(worker_name),
+            };
+            work(pool, args.until_idle, json).await
+        }
+        (OutboxCommand::Status, _) => status(&store, json).await,
+        (OutboxCommand::List { state, limit }, _) => list(&store, *state, *limit, json).await,
+        (OutboxCommand::Retry { event_id }, _) => retry(&store, event_id, json).await,
+        (OutboxCommand::Worker(_), None) => unreachable!("a worker's plan is read above"),
+    };
+    match done {
+        Ok(exit) => exit,
+        Err(report) => finish(report, started, json),
+    }
+}
+
+/// `outbox worker`.
+async fn work(pool: Pool, until_idle: bool, json: bool) -> Result<Exit, Report> {
+    let name = pool.name.clone();
+    let until = if until_idle {
+        Until::Idle
+    } else {
+        Until::Stopped
+    };
+    let ended = pool
+        .run(until, json)
+        .await
+        .map_err(|e| Report::failed(&e))?;
+    let why = if ended.signalled {
+        "stopped by a signal"
+    } else {
+        "idle"
+    };
+    crate::redact::eprint(&format!(
+        "outbox worker {name}: {}; {why}",
+        crate::pool::report_text(&ended.report)
+    ));
+    Ok(Exit::Success)
+}
+
+/// `outbox status`.
+async fn status(outbox: &Outbox, json: bool) -> Result<Exit, Report> {
+    let counts = outbox.counts().await.map_err(|e| Report::failed(&e))?;
+    if json {
+        crate::redact::print_json(&counts_object(&counts));
+    } else {
+        let mut text: Vec<String> = JobState::ALL
+            .iter()
+            .map(|state| format!("{:<22}{:>8}", state.as_str(), counts.of(*state)))
+            .collect();
+        text.push(format!("{:<22}{:>8}", "total", counts.total()));
+        crate::redact::print(&text.join("\n"));
+    }
+    Ok(Exit::Success)
+}
+
+/// `{"pending":0,…,"needs_reconciliation":0,"total":0}`.
+fn counts_object(counts: &Counts) -> serde_json::Value {
+    let mut object = serde_json::Map::new();
+    for state in JobState::ALL {
+        object.insert(state.as_str().to_owned(), counts.of(state).into());
+    }
+    object.insert("total".to_owned(), counts.total().into());
+    serde_json::Value::Object(object)
+}
+
+/// `outbox list`.
+async fn list(
+    outbox: &Outbox,
+    state: Option<JobState>,
+    limit: usize,
+    json: bool,
+) -> Result<Exit, Report> {
+    let jobs = outbox
+        .list(state, limit)
+        .await
+        .map_err(|e| Report::failed(&e))?;
+    let lines: Vec<JobLine> = jobs.iter().map(JobLine::of).collect();
+    if json {
+        crate::redact::print_json(&serde_json::json!({ "jobs": lines }));
+    } else {
+        let mut text = vec![JobLine::HEADER.to_owned()];
+        text.extend(lines.iter().map(JobLine::text));
+        crate::redact::print(&text.join("\n"));
+    }
+    Ok(Exit::Success)
+}
+
+/// `outbox retry EVENT_ID`.
+async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Report> {
+    let refuse = |message: String| Report::failure(Failure::permanent("not_found", false, message));
+    let Some(job) = outbox.job(event_id).await.map_err(|e| Report::failed(&e))? else {
+        return Err(refuse(format!(
+            "no job with event ID {event_id} in the outbox"
+        )));
+    };
+    crate::job_line::remember_secret(&job);
+    if delivered(job.state) || job.state == JobState::InFlight {
+        return Err(Report::failure(Failure::permanent(
+            "unprocessable",
+            false,
+            format!(
+                "the job of {event_id} is {}: nothing to retry (only pending, failed and \
+                 needs_reconciliation jobs are requeued)",
+                job.state
+            ),
+        )));
+    }
+    if job.state == JobState::NeedsReconciliation {
+        crate::redact::eprint(&format!(
+            "warning: {event_id} reached its deduplication horizon without a definite answer; \
+             requeued as asked, with its horizon started again: if the server ran it, this \
+             send may start a second run"
+        ));
+    }
+    let Some(job) = outbox
+        .retry(event_id)
+        .await
+        .map_err(|e| Report::failed(&e))?
+    else {
+        return Err(refuse(format!(
+            "no job with event ID {event_id} in the outbox"
+        )));
+    };
+    let line = JobLine::of(&job);
+    if json {
+        crate::redact::print_json(&line);
+    } else {
+        crate::redact::print(&format!(
+            "requeued {event_id}: {}, due {}",
+            line.state,
+            line.next_attempt_at.as_deref().unwrap_or("now")
+        ));
+    }
+    Ok(Exit::Success)
+}
+
+/// One event of a batch.
+#[derive(Debug)]
+pub(crate) struct BatchEvent {
+    pub(crate) event_id: String,
+    pub(crate) body: Vec<u8>,
+}
+
+/// `batch --outbox`: stores the events, delivers them, and reports each.
+pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) -> Exit {
+    let started = Instant::now();
+    let total = events.len();
+    let outbox = pool.outbox.clone();
+    // Store every event first: a crash from here on loses nothing.
+    let mut stored_now = 0;
+    let mut kept: Vec<String> = Vec::new();
+    let target = Target::webhook(trigger);
+    let order: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
+    let enqueued = each(events, |event| {
+        let outbox = outbox.clone();
+        let target = target.clone();
+        async move {
+            let (job, new) = outbox
+                .enqueue_new(&event.event_id, target.clone(), event.body.clone())
+                .await?;
+            let other =
+                !new && (job.body.as_ref() != event.body.as_slice() || job.target != target);
+            Ok::<_, hodoflow_retry::Error>((event.event_id, new, other))
+        }
+    })
+    .await;
+    for result in enqueued {
+        match result {
+            Ok((_, true, _)) => stored_now += 1,
+            Ok((event_id, false, other)) => {
+                if other {
+                    kept.push(event_id);
+                }
+            }
+            Err(error) => {
+                crate::redact::eprint(&format!(
+                    "batch: the events could not all be stored ({error}); those stored stay \
+                     stored: run the same command again"
+                ));
+                return Report::failed(&error).exit();
+            }
+        }
+    }
+    crate::redact::eprint(&format!(
+        "batch: {total} events in the outbox: {stored_now} stored now, {} already there",
+        total - stored_now
+    ));
+    if !kept.is_empty() {
+        crate::redact::eprint(&crate::batch::quoted(
+            &format!(
+                "batch: {} event(s) were already in the outbox with another body or trigger; \
+                 the stored job is kept (one event ID, one delivery): ",
+                kept.len()
+            ),
+            &kept,
+        ));
+    }
+    let ids: Arc<HashSet<String>> = Arc::new(order.iter().cloned().collect());
+    let ended = match pool.run(Until::Settled(Arc::clone(&ids)), false).await {
+        Ok(ended) => Some(ended),
+        Err(error) => {
+            crate::redact::eprint(&format!("batch: the workers stopped: {error}"));
+            None
+        }
+    };
+    let jobs = match fetch(&outbox, &order).await {
+        Ok(jobs) => jobs,
+        Err(error) => {
+            crate::redact::eprint(&format!("batch: the jobs could not be read back: {error}"));
+            return Exit::Retryable;
+        }
+    };
+    let mut counts = Counts::default();
+    let mut worst = Exit::Success;
+    let mut to_reconcile: HashMap<JobState, Vec<String>> = HashMap::new();
+    for event_id in &order {
+        let Some(job) = jobs.get(event_id) else {
+            continue;
+        };
+        crate::redact::print_json(&JobLine::of(job));
+        counts_add(&mut counts, job.state);
+        let exit = match job.state {
+            state if delivered(state) => Exit::Success,
+            JobState::Pending | JobState::InFlight => Exit::Retryable,
+            _ => Exit::Permanent,
+        };
+        if exit.severity() > worst.severity() {
+            worst = exit;
+        }
+        if matches!(
+            job.state,
+            JobState::Duplicate | JobState::NeedsReconciliation | JobState::Failed
+        ) {
+            to_reconcile
+                .entry(job.state)
+                .or_default()
+                .push(event_id.clone());
+        }
+    }
+    if ended.is_none() && worst == Exit::Success {
+        worst = Exit::Retryable;
+    }
+    let states: Vec<String> = JobState::ALL
+        .iter()
+        .filter(|state| **state != JobState::Done)
+        .map(|state| format!("{state} {}", counts.of(*state)))
+        .collect();
+    let mut summary = format!("batch: {total} events: {}", states.join(", "));
+    if let Some(ended) = &ended {
+        summary.push_str(&format!(
+            "; this run {}; {} ms",
+            crate::pool::report_text(&ended.report),
+            crate::report::millis(started.elapsed())
+        ));
+        if ended.signalled {
+            summary.push_str("\nstopped by a signal");
+        }
+    }
+    for (state, why) in [
+        (
+            JobState::NeedsReconciliation,
+            "no definite answer before the deduplication horizon: not sent again; find out \
+             whether the server ran them",
+        ),
+        (
+            JobState::Duplicate,
+            "accepted on an attempt whose answer was lost: one run each, its run ID unknown here",
+        ),
+        (
+            JobState::Failed,
+            "stopped on a permanent error: `hodoflow-send outbox list --state failed` shows why",
+        ),
+    ] {
+        if let Some(events) = to_reconcile.get(&state) {
+            summary.push_str(&format!(
+                "\nto reconcile, {state} ({}; {why}): {}",
+                events.len(),
+                events.join(", ")
+            ));
+        }
+    }
+    if worst == Exit::Retryable {
+        summary.push_str(
+            "\nsome events are still pending or in flight: run the same command again later \
+             (nothing is stored twice, nothing is sent under a second ID)",
+        );
+    }
+    crate::redact::eprint(&summary);
+    worst
+}
+
+fn counts_add(counts: &mut Counts, state: JobState) {
+    let one = |count: &mut u64| *count += 1;
+    match state {
+        JobState::Pending => one(&mut counts.pending),
+        JobState::InFlight => one(&mut counts.in_flight),
+        JobState::Accepted => one(&mut counts.accepted),
+        JobState::Duplicate => one(&mut counts.duplicate),
+        JobState::Done => one(&mut counts.done),
+        JobState::Failed => one(&mut counts.failed),
+        _ => one(&mut counts.needs_reconciliation),
+    }
+}
+
+/// The jobs of `event_ids`.
+async fn fetch(
+    outbox: &Outbox,
+    event_ids: &[String],
+) -> Result<HashMap<String, Job>, hodoflow_retry::Error> {
+    let found = each(event_ids.to_vec(), |event_id| {
+        let outbox = outbox.clone();
+        async move { outbox.job(&event_id).await }
+    })
+    .await;
+    let mut jobs = HashMap::new();
+    for job in found {
+        if let Some(job) = job? {
+            jobs.insert(job.event_id.clone(), job);
+        }
+    }
+    Ok(jobs)
+}
+
+/// `work` on each item, [`STORE_CONCURRENCY`] at a time; results in no particular order.
+async fn each<T, R, F, Fut>(items: Vec<T>, work: F) -> Vec<R>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = R> + Send + 'static,
+{
+    let mut running = JoinSet::new();
+    let mut results = Vec::with_capacity(items.len());
+    let settle = |joined: Result<R, tokio::task::JoinError>| match joined {
+        Ok(result) => result,
+        // A bug: let the panic hook report it, as for any panic outside an operation.
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => panic!("a store task was cancelled: {error}"),
+    };
+    for item in items {
+        if running.len() >= STORE_CONCURRENCY
+            && let Some(joined) = running.join_next().await
+        {
+            results.push(settle(joined));
+        }
+        running.spawn(work(item));
+    }
+    while let Some(joined) = running.join_next().await {
+        results.push(settle(joined));
+    }
+    results
+}

@@ -1,0 +1,348 @@
+//! A worker pool of an outbox, run from the command line: until a signal, until the outbox is
+//! idle, or until the events of one batch are settled.
+//!
+//! The SDK's [`Workers`](hodoflow_retry::outbox::Workers) claim, deliver and record; this module
+//! watches the store beside them, every [`TICK`]:
+//!
+//! - **When to stop.** Idle means no pending job is due and no job is in flight, under this
+//!   worker's lease or any other's: a job a dead worker held stays in flight until its lease
+//!   ends, then this pool claims it and sends it again under its same identity. The pending jobs
+//!   are read before the jobs in flight, so a job claimed between the two reads is seen in flight
+//!   (pending, then in flight, then final: no read order misses it). SIGINT or SIGTERM stops the
+//!   pool too; a second one exits at once (130), leaving the jobs in flight to their lease.
+//! - **Progress.** On a terminal, standard error shows the outbox's counts, one line redrawn every
+//!   second; elsewhere nothing, so logs and `--json` output stay clean.
+//! - **JSON lines.** With `--json`, one line per job this pool brought to a final state (the
+//!   SDK's `on_finished`), read back from the store as `job_line.rs` shows it; a job rescheduled
+//!   for later gets its line when it ends.
+
+use std::collections::HashSet;
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use hodoflow_retry::outbox::{JobState, Outbox, RunReport};
+use hodoflow_retry::{RetryingClient, TriggerLimit};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::job_line::JobLine;
+
+/// How often the store is read beside the workers.
+const TICK: Duration = Duration::from_millis(250);
+
+/// How often the progress line is redrawn, and the `--json` lines gathered.
+const EVERY_SECOND: Duration = Duration::from_secs(1);
+
+/// The lease when none is given: [`DEFAULT_LEASE`] or the budget plus 30 s, the longer.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
+/// The lease of `--lease`, or its default for a call budget of `max_elapsed`.
+///
+/// # Errors
+///
+/// A usage sentence when the lease does not outlast one call.
+pub(crate) fn lease(given: Option<Duration>, max_elapsed: Duration) -> Result<Duration, String> {
+    let least = max_elapsed.saturating_add(Duration::from_secs(1));
+    match given {
+        None => Ok(DEFAULT_LEASE.max(max_elapsed.saturating_add(Duration::from_secs(30)))),
+        Some(lease) if lease < least => Err(format!(
+            "--lease {} ms does not outlast one call of --max-elapsed {} ms plus 1 s: another \
+             worker would send the job again while it runs",
+            crate::report::millis(lease),
+            crate::report::millis(max_elapsed)
+        )),
+        Some(lease) => Ok(lease),
+    }
+}
+
+/// A worker pool, configured.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    pub(crate) outbox: Outbox,
+    pub(crate) client: RetryingClient,
+    pub(crate) concurrency: usize,
+    pub(crate) lease: Duration,
+    pub(crate) trigger_limit: Option<TriggerLimit>,
+    pub(crate) name: String,
+}
+
+/// When the pool stops, a signal aside.
+#[derive(Debug)]
+pub(crate) enum Until {
+    /// Only on a signal.
+    Stopped,
+    /// When the whole outbox is idle.
+    Idle,
+    /// When none of these events is due or in flight.
+    Settled(Arc<HashSet<String>>),
+}
+
+/// How a pool ended.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// What its workers did.
+    pub(crate) report: RunReport,
+    /// Whether a signal stopped it.
+    pub(crate) signalled: bool,
+}
+
+impl Pool {
+    /// Runs the pool until `until` or a signal, printing a JSON line per finished job when
+    /// `json_lines`.
+    ///
+    /// # Errors
+    ///
+    /// The SDK's error: a refused configuration, or a store that failed.
+    pub(crate) async fn run(
+        self,
+        until: Until,
+        json_lines: bool,
+    ) -> Result<Ended, hodoflow_retry::Error> {
+        let outbox = self.outbox.clone();
+        let (sender, mut finished) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let mut builder = outbox
+            .workers(self.client)
+            .concurrency(self.concurrency)
+            .lease(self.lease)
+            .trigger_limit(self.trigger_limit)
+            .name(self.name);
+        if json_lines {
+            builder = builder.on_finished(move |done| {
+                if done.state.is_final() {
+                    let _ = sender.send(done.event_id.clone());
+                }
+            });
+        }
+        let workers = builder.spawn()?;
+        let bar = progress_line();
+        crate::logging::show_progress(bar.clone());
+        let mut signals = Signals::new();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_second = Instant::now();
+        let mut signalled = false;
+        let mut failed = None;
+        loop {
+            tokio::select! {
+                () = signals.next() => {
+                    signalled = true;
+                    break;
+                }
+                Some(event_id) = finished.recv() => {
+                    if let Err(error) = print_line(&outbox, &event_id).await {
+                        failed = Some(error);
+                        break;
+                    }
+                    continue;
+                }
+                _ = tick.tick() => {}
+            }
+            if last_second.elapsed() >= EVERY_SECOND {
+                last_second = Instant::now();
+                if !bar.is_hidden()
+                    && let Ok(counts) = outbox.counts().await
+                {
+                    bar.set_message(progress_text(&counts, &workers.report()));
+                }
+            }
+            let idle = match &until {
+                Until::Stopped => Ok(false),
+                Until::Idle => idle(&outbox, None).await,
+                Until::Settled(events) => idle(&outbox, Some(events)).await,
+            };
+            match idle {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(error) => {
+                    failed = Some(error);
+                    break;
+                }
+            }
+        }
+        if signalled {
+            bar.set_message("stopping: no new claims; finishing the deliveries in flight");
+        }
+        let stopped = tokio::select! {
+            stopped = workers.stop() => stopped,
+            () = signals.next() => {
+                bar.finish_and_clear();
+                crate::redact::eprint(
+                    "hodoflow-send: a second signal: exiting now; the jobs in flight are sent \
+                     again once their lease ends",
+                );
+                std::process::exit(130);
+            }
+        };
+        bar.finish_and_clear();
+        while let Ok(event_id) = finished.try_recv() {
+            print_line(&outbox, &event_id).await?;
+        }
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        Ok(Ended {
+            report: stopped?,
+            signalled,
+        })
+    }
+}
+
+/// Whether no pending job is due and no job is in flight, of `events` (or of every job).
+async fn idle(
+    outbox: &Outbox,
+    events: Option<&Arc<HashSet<String>>>,
+) -> Result<bool, hodoflow_retry::Error> {
+    let ours = |event_id: &str| events.is_none_or(|events| events.contains(event_id));
+    let now = SystemTime::now();
+    // Pending first: a job claimed after this read is in flight at the next.
+    if outbox.counts().await?.pending > 0 {
+        let pending = outbox.list(Some(JobState::Pending), usize::MAX).await?;
+        if pending
+            .iter()
+            .any(|job| job.next_at <= now && ours(&job.event_id))
+        {
+            return Ok(false);
+        }
+    }
+    let in_flight = outbox.list(Some(JobState::InFlight), usize::MAX).await?;
+    Ok(!in_flight.iter().any(|job| ours(&job.event_id)))
+}
+
+/// Prints the `--json` line of the job of `event_id`, as stored now.
+async fn print_line(outbox: &Outbox, event_id: &str) -> Result<(), hodoflow_retry::Error> {
+    if let Some(job) = outbox.job(event_id).await? {
+        crate::redact::print_json(&JobLine::of(&job));
+    }
+    Ok(())
+}
+
+/// A one-line progress display on standard error when it is a terminal; hidden otherwise.
+fn progress_line() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+        bar.set_style(style);
+    }
+    bar.set_message("starting");
+    bar.enable_steady_tick(EVERY_SECOND);
+    bar
+}
+
+/// `pending 12, in flight 16, accepted 970, duplicate 3, failed 0, to reconcile 0 | here:
+/// claimed 990, 1012 attempts`: short enough for one line of a terminal.
+fn progress_text(counts: &hodoflow_retry::outbox::Counts, report: &RunReport) -> String {
+    format!(
+        "pending {}, in flight {}, accepted {}, duplicate {}, done {}, failed {}, to reconcile {} \
+         | here: claimed {}, {} attempts",
+        counts.pending,
+        counts.in_flight,
+        counts.accepted,
+        counts.duplicate,
+        counts.done,
+        counts.failed,
+        counts.needs_reconciliation,
+        report.claimed,
+        report.attempts
+    )
+}
+
+/// The summary of what a pool did, for standard error.
+pub(crate) fn report_text(report: &RunReport) -> String {
+    format!(
+        "claimed {}: accepted {}, duplicate {}, done {}, failed {}, rescheduled {}, \
+         needs_reconciliation {}, claims lost {}; {} attempts",
+        report.claimed,
+        report.accepted,
+        report.duplicate,
+        report.done,
+        report.failed,
+        report.rescheduled,
+        report.needs_reconciliation,
+        report.claims_lost,
+        report.attempts
+    )
+}
+
+/// SIGINT and SIGTERM.
+#[derive(Debug)]
+struct Signals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// The next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            let interrupt = async {
+                match &mut self.interrupt {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let terminate = async {
+                match &mut self.terminate {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = interrupt => {}
+                _ = terminate => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_names_every_state_and_this_pool() {
+        let mut counts = hodoflow_retry::outbox::Counts::default();
+        counts.pending = 12;
+        counts.needs_reconciliation = 2;
+        let text = progress_text(&counts, &RunReport::default());
+        assert_eq!(
+            text,
+            "pending 12, in flight 0, accepted 0, duplicate 0, done 0, failed 0, to reconcile 2 \
+             | here: claimed 0, 0 attempts"
+        );
+    }
+
+    #[test]
+    fn the_lease_outlasts_a_call() {
+        let s = Duration::from_secs;
+        assert_eq!(lease(None, s(60)), Ok(s(120)));
+        assert_eq!(lease(None, s(300)), Ok(s(330)));
+        assert_eq!(lease(Some(s(3)), s(2)), Ok(s(3)));
+        let refused = lease(Some(s(2)), s(2)).unwrap_err();
+        assert!(
+            refused.starts_with("--lease 2000 ms does not outlast"),
+            "{refused}"
+        );
+    }
+}
