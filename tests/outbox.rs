@@ -65,6 +65,8 @@ on_both_stores!(
     a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
     two_worker_pools_share_one_trigger_window_and_meet_no_429,
     an_operator_retry_requeues_a_failed_job,
+    spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight,
+    workers_stopped_midway_finish_every_job_they_claimed,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -684,6 +686,100 @@ async fn an_operator_retry_requeues_a_failed_job(backend: Backend) {
     assert_eq!(job.state, JobState::Accepted);
     assert_eq!(job.calls, 2);
     assert!(outbox.retry("no-such-event").await.unwrap().is_none());
+}
+
+async fn spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight(
+    backend: Backend,
+) {
+    let server = support::server_where(|limits| limits.webhook_rate_limit = 1_000_000).await;
+    let outbox = fresh(backend).await;
+    let workers = outbox
+        .workers(client(&server, 5))
+        .trigger_limit(None)
+        .concurrency(8)
+        .lease(LEASE)
+        .poll_interval(Duration::from_millis(10))
+        .spawn()
+        .unwrap();
+    for n in 0..300 {
+        outbox
+            .enqueue(
+                &format!("live-{n}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                "{}",
+            )
+            .await
+            .unwrap();
+        if n % 50 == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    support::eventually("every job is delivered", || {
+        server.ledger().total_runs() == 300
+    })
+    .await;
+    // Give the recorder its last batch, then stop.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while outbox.counts().await.unwrap().accepted < 300 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the results are recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let report = workers.stop().await.unwrap();
+
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(counts.accepted, 300, "{counts:?}");
+    assert_eq!(
+        counts.in_flight, 0,
+        "stop leaves nothing claimed: {counts:?}"
+    );
+    assert_eq!(report.claimed, 300, "{report:?}");
+    assert_eq!(report.accepted, 300, "{report:?}");
+}
+
+async fn workers_stopped_midway_finish_every_job_they_claimed(backend: Backend) {
+    let server = support::server_where(|limits| limits.webhook_rate_limit = 1_000_000).await;
+    server.inject(
+        Fault::delay_then_handle(Duration::from_millis(20))
+            .on("POST", WEBHOOKS)
+            .times(u32::MAX),
+    );
+    let outbox = fresh(backend).await;
+    for n in 0..400 {
+        outbox
+            .enqueue(
+                &format!("midway-{n}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                "{}",
+            )
+            .await
+            .unwrap();
+    }
+    let workers = outbox
+        .workers(client(&server, 5))
+        .trigger_limit(None)
+        .concurrency(8)
+        .lease(LEASE)
+        .spawn()
+        .unwrap();
+    support::eventually("some jobs are delivered", || {
+        server.ledger().total_runs() >= 40
+    })
+    .await;
+
+    let report = workers.stop().await.unwrap();
+
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(
+        counts.in_flight, 0,
+        "every claimed job was delivered and recorded: {counts:?}"
+    );
+    assert_eq!(counts.accepted, report.claimed, "{counts:?} {report:?}");
+    assert_eq!(counts.accepted + counts.pending, 400, "{counts:?}");
+    assert!(counts.pending > 0, "stopped midway: {counts:?}");
+    assert_eq!(server.ledger().total_runs() as u64, counts.accepted);
 }
 
 /// The long schedule's constants are what the docs say (a unit test covers the jitter).
