@@ -392,6 +392,17 @@ impl Pool {
                     break;
                 };
                 let Some(job) = queue.pop_front() else { break };
+                // A job that waited here so long that its lease no longer covers a whole call
+                // is left alone: when its lease ends it is claimed again, so two workers never
+                // send it at once.
+                let now = self.clock.now();
+                if job
+                    .lease_until
+                    .is_some_and(|until| !may_send(now, self.budget.max_elapsed, Some(until)))
+                {
+                    tracing::debug!(event_id = %job.event_id, "a queued job's lease ran short: left for its lease to end");
+                    continue;
+                }
                 let pool = Arc::clone(&self);
                 let finished = finished.clone();
                 deliveries.spawn(async move {
