@@ -378,9 +378,17 @@ impl Pool {
         let recorder = tokio::spawn(Arc::clone(&self).record_batches(to_record));
         // Claims run ahead of the deliveries: up to one pool's worth of claimed jobs waits in
         // `queue`, and the next claim is already on its way while they start, so a slot that
-        // frees up never waits for a round trip to the store. A claimed job waits here at most
-        // about one delivery; its lease covers that.
+        // frees up never waits for a round trip to the store. A claimed job waits here about one
+        // delivery; a lease of at least two calls covers that (the default: 120 s for 60 s).
         let mut queue: VecDeque<Job> = VecDeque::new();
+        // Only a lease with room for a wait in the queue and a whole call claims ahead; with a
+        // tight lease a pool claims for its free slots only, a quarter of them at a time.
+        let ahead = if self.lease >= self.budget.max_elapsed.saturating_mul(2) {
+            self.concurrency
+        } else {
+            0
+        };
+        let claim_at = (self.concurrency / 4).max(1);
         let mut claiming: Option<StoreFuture<'_, Vec<Job>>> = None;
         let mut drained = false;
         // Set when the `Workers` handle was dropped: nobody can stop them any more, so they stop.
@@ -420,9 +428,13 @@ impl Pool {
                 break Ok(());
             }
             let busy = self.concurrency - permits.available_permits();
-            let wanted = (2 * self.concurrency).saturating_sub(busy + queue.len());
-            if claiming.is_none() && !stopping && !drained && queue.len() < self.concurrency / 2 + 1
-            {
+            let wanted = (self.concurrency + ahead).saturating_sub(busy + queue.len());
+            let low = if ahead > 0 {
+                queue.len() < self.concurrency / 2 + 1
+            } else {
+                queue.is_empty() && (wanted >= claim_at || busy == 0)
+            };
+            if claiming.is_none() && !stopping && !drained && low && wanted > 0 {
                 claiming =
                     Some(
                         self.store
