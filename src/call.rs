@@ -19,7 +19,7 @@ use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::profile::hodoflow::WEBHOOKS_PREFIX;
 use crate::redact::{BodyLen, redact_path};
-use crate::request::FixedRequest;
+use crate::request::{FixedRequest, check_trigger_token, is_path_segment};
 use crate::schedule::{Schedule, SharedSchedule};
 use crate::transport::Http;
 use crate::trigger_limit::TriggerKey;
@@ -295,11 +295,7 @@ impl<'a> Delivering<'a> {
             ));
         }
         let token = self.trigger_token.expose();
-        if !is_path_segment(token) {
-            return Err(Error::invalid_input(
-                "the trigger token must be one non-empty URL path segment (it is not shown: it is a secret)",
-            ));
-        }
+        check_trigger_token(token)?;
         let id = match self.id {
             Some(id) => id,
             None => DeliveryId::from_headers(&self.headers)?.ok_or_else(|| {
@@ -333,12 +329,4 @@ impl<'a> Delivering<'a> {
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }
-}
-
-/// One non-empty URL path segment with nothing to escape.
-fn is_path_segment(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
 }

@@ -327,7 +327,7 @@ impl MethodCall<'_> {
 }
 
 /// A method name is one path segment: letters, digits, `_`, `-` and `.`.
-fn check_method(method: &str) -> Result<()> {
+pub(crate) fn check_method(method: &str) -> Result<()> {
     let segment = !method.is_empty()
         && method
             .bytes()

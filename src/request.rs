@@ -77,6 +77,38 @@ fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
     Ok(url)
 }
 
+/// An `invalid_input` error unless `method` is an unsafe write and `path` is under `/api/json/`.
+pub(crate) fn check_write(method: &Method, path: &str) -> Result<()> {
+    if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method) {
+        return Err(Error::invalid_input(format!(
+            "{method} is not an unsafe write: use POST, PUT, PATCH or DELETE"
+        )));
+    }
+    if !path.starts_with(JSON_API_PREFIX) {
+        return Err(Error::invalid_input("JSON:API writes go under /api/json/"));
+    }
+    Ok(())
+}
+
+/// An `invalid_input` error unless the trigger token is one URL path segment. The message never
+/// quotes it: it is a secret.
+pub(crate) fn check_trigger_token(token: &str) -> Result<()> {
+    if is_path_segment(token) {
+        return Ok(());
+    }
+    Err(Error::invalid_input(
+        "the trigger token must be one non-empty URL path segment (it is not shown: it is a secret)",
+    ))
+}
+
+/// One non-empty URL path segment with nothing to escape.
+pub(crate) fn is_path_segment(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+}
+
 /// Adds caller headers, refusing the ones the client owns.
 fn add_headers(into: &mut HeaderMap, extra: &HeaderMap) -> Result<()> {
     for (name, value) in extra {
@@ -135,14 +167,7 @@ impl FixedRequest {
         body: Bytes,
         extra: &HeaderMap,
     ) -> Result<Self> {
-        if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(&method) {
-            return Err(Error::invalid_input(format!(
-                "{method} is not an unsafe write: use POST, PUT, PATCH or DELETE"
-            )));
-        }
-        if !path.starts_with(JSON_API_PREFIX) {
-            return Err(Error::invalid_input("JSON:API writes go under /api/json/"));
-        }
+        check_write(&method, path)?;
         Surface::JsonApiWrite.profile().vendor.keys.check(key)?;
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
@@ -219,10 +244,8 @@ impl FixedRequest {
         body: Bytes,
         extra: &HeaderMap,
     ) -> Result<Self> {
-        let profile = Surface::Modulify.profile();
-        if let Some(key) = key {
-            profile.vendor.keys.check(key)?;
-        }
+        // `MethodCall::send` checked the key against the profile's rules before it read the
+        // catalogue, so that a bad key sends nothing at all.
         let path = format!("{}{method}", modulify::METHODS_PREFIX);
         let url = url_of(base, &path)?;
         let mut headers = HeaderMap::new();

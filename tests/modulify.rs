@@ -222,10 +222,13 @@ async fn a_409_in_progress_past_the_budget_is_in_progress_and_may_have_run() {
     assert_eq!(error.kind(), ErrorKind::InProgress, "{error}");
     assert_eq!(statuses(error.attempts()), [Some(409), Some(409)]);
     assert!(error.may_have_run(), "the first may still commit");
-    assert!(
-        error.idempotency_key().is_some(),
-        "the key to call again with"
+    let key = error.idempotency_key().expect("the key to call again with");
+    assert_eq!(
+        keys_sent(&server, SEND_MESSAGE),
+        [Some(key.as_str().to_owned()), Some(key.as_str().to_owned())],
+        "both attempts carried the key the error names"
     );
+    assert_eq!(server.ledger().modulify_executions(key.as_str()), 0);
 }
 
 #[tokio::test]
@@ -630,6 +633,9 @@ async fn a_modulify_client_wraps_any_retrying_client_with_a_static_token() {
     modulify.call("list_sites", "{}").send().await.unwrap();
 
     assert_eq!(client.stats().calls, 2, "the catalogue and the call");
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_to("GET", "/v1/tools").len(), 1);
+    assert_eq!(ledger.requests_to("POST", "/v1/list_sites").len(), 1);
     assert!(support::builder(&server).bearer_token("").build().is_err());
 }
 

@@ -11,7 +11,7 @@ mod pg;
 use std::time::{Duration, SystemTime};
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
-use hodoflow_retry::outbox::{JobState, LongSchedule, ManualClock, Outbox, Target};
+use hodoflow_retry::outbox::{JobState, ManualClock, Outbox, Target, WallClock};
 use hodoflow_retry::{Budget, ErrorKind, ModulifyClient, RetryingClient, TriggerLimit};
 
 const WEBHOOKS: &str = "/api/v1/webhooks/";
@@ -178,6 +178,12 @@ async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {
         (
             "e3",
             Target::modulify("../x"),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e5",
+            Target::modulify(".."),
             "{}".to_owned(),
             ErrorKind::InvalidInput,
         ),
@@ -407,6 +413,8 @@ async fn a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses
         job.attempts, 1,
         "the 120 s wait is past the 5 s budget: not waited in the call"
     );
+    assert_eq!(server.ledger().requests_to("POST", WEBHOOKS).len(), 1);
+    assert_eq!(server.ledger().total_runs(), 0);
     assert!(
         job.next_at >= start() + Duration::from_secs(120),
         "{:?}",
@@ -438,7 +446,7 @@ async fn a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_a
     let server = support::server().await;
     let clock = ManualClock::new(start());
     let outbox = fresh(backend).await.with_clock(clock.clone());
-    // Every answer is lost after the run is... never committed: a 503 on every attempt.
+    // An outage that outlasts the horizon: a 503 on every attempt, nothing ever runs.
     server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(u32::MAX));
     outbox
         .enqueue("outage-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
@@ -456,18 +464,14 @@ async fn a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_a
             .await
             .unwrap();
         if server.ledger().requests_to("POST", WEBHOOKS).len() > before {
-            sends_at.push(clock.now_for_test());
+            sends_at.push(clock.now());
         }
         let job = outbox.job("outage-1").await.unwrap().unwrap();
         if job.state != JobState::Pending {
             assert_eq!(job.state, JobState::NeedsReconciliation);
             break;
         }
-        clock.advance(
-            job.next_at
-                .duration_since(clock.now_for_test())
-                .unwrap_or_default(),
-        );
+        clock.advance(job.next_at.duration_since(clock.now()).unwrap_or_default());
         rounds += 1;
         assert!(rounds < 200, "the horizon ends the job");
     }
@@ -685,6 +689,13 @@ async fn an_operator_retry_requeues_a_failed_job(backend: Backend) {
     let job = outbox.job("fix-me").await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Accepted);
     assert_eq!(job.calls, 2);
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.requests_to("POST", WEBHOOKS).len(),
+        2,
+        "the 422, then the requeued send"
+    );
+    assert_eq!(ledger.runs_for_delivery(job.identity.as_str()).len(), 1);
     assert!(outbox.retry("no-such-event").await.unwrap().is_none());
 }
 
@@ -780,22 +791,4 @@ async fn workers_stopped_midway_finish_every_job_they_claimed(backend: Backend) 
     assert_eq!(counts.accepted + counts.pending, 400, "{counts:?}");
     assert!(counts.pending > 0, "stopped midway: {counts:?}");
     assert_eq!(server.ledger().total_runs() as u64, counts.accepted);
-}
-
-/// The long schedule's constants are what the docs say (a unit test covers the jitter).
-#[test]
-fn the_default_long_schedule_is_documented() {
-    let schedule = LongSchedule::default();
-    assert_eq!(schedule.step(1), Duration::from_secs(5));
-    assert_eq!(schedule.step(9), Duration::from_secs(6 * 3600));
-}
-
-trait NowForTest {
-    fn now_for_test(&self) -> SystemTime;
-}
-
-impl NowForTest for ManualClock {
-    fn now_for_test(&self) -> SystemTime {
-        hodoflow_retry::outbox::WallClock::now(self)
-    }
 }

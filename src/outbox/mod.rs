@@ -48,7 +48,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::Method;
 
 use crate::error::{Error, Result};
 use crate::key::IdempotencyKey;
@@ -70,7 +69,7 @@ pub(crate) use store::Sealed;
 
 /// The largest body a job may hold: the webhook and JSON:API limit of documents 000 and 001 and
 /// Modulify's (1,048,576 bytes).
-pub const MAX_BODY: usize = 1_048_576;
+pub const MAX_BODY: usize = crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// The longest event ID.
 pub const MAX_EVENT_ID: usize = 1024;
@@ -323,29 +322,11 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
             ),
         ));
     }
-    let segment = |text: &str| {
-        !text.is_empty()
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
-    };
     match target {
-        Target::Webhook { trigger_token } if !segment(trigger_token.expose()) => {
-            Err(Error::invalid_input(
-                "the trigger token must be one URL path segment (it is not shown: it is a secret)",
-            ))
+        Target::Webhook { trigger_token } => {
+            crate::request::check_trigger_token(trigger_token.expose())
         }
-        Target::Write { method, path }
-            if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method)
-                || !path.starts_with(crate::profile::hodoflow::JSON_API_PREFIX) =>
-        {
-            Err(Error::invalid_input(
-                "a write job is POST, PUT, PATCH or DELETE of a path under /api/json/",
-            ))
-        }
-        Target::Modulify { method } if !segment(method) || method.contains('~') => Err(
-            Error::invalid_input("a Modulify method name is letters, digits, '_', '-' and '.'"),
-        ),
-        _ => Ok(()),
+        Target::Write { method, path } => crate::request::check_write(method, path),
+        Target::Modulify { method } => crate::modulify::check_method(method),
     }
 }

@@ -148,14 +148,6 @@ const RECORD_MANY: &str = "
     WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'in_flight'
     RETURNING j.id, j.claim";
 
-const RECORD: &str = "
-    UPDATE outbox_jobs
-    SET state = $3, next_at = $4, attempts = attempts + $5, calls = calls + 1,
-        first_sent_at = COALESCE(first_sent_at, $6), run_id = $7,
-        last_kind = $8, last_status = $9, last_request_id = $10, last_message = $11,
-        finished_at = $12, lease_owner = NULL, lease_until = NULL
-    WHERE id = $1 AND claim = $2 AND state = 'in_flight'";
-
 const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
 
 const LIST: &str = "SELECT * FROM outbox_jobs ORDER BY id LIMIT $1";
@@ -371,28 +363,8 @@ impl Store for PostgresStore {
 
     fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let claim = i64::try_from(claim).unwrap_or(i64::MAX);
-            let last = record.last_error.as_ref();
-            let rows = self
-                .execute(
-                    RECORD,
-                    &[
-                        &id,
-                        &claim,
-                        &record.state.as_str(),
-                        &millis(record.next_at),
-                        &i64::from(record.attempts_added),
-                        &record.first_sent_at.map(millis),
-                        &record.run_id,
-                        &last.map(|last| last.kind.as_str()),
-                        &last.and_then(|last| last.status).map(i32::from),
-                        &last.and_then(|last| last.request_id.as_deref()),
-                        &last.map(|last| last.message.as_str()),
-                        &record.finished_at.map(millis),
-                    ],
-                )
-                .await?;
-            Ok(rows == 1)
+            let written = self.record_many(vec![(id, claim, record)]).await?;
+            Ok(written.first().copied().unwrap_or(false))
         })
     }
 

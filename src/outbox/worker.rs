@@ -558,24 +558,20 @@ impl Pool {
             Target::Webhook { .. } => self.webhook_horizon,
             _ => self.key_horizon,
         };
-        let end = horizon_end(job.first_sent_at.or(Some(now)), horizon);
+        // The claim set it (to the first claim, never after the first send); a job claimed
+        // through another path counts from now.
+        let first_sent_at = job.first_sent_at.unwrap_or(now);
+        let end = horizon_end(Some(first_sent_at), horizon);
         let record = if may_send(now, self.budget.max_elapsed, end) {
             let sent = self.send(&job).await;
-            self.after(&job, now, end, sent).await
+            self.after(&job, first_sent_at, end, sent).await
         } else {
             tracing::warn!(
                 event_id = %job.event_id,
                 "the job reached its deduplication horizon without a definite answer: not sent; reconcile it"
             );
-            Record {
-                state: JobState::NeedsReconciliation,
-                next_at: now,
-                attempts_added: 0,
-                first_sent_at: job.first_sent_at,
-                run_id: None,
-                last_error: job.last_error.clone(),
-                finished_at: Some(now),
-            }
+            let state = JobState::NeedsReconciliation;
+            ended(state, now, first_sent_at, 0, job.last_error.clone())
         };
         Finished {
             id: job.id,
@@ -632,33 +628,25 @@ impl Pool {
         }
     }
 
-    /// The record of a call that started at `started`.
+    /// The record of a call of `job`, which stops at the horizon `end`.
     async fn after(
         &self,
         job: &Job,
-        started: SystemTime,
+        first_sent_at: SystemTime,
         end: Option<SystemTime>,
         sent: std::result::Result<(JobState, Option<String>, u32), Error>,
     ) -> Record {
         let now = self.clock.now();
-        let first_sent_at = job.first_sent_at.or(Some(started));
-        let (error, attempts) = match sent {
+        let error = match sent {
             Ok((state, run_id, attempts)) => {
                 return Record {
-                    state,
-                    next_at: now,
-                    attempts_added: attempts,
-                    first_sent_at,
                     run_id,
-                    last_error: None,
-                    finished_at: Some(now),
+                    ..ended(state, now, first_sent_at, attempts, None)
                 };
             }
-            Err(error) => {
-                let attempts = error.attempts().len() as u32;
-                (error, attempts)
-            }
+            Err(error) => error,
         };
+        let attempts = error.attempts().len() as u32;
         let last_error = Some(LastError {
             kind: error.kind().as_str().to_owned(),
             status: error.status().map(|status| status.as_u16()),
@@ -666,15 +654,7 @@ impl Pool {
             message: error.to_string(),
         });
         if !error.is_retryable() {
-            return Record {
-                state: JobState::Failed,
-                next_at: now,
-                attempts_added: attempts,
-                first_sent_at,
-                run_id: None,
-                last_error,
-                finished_at: Some(now),
-            };
+            return ended(JobState::Failed, now, first_sent_at, attempts, last_error);
         }
         // A call refused before it sent anything (a shared window or pause that stayed closed
         // past its budget) says nothing about the server: the schedule does not move on.
@@ -691,15 +671,8 @@ impl Pool {
                 event_id = %job.event_id,
                 "the next call would end past the job's deduplication horizon: stopped; reconcile it"
             );
-            return Record {
-                state: JobState::NeedsReconciliation,
-                next_at: now,
-                attempts_added: attempts,
-                first_sent_at,
-                run_id: None,
-                last_error,
-                finished_at: Some(now),
-            };
+            let state = JobState::NeedsReconciliation;
+            return ended(state, now, first_sent_at, attempts, last_error);
         }
         tracing::info!(
             event_id = %job.event_id,
@@ -708,14 +681,29 @@ impl Pool {
             "the call ended retryable: rescheduled"
         );
         Record {
-            state: JobState::Pending,
             next_at,
-            attempts_added: attempts,
-            first_sent_at,
-            run_id: None,
-            last_error,
             finished_at: None,
+            ..ended(JobState::Pending, now, first_sent_at, attempts, last_error)
         }
+    }
+}
+
+/// The record of a job that ended in `state` at `now`.
+fn ended(
+    state: JobState,
+    now: SystemTime,
+    first_sent_at: SystemTime,
+    attempts: u32,
+    last_error: Option<LastError>,
+) -> Record {
+    Record {
+        state,
+        next_at: now,
+        attempts_added: attempts,
+        first_sent_at: Some(first_sent_at),
+        run_id: None,
+        last_error,
+        finished_at: Some(now),
     }
 }
 
