@@ -819,9 +819,9 @@ fn probe_interval(down_for: Duration) -> Duration {
 /// The ramp's steps before every held attempt goes: an eighth, a quarter, a half, then all.
 const RAMP_STEPS: u32 = 3;
 
-/// One pass of an admission: go (after a wait for a send slot), refuse, or wait at most this long.
+/// One pass of an admission: go, refuse, or wait at most this long.
 enum Step {
-    Go(Ticket, Duration),
+    Go(Ticket),
     Refuse(Refusal),
     Wait(Duration),
 }
@@ -910,13 +910,7 @@ impl Shared {
                 .load(Ordering::Relaxed)
                 .saturating_sub(u64::from(waiting.is_some()));
             let wait = match self.step(cost, first, last, started, limits, &mut hold, waiting_too) {
-                Step::Go(ticket, slot) => {
-                    if !slot.is_zero() {
-                        waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
-                        tokio::time::sleep(slot).await;
-                    }
-                    return Ok(ticket);
-                }
+                Step::Go(ticket) => return Ok(ticket),
                 Step::Refuse(refusal) => {
                     self.local_rejections.fetch_add(1, Ordering::Relaxed);
                     // Pass on a wake-up this waiter may have taken from another.
@@ -982,11 +976,16 @@ impl Shared {
                     state.probes.next_at = now.checked_add(interval).unwrap_or(now);
                     let probe = state.probes.sent;
                     drop(state);
-                    return Step::Go(self.ticket(0, Some(probe), now), Duration::ZERO);
+                    return Step::Go(self.ticket(0, Some(probe), now));
                 }
                 Held::Refuse(refusal) => return Step::Refuse(refusal),
                 Held::Wait(until) => return wait(until),
             }
+        }
+        // After a 429 without `Retry-After`, every attempt waits for a send slot.
+        let slot = state.limiter.wait(now);
+        if !slot.is_zero() {
+            return wait(slot);
         }
         let mut cost = cost;
         if cost > 0 && state.tokens < cost {
@@ -1014,17 +1013,13 @@ impl Shared {
                 Err(_) => cost = state.tokens,
             }
         }
-        match state.limiter.reserve(now, left) {
-            Ok(slot) => {
-                if cost > 0 {
-                    state.tokens -= cost;
-                    self.full.store(false, Ordering::Release);
-                }
-                drop(state);
-                Step::Go(self.ticket(cost, None, now), slot)
-            }
-            Err(_) => Step::Refuse(Refusal::NoTime { waited }),
+        state.limiter.take(now);
+        if cost > 0 {
+            state.tokens -= cost;
+            self.full.store(false, Ordering::Release);
         }
+        drop(state);
+        Step::Go(self.ticket(cost, None, now))
     }
 
     /// One pass of an attempt held while the service is down: released by the ramp, sent as the
@@ -1511,7 +1506,10 @@ mod tests {
             hold,
             "held to the end of its hold, sending nothing"
         );
-        assert!(ticket.is_probe(), "nothing else in flight at the end of its hold");
+        assert!(
+            ticket.is_probe(),
+            "nothing else in flight at the end of its hold"
+        );
     }
 
     #[tokio::test(start_paused = true)]
