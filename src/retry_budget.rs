@@ -38,10 +38,11 @@
 //!    instead of sending. **A hold is decided by time, not by a count of refused probes**:
 //!    - a held attempt keeps holding, sending nothing, up to its own deadline less one attempt's
 //!      time (the attempt timeout, at most a quarter of the call's budget), so it rides out any
-//!      blip its budget could. Then it goes as the probe if nothing else is in flight (its last
-//!      chance: a sequential sender's held call), else it is refused with
-//!      `retry_budget_exhausted`, nothing sent, so a wave of calls that began holding together
-//!      does not go all at once at the end of its holds;
+//!      blip its budget could. Then it is due: it goes as the probe when nothing else is in
+//!      flight, at most one due attempt every 100 ms whatever the outage's age (its last chance:
+//!      a sequential sender's held call, or a pool whose calls are all on their final attempt),
+//!      and is refused with `retry_budget_exhausted`, nothing sent, only when its time runs out
+//!      first, so a wave of calls that began holding together does not go all at once;
 //!    - or sooner, once the service has been down for longer than the call's **whole budget**
 //!      and the newest probe was refused: no blip this call could ride out is going on, so a
 //!      sender's backlog ends as "send later" instead of holding wave after wave;
@@ -487,8 +488,8 @@ pub(crate) enum Refusal {
     /// Too few tokens, and no attempt in flight whose success would bring some back (the plain
     /// bucket only; the adaptive budget has a floor).
     Tokens { left: u32, cost: u32 },
-    /// The service stayed down while this attempt held, until only one attempt's time was left
-    /// of its call, and another attempt was in flight to find out whether it still is.
+    /// The service stayed down while this attempt held, and its call's time ran out before a
+    /// probe slot came free for its last chance.
     Down { down_for: Duration, held: Duration },
     /// The service has been down for longer than the call's whole budget, and the newest probe
     /// was refused: no blip this call could ride out is going on.
@@ -508,7 +509,7 @@ impl Refusal {
                 "a retry costs {cost} tokens and {left} are left, with no attempt in flight that could bring tokens back; most calls are failing, so this one stops instead of adding load"
             ),
             Refusal::Down { down_for, held } => format!(
-                "the service has been down for {:.1}s; this attempt held {:.1}s for it to come back, until only one attempt's time was left, and another attempt is finding out whether it still is; nothing was sent for this attempt, send it again later",
+                "the service has been down for {:.1}s; this attempt held {:.1}s for it to come back, and its time ran out before a probe slot came free for its last chance; nothing was sent for this attempt, send it again later",
                 down_for.as_secs_f64(),
                 held.as_secs_f64()
             ),
@@ -677,6 +678,7 @@ impl RetryBudgetBuilder {
                     probes: Probes {
                         sent: 0,
                         next_at: now,
+                        sent_at: None,
                         result: None,
                     },
                     down_since: None,
@@ -773,6 +775,8 @@ impl Floor {
 struct Probes {
     /// Probes sent so far; a probe's number is the count after it was sent.
     sent: u64,
+    /// When the newest probe went.
+    sent_at: Option<Instant>,
     /// When the next probe may go.
     next_at: Instant,
     /// The number of the newest probe answered, and whether it was accepted.
@@ -974,6 +978,7 @@ impl Shared {
                     state.probes.sent += 1;
                     let interval = probe_interval(state.down_for(now));
                     state.probes.next_at = now.checked_add(interval).unwrap_or(now);
+                    state.probes.sent_at = Some(now);
                     let probe = state.probes.sent;
                     drop(state);
                     return Step::Go(self.ticket(0, Some(probe), now));
@@ -1068,18 +1073,32 @@ impl Shared {
                 budget: limits.rides_out,
             });
         }
-        // Its hold is over, with one attempt's time left: it goes as the probe if nothing else is
-        // in flight (its last chance: a sequential sender rides out a blip as long as its budget
-        // allows), else it is refused, so the calls of a wave that began holding together do
-        // not all go at the end of their holds.
+        // Its hold is over, with one attempt's time left: it is due. It goes as the probe when
+        // nothing else is in flight, at most one every probe interval whatever the outage's age
+        // (its last chance: a sequential sender, or a pool whose calls are all on their final
+        // attempt, rides out a blip as long as its budget allows); it is refused only when its
+        // time runs out first, so a wave that began holding together does not go at once.
         let held_left = limits.hold.saturating_sub(waited);
         if held_left.is_zero() {
-            if self.in_flight.load(Ordering::Acquire) == 0 {
+            let due_at = state
+                .probes
+                .sent_at
+                .and_then(|at| at.checked_add(RetryBudget::PROBE_INTERVAL))
+                .unwrap_or(now);
+            if now >= due_at && self.in_flight.load(Ordering::Acquire) == 0 {
                 return Held::Probe;
             }
-            return Held::Refuse(Refusal::Down {
-                down_for,
-                held: waited,
+            if limits.max_wait.saturating_sub(waited).is_zero() {
+                return Held::Refuse(Refusal::Down {
+                    down_for,
+                    held: waited,
+                });
+            }
+            let until = due_at.saturating_duration_since(now);
+            return Held::Wait(if until.is_zero() {
+                RetryBudget::PROBE_INTERVAL
+            } else {
+                until
             });
         }
         // Until the next probe time or the ramp's next step, or until the attempts in flight
@@ -1431,12 +1450,16 @@ mod tests {
         tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
         let started = Instant::now();
         let hold = Duration::from_secs(20);
-        let mut held: Vec<_> = (0..60)
+        // Held up to 20 s, then due for 2 s more, in a call of 60 s.
+        let call = Limits {
+            max_wait: hold + Duration::from_secs(2),
+            hold,
+            rides_out: LONG * 2,
+        };
+        let mut held: Vec<_> = (0..80)
             .map(|_| {
                 let budget = budget.clone();
-                tokio::spawn(
-                    async move { budget.admit(Admission::First, limits(hold, LONG * 2)).await },
-                )
+                tokio::spawn(async move { budget.admit(Admission::First, call).await })
             })
             .collect();
         let mut probes = 0;
@@ -1444,7 +1467,8 @@ mod tests {
         // Every probe is refused: the held calls wait, none is refused until its 20 s hold ends,
         // however many probes fail (the old rule refused them all after three, about 300 ms).
         // Then one goes as the probe and the others are refused, having sent nothing.
-        while started.elapsed() < Duration::from_secs(21) {
+        let mut due_probes = 0;
+        while started.elapsed() < Duration::from_secs(23) {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let (done, still): (Vec<_>, Vec<_>) =
                 held.into_iter().partition(|call| call.is_finished());
@@ -1455,6 +1479,9 @@ mod tests {
                     Ok(ticket) => {
                         assert!(ticket.is_probe());
                         probes += 1;
+                        if started.elapsed() >= hold {
+                            due_probes += 1;
+                        }
                         tickets.push(ticket);
                     }
                     Err(refusal) => refused.push((started.elapsed(), refusal)),
@@ -1473,16 +1500,21 @@ mod tests {
             }
         }
         assert!(held.is_empty(), "{} still held", held.len());
-        assert_eq!(probes + refused.len(), 60);
+        assert_eq!(probes + refused.len(), 80);
+        // Due, they go one every 100 ms as the probe, never all at once.
+        assert!(
+            (15..=21).contains(&due_probes),
+            "{due_probes} in the 2 s due"
+        );
         assert!(refused.len() >= 10, "{}", refused.len());
         for (at, refusal) in refused {
-            assert!(at >= hold, "refused at {at:?}");
+            assert!(at >= call.max_wait, "refused at {at:?}");
             assert!(
                 matches!(refusal, Refusal::Down { held, .. } if held >= hold),
                 "{refusal:?}"
             );
         }
-        assert_eq!(budget.local_rejections(), 60 - probes as u64);
+        assert_eq!(budget.local_rejections(), 80 - probes as u64);
     }
 
     #[tokio::test(start_paused = true)]
