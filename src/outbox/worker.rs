@@ -744,9 +744,7 @@ impl Pool {
 
 /// How long `client`'s retry budget has seen the service down; `None` while it is up.
 fn service_down_for(client: &RetryingClient) -> Option<Duration> {
-    // STUB until main's `Stats::service_down_for` is merged.
-    let _ = client.stats();
-    None
+    client.stats().service_down_for
 }
 
 /// The record of a job that ended in `state` at `now`.

@@ -158,9 +158,7 @@ pub(crate) async fn loop_senders(
 
 /// How long `sdk`'s retry budget has seen the service down, or `None` while it is up.
 pub(crate) fn service_down_for(sdk: &RetryingClient) -> Option<Duration> {
-    // STUB until main's `Stats::service_down_for` is merged.
-    let _ = sdk.stats();
-    None
+    sdk.stats().service_down_for
 }
 
 /// How one event of a [`batch`] ended.

@@ -76,9 +76,7 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
 
 /// How long `client`'s retry budget has seen the service down; `None` while it is up.
 pub(crate) fn service_down_for(client: &RetryingClient) -> Option<Duration> {
-    // STUB until main's `Stats::service_down_for` is merged.
-    let _ = client.stats();
-    None
+    client.stats().service_down_for
 }
 
 /// Client credentials that add each issued token to the redaction set.
