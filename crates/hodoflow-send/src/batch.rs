@@ -687,6 +687,41 @@ mod tests {
     }
 
     #[test]
+    fn an_event_not_started_in_an_outage_is_listed_to_retry_with_the_reason() {
+        let event = Event {
+            event_id: "e-9".into(),
+            body: b"{}".to_vec(),
+        };
+        let line = not_started(
+            event,
+            Duration::from_millis(21_340),
+            Duration::from_secs(20),
+        );
+        assert_eq!(line.exit(), Exit::Retryable);
+        assert_eq!(
+            (line.outcome, line.attempts, line.status),
+            (Outcome::Error, 0, None)
+        );
+        assert_eq!(
+            line.delivery_id,
+            crate::identity::event_delivery_id("e-9").key().as_str()
+        );
+        let failure = line.error.as_ref().unwrap();
+        assert_eq!(
+            (failure.kind, failure.may_have_run),
+            ("budget_exhausted", false)
+        );
+        assert_eq!(
+            failure.message,
+            "retry_budget_exhausted: not started: the service has been down for 21.3 s, \
+             longer than one call's budget (20.0 s)"
+        );
+        let mut tally = Tally::default();
+        tally.add(&line);
+        assert_eq!((tally.retryable, tally.permanent), (1, 0));
+    }
+
+    #[test]
     fn the_worst_event_decides_the_exit() {
         let line = |error: Option<Failure>| ResultLine {
             event_id: "e".into(),
