@@ -433,11 +433,10 @@ impl Pool {
                     });
                     continue;
                 }
-                let sending = Arc::clone(&sending);
-                sending.fetch_add(1, Ordering::Relaxed);
+                let sending = Sending::count(&sending);
                 deliveries.spawn(async move {
                     let done = pool.deliver(job).await;
-                    sending.fetch_sub(1, Ordering::Relaxed);
+                    drop(sending);
                     drop(permit);
                     // Only a closed recorder refuses it; the lease then brings the job back.
                     let _ = finished.send(done).await;
@@ -739,6 +738,22 @@ impl Pool {
             finished_at: None,
             ..ended(JobState::Pending, now, first_sent_at, attempts, last_error)
         }
+    }
+}
+
+/// Counts a delivery that may send while it lives, a panic included.
+struct Sending(Arc<AtomicUsize>);
+
+impl Sending {
+    fn count(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
