@@ -144,15 +144,16 @@ fn ends_within(concurrency: usize, within: f64) {
 }
 
 // Issue 18's target is 1.2 x the budget. Two rules of the retry budget (`src/retry_budget.rs`)
-// keep a batch from meeting it, so the tests of the target are ignored (run them with
-// `--ignored`) and those below hold the bounds the rules do give:
+// keep a batch from meeting it every time, so the tests of the target are ignored (run them
+// with `--ignored`) and those below hold the bounds the rules do give:
 // - `Shared::hold` sends a held attempt as the probe, when the probe is due, before it refuses
-//   attempts whose call cannot ride the outage out; so a call in its backoff when the batch
-//   stops comes back as the next probe, and the last such call ends at its own deadline: up to
-//   one budget after the stop, 2 x the budget in all.
-// - The service is down only from 20 answers in the window: a sequential sender gets them from
-//   its first four events' five attempts each, each event up to one budget long, so the stop
-//   comes about four budgets late.
+//   attempts whose call the outage has outlived; so a call in its backoff when the batch stops
+//   can come back as the next probe, and the batch waits for it, at worst to its own deadline,
+//   one budget after the stop (at concurrency 64: 3.17 to 4.41 s over six runs, five within
+//   3.6 s).
+// - The stop counts from when the service was declared down, after 4 answers: a sequential
+//   sender's first call gets them at its backoff's pace (up to 3.5 s), so its batch ends about
+//   2 x the budget (5.9 and 6.3 s).
 
 #[test]
 #[ignore = "issue 18's 1.2 x target, missed: see the comment above"]
@@ -172,8 +173,8 @@ fn a_batch_of_300_at_concurrency_64_in_an_outage_ends_within_twice_its_budget_al
 }
 
 #[test]
-fn a_sequential_batch_in_an_outage_ends_within_seven_budgets_all_to_retry() {
-    ends_within(1, 7.0);
+fn a_sequential_batch_in_an_outage_ends_within_3_5_budgets_all_to_retry() {
+    ends_within(1, 3.5);
 }
 
 #[test]
