@@ -6,8 +6,16 @@
 //! outlast one call (the budget's `max_elapsed` plus a margin): a worker that dies leaves its
 //! jobs in flight, and another worker reclaims them when the lease ends and sends them again
 //! under the same identity, which the server deduplicates.
+//!
+//! Once the client's retry budget has seen the service down for longer than one call's budget,
+//! a job started would only hold for its whole call and end refused, its lease held all the
+//! while. So the pool keeps one delivery in flight, which carries the retry budget's probes and
+//! finds the service back, and reschedules every other queued job without sending it, as a call
+//! refused before it sent anything: pending, due again on the schedule's first step, never
+//! failed.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -371,6 +379,8 @@ impl Pool {
     ) -> Result<RunReport> {
         let permits = Arc::new(Semaphore::new(self.concurrency));
         let mut deliveries = JoinSet::new();
+        // Deliveries that may send, as against jobs rescheduled unsent.
+        let sending = Arc::new(AtomicUsize::new(0));
         let mut failed_claims: u32 = 0;
         // Results are written in batches by one task: what finished while the last batch was
         // written goes in the next, so a busy pool pays one transaction for many jobs.
@@ -413,8 +423,20 @@ impl Pool {
                 }
                 let pool = Arc::clone(&self);
                 let finished = finished.clone();
+                if sending.load(Ordering::Relaxed) > 0
+                    && let Some(down) = self.down_too_long()
+                {
+                    deliveries.spawn(async move {
+                        let done = pool.not_started(job, down).await;
+                        drop(permit);
+                        let _ = finished.send(done).await;
+                    });
+                    continue;
+                }
+                let sending = Sending::count(&sending);
                 deliveries.spawn(async move {
                     let done = pool.deliver(job).await;
+                    drop(sending);
                     drop(permit);
                     // Only a closed recorder refuses it; the lease then brings the job back.
                     let _ = finished.send(done).await;
@@ -551,9 +573,13 @@ impl Pool {
         }
     }
 
-    /// Delivers one claimed job: what to record.
-    async fn deliver(&self, job: Job) -> Finished {
-        let now = self.clock.now();
+    /// How long the client has seen the service down, when that is at least one call's budget.
+    fn down_too_long(&self) -> Option<Duration> {
+        service_down_for(&self.client).filter(|down| *down >= self.budget.max_elapsed)
+    }
+
+    /// When `job` was first sent (or counts as sent), and the end of its horizon.
+    fn horizon(&self, job: &Job, now: SystemTime) -> (SystemTime, Option<SystemTime>) {
         let horizon = match job.target {
             Target::Webhook { .. } => self.webhook_horizon,
             _ => self.key_horizon,
@@ -561,7 +587,34 @@ impl Pool {
         // The claim set it (to the first claim, never after the first send); a job claimed
         // through another path counts from now.
         let first_sent_at = job.first_sent_at.unwrap_or(now);
-        let end = horizon_end(Some(first_sent_at), horizon);
+        (first_sent_at, horizon_end(Some(first_sent_at), horizon))
+    }
+
+    /// Reschedules a claimed job without sending it, the service having been down for `down`:
+    /// what to record, as for a call the retry budget refused before sending.
+    async fn not_started(&self, job: Job, down: Duration) -> Finished {
+        let (first_sent_at, end) = self.horizon(&job, self.clock.now());
+        let refused = Error::new(
+            crate::ErrorKind::RetryBudgetExhausted,
+            format!(
+                "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s)",
+                down.as_secs_f64(),
+                self.budget.max_elapsed.as_secs_f64()
+            ),
+        );
+        let record = self.after(&job, first_sent_at, end, Err(refused)).await;
+        Finished {
+            id: job.id,
+            claim: job.claim,
+            event_id: job.event_id,
+            record,
+        }
+    }
+
+    /// Delivers one claimed job: what to record.
+    async fn deliver(&self, job: Job) -> Finished {
+        let now = self.clock.now();
+        let (first_sent_at, end) = self.horizon(&job, now);
         let record = if may_send(now, self.budget.max_elapsed, end) {
             let sent = self.send(&job).await;
             self.after(&job, first_sent_at, end, sent).await
@@ -686,6 +739,27 @@ impl Pool {
             ..ended(JobState::Pending, now, first_sent_at, attempts, last_error)
         }
     }
+}
+
+/// Counts a delivery that may send while it lives, a panic included.
+struct Sending(Arc<AtomicUsize>);
+
+impl Sending {
+    fn count(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How long `client`'s retry budget has seen the service down; `None` while it is up.
+fn service_down_for(client: &RetryingClient) -> Option<Duration> {
+    client.stats().service_down_for
 }
 
 /// The record of a job that ended in `state` at `now`.

@@ -155,3 +155,109 @@ pub(crate) async fn loop_senders(
     }
     all
 }
+
+/// How long `sdk`'s retry budget has seen the service down, or `None` while it is up.
+pub(crate) fn service_down_for(sdk: &RetryingClient) -> Option<Duration> {
+    sdk.stats().service_down_for
+}
+
+/// How one event of a [`batch`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Accepted, or a duplicate of an earlier acceptance.
+    Delivered,
+    /// The call ended in this error kind.
+    Failed(&'static str),
+    /// Never started: the service had been down longer than one call's budget.
+    NotStarted,
+}
+
+/// What a [`batch`] came to.
+#[derive(Debug, Clone)]
+pub(crate) struct Batch {
+    /// Each event's end, in index order.
+    pub(crate) ended: Vec<Ended>,
+    /// From the start to the last event's end.
+    pub(crate) took: Duration,
+}
+
+impl Batch {
+    /// Events that ended so.
+    pub(crate) fn count(&self, which: impl Fn(Ended) -> bool) -> usize {
+        self.ended.iter().filter(|ended| which(**ended)).count()
+    }
+
+    /// Events not delivered: failed or not started.
+    pub(crate) fn lost(&self) -> usize {
+        self.count(|ended| ended != Ended::Delivered)
+    }
+
+    /// Events started, delivered or not.
+    pub(crate) fn started(&self) -> usize {
+        self.count(|ended| ended != Ended::NotStarted)
+    }
+
+    /// Failures by error kind, not-started events as `"not_started"`.
+    pub(crate) fn failures(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut kinds = std::collections::BTreeMap::new();
+        for ended in &self.ended {
+            match ended {
+                Ended::Delivered => {}
+                Ended::Failed(kind) => *kinds.entry(*kind).or_default() += 1,
+                Ended::NotStarted => *kinds.entry("not_started").or_default() += 1,
+            }
+        }
+        kinds
+    }
+}
+
+/// The delivery ID of event `n` of a batch with `prefix`.
+pub(crate) fn batch_id(prefix: &str, n: u64) -> String {
+    format!("{prefix}-{n}")
+}
+
+/// Delivers `count` events of `body` to the demo trigger, `concurrency` at a time, the way
+/// `hodoflow-send batch` does: event `n` has the delivery ID [`batch_id`]`(prefix, n)`, and
+/// before each event starts the pool asks how long the client has seen the service down; once
+/// that is at least `max_elapsed` (one call's budget), no further event starts and each left
+/// ends [`Ended::NotStarted`].
+pub(crate) async fn batch(
+    sdk: &RetryingClient,
+    count: u64,
+    concurrency: usize,
+    prefix: &str,
+    body: &'static [u8],
+    max_elapsed: Duration,
+) -> Batch {
+    let started = Instant::now();
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (sdk, prefix) = (sdk.clone(), Arc::<str>::from(prefix));
+    let ended = each(count, concurrency, move |n| {
+        let (sdk, prefix, stopped) = (sdk.clone(), prefix.clone(), stopped.clone());
+        async move {
+            if stopped.load(Ordering::Relaxed)
+                || service_down_for(&sdk).is_some_and(|down| down >= max_elapsed)
+            {
+                stopped.store(true, Ordering::Relaxed);
+                return Ended::NotStarted;
+            }
+            let Ok(key) = IdempotencyKey::new(batch_id(&prefix, n)) else {
+                return Ended::Failed("invalid_id");
+            };
+            match sdk
+                .deliver(hodoflow_mock::DEMO_TRIGGER_TOKEN, Bytes::from_static(body))
+                .delivery_id(DeliveryId::new(key))
+                .send()
+                .await
+            {
+                Ok(_) => Ended::Delivered,
+                Err(error) => Ended::Failed(error.kind().as_str()),
+            }
+        }
+    })
+    .await;
+    Batch {
+        ended,
+        took: started.elapsed(),
+    }
+}

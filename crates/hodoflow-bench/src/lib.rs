@@ -50,6 +50,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+mod blip_pool;
 mod body_copies;
 mod drive;
 mod figures;
@@ -59,6 +60,7 @@ mod memory;
 mod modulify;
 mod modulify_peer;
 mod outage;
+mod outage_pool;
 mod outbox;
 mod overhead;
 mod peers;

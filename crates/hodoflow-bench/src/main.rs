@@ -88,6 +88,10 @@ enum What {
     Modulify,
     #[value(name = "outbox")]
     Outbox,
+    #[value(name = "blip_pool")]
+    BlipPool,
+    #[value(name = "outage_pool")]
+    OutagePool,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -117,6 +121,8 @@ impl What {
             What::ProxyLimit => vec![Scenario::ProxyLimit],
             What::Modulify => vec![Scenario::Modulify],
             What::Outbox => vec![Scenario::Outbox],
+            What::BlipPool => vec![Scenario::BlipPool],
+            What::OutagePool => vec![Scenario::OutagePool],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

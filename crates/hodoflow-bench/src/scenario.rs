@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::report::Report;
 use crate::{
-    Result, herd, lost_202, memory, modulify, outage, outbox, overhead, proxy_limit, reauth,
-    recovery, retry_after, storm,
+    Result, blip_pool, herd, lost_202, memory, modulify, outage, outage_pool, outbox, overhead,
+    proxy_limit, reauth, recovery, retry_after, storm,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -40,11 +40,17 @@ pub enum Scenario {
     /// Jobs a second through the durable outbox (SQLite; PostgreSQL with 1, 2 and 4 worker
     /// pools) over direct calls at the same concurrency, and enqueue latency.
     Outbox,
+    /// Events lost by a batch through blips of 503s or 429s without `Retry-After`, at each
+    /// concurrency.
+    BlipPool,
+    /// Server load, requests per operation and the batch's end in a sustained outage, at each
+    /// concurrency.
+    OutagePool,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Overhead,
         Scenario::Storm,
         Scenario::Lost202,
@@ -58,6 +64,8 @@ impl Scenario {
         Scenario::ProxyLimit,
         Scenario::Modulify,
         Scenario::Outbox,
+        Scenario::BlipPool,
+        Scenario::OutagePool,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -76,6 +84,8 @@ impl Scenario {
             Scenario::ProxyLimit => "proxy_limit",
             Scenario::Modulify => "modulify",
             Scenario::Outbox => "outbox",
+            Scenario::BlipPool => "blip_pool",
+            Scenario::OutagePool => "outage_pool",
         }
     }
 
@@ -101,6 +111,8 @@ impl Scenario {
             Scenario::ProxyLimit => proxy_limit::run(size).await,
             Scenario::Modulify => modulify::run(size).await,
             Scenario::Outbox => outbox::run(size).await,
+            Scenario::BlipPool => blip_pool::run(size).await,
+            Scenario::OutagePool => outage_pool::run(size).await,
         }
     }
 }

@@ -6,8 +6,10 @@
 //! default retry budget, the SDK with the budget disabled, and each peer (`reqwest-retry`,
 //! reqwest's built-in retry, backon), each at 5 attempts and, where the client has a backoff,
 //! the same backoff scale, each against a fresh, identical server. Each operation's duration is measured too.
-//! Targets: the SDK with its default budget <= 1.10 requests per operation, and its p99
-//! operation duration at most that of `RetryBudget::disabled()` in the same run.
+//! Target: the SDK with its default budget <= 1.10 requests per operation. The p99 operation
+//! duration of the default budget over that of `RetryBudget::disabled()` is reported, not
+//! judged: issue 18 withdrew the target, since a client cannot tell a blip 300 ms old from an
+//! outage, and holding a call through a blip (which delivers it) makes it longer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -198,7 +200,6 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.figure("p99_duration_default_over_disabled", duration_ratio);
     report.note("requests_per_op is the server's webhook requests over the operations the senders started in the 10 s (each finished, past the 10 s if need be)");
     report.note("with the default (adaptive) budget the service is found down within the first answers: every attempt, first attempts included, then holds, one probe goes every 100 ms, and a held attempt is refused (retry_budget_exhausted, nothing sent) when a probe sent after it began holding is refused; operations so refused count in ops with no request, so requests_per_op falls below 1");
-    report.at_most("p99_duration_default_over_disabled", duration_ratio, 1.0);
     report.at_most(
         "sdk_default_budget.requests_per_op",
         per_op["sdk_default_budget"],

@@ -311,3 +311,46 @@ async fn outbox_measures_jobs_per_second_beside_direct_calls_and_enqueue_latency
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blip_pool_reads_every_cell_from_the_ledger() {
+    let json = smoke(Scenario::BlipPool).await;
+    for status in ["503", "429"] {
+        for blip in ["0.05s", "0.15s"] {
+            for c in ["c1", "c8"] {
+                let cell = &json["figures"][status][blip][c];
+                assert!(cell["lost"].is_u64(), "{status} {blip} {c}: {json}");
+                assert!(cell["requests"].as_u64().expect("requests") > 0, "{json}");
+                assert!(cell["requests_during_blip"].is_u64(), "{json}");
+                // Every event is delivered at most once, and each run is one the pool counted.
+                let runs = cell["runs"].as_u64().expect("runs");
+                let lost = cell["lost"].as_u64().expect("lost");
+                assert_eq!(runs + lost, 20, "{status} {blip} {c}: {json}");
+                assert_eq!(cell["duplicates_executed"], 0, "{json}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_pool_measures_each_concurrency_and_the_batch_end() {
+    let json = smoke(Scenario::OutagePool).await;
+    for c in ["c1", "c8"] {
+        let cell = &json["figures"][c];
+        assert!(
+            cell["healthy_requests_per_second"].as_f64().expect("rate") > 0.0,
+            "{json}"
+        );
+        assert!(cell["over_healthy_rate"].is_number(), "{json}");
+        assert!(cell["requests_per_op"].is_number(), "{json}");
+        assert!(
+            cell["events_started"].as_u64().expect("started") > 0,
+            "{json}"
+        );
+        assert_eq!(cell["runs"], 0, "the server ran nothing: {json}");
+    }
+    let batch = &json["figures"]["batch"];
+    assert_eq!(batch["events"], 30, "{json}");
+    assert!(batch["seconds"].is_number(), "{json}");
+    assert_eq!(batch["runs"], 0, "{json}");
+}

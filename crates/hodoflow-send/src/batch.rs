@@ -27,6 +27,17 @@
 //! task that panics is reported as that event's `internal` result line (exit 3: it may have been
 //! sent) while the others go on.
 //!
+//! # An outage longer than a call
+//!
+//! Through a blip the SDK's retry budget holds each call, sending nothing, until the service
+//! answers again, so the events go through. Once the client has seen the service down for
+//! longer than one call's budget (`--max-elapsed`), an event started then could only hold for
+//! its whole budget and end refused, and a batch of thousands would hold wave after wave. So no
+//! further event starts: each one left gets its result line at once, to retry (exit 3, kind
+//! `budget_exhausted`, `may_have_run` false, a message saying how long the service has been
+//! down), standard error says how many, and the events in flight end as the SDK ends them.
+//! Running the same file again later sends them.
+//!
 //! Each input line is `{"event_id": "<business id>", "body": <any JSON>}`; the body is sent as the
 //! bytes it has in the line, not re-serialized. Each output line, in the order deliveries finish:
 //!
@@ -105,6 +116,8 @@ pub(crate) struct Prepared {
     events: Vec<Event>,
     merged: Vec<(usize, usize)>,
     concurrency: usize,
+    /// One call's budget: once the service has been down longer, no further event starts.
+    max_elapsed: Duration,
     /// `--outbox` and its pool's settings.
     outbox: Option<(String, crate::outbox::PoolPlan)>,
 }
@@ -147,6 +160,7 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
         events,
         merged,
         concurrency: batch.concurrency as usize,
+        max_elapsed: cli.max_elapsed,
         outbox,
     })
 }
@@ -275,8 +289,37 @@ impl Prepared {
         let mut pending = self.events.into_iter();
         let mut running = JoinSet::new();
         let mut in_flight = HashMap::new();
+        let mut emit = |line: &ResultLine| {
+            tally.add(line);
+            let print = || crate::redact::print_json(line);
+            // Hiding the bar redraws it: only when both share the terminal.
+            if stdout_is_terminal {
+                bar.suspend(print);
+            } else {
+                print();
+            }
+            bar.inc(1);
+        };
+        let mut stopped = false;
         loop {
-            while running.len() < self.concurrency {
+            while !stopped && running.len() < self.concurrency {
+                if let Some(down) = down_too_long(&self.client, self.max_elapsed) {
+                    // Each event left would only hold for the service and be refused: none
+                    // starts, each is listed to retry, and a later run sends it.
+                    stopped = true;
+                    let left: Vec<Event> = pending.by_ref().collect();
+                    if !left.is_empty() {
+                        crate::redact::eprint(&format!(
+                            "batch: {}: {} event(s) not started, listed to retry",
+                            down_reason(down, self.max_elapsed),
+                            left.len()
+                        ));
+                    }
+                    for event in left {
+                        emit(&not_started(event, down, self.max_elapsed));
+                    }
+                    break;
+                }
                 let Some(event) = pending.next() else { break };
                 let client = self.client.clone();
                 let trigger = Arc::clone(&self.trigger);
@@ -287,16 +330,7 @@ impl Prepared {
             let Some(finished) = running.join_next_with_id().await else {
                 break;
             };
-            let line = settle(finished, &mut in_flight);
-            tally.add(&line);
-            let print = || crate::redact::print_json(&line);
-            // Hiding the bar redraws it: only when both share the terminal.
-            if stdout_is_terminal {
-                bar.suspend(print);
-            } else {
-                print();
-            }
-            bar.inc(1);
+            emit(&settle(finished, &mut in_flight));
         }
         bar.finish_and_clear();
         crate::redact::eprint(&tally.summary(total, started.elapsed()));
@@ -365,6 +399,39 @@ fn settle(
                 error: Some(Failure::internal(&crate::internal::describe(error))),
             }
         }
+    }
+}
+
+/// How long the client has seen the service down, when that is at least one call's budget
+/// `max_elapsed`: an event started now would hold for the whole of its call and end refused.
+fn down_too_long(client: &RetryingClient, max_elapsed: Duration) -> Option<Duration> {
+    crate::client::service_down_for(client).filter(|down| *down >= max_elapsed)
+}
+
+/// `the service has been down for 21.3 s, longer than one call's budget (20.0 s)`.
+fn down_reason(down: Duration, max_elapsed: Duration) -> String {
+    format!(
+        "the service has been down for {:.1} s, longer than one call's budget ({:.1} s)",
+        down.as_secs_f64(),
+        max_elapsed.as_secs_f64()
+    )
+}
+
+/// The result line of an event not started because the service had been down for `down`: to
+/// retry, as a call the retry budget refused before sending.
+fn not_started(event: Event, down: Duration, max_elapsed: Duration) -> ResultLine {
+    let delivery_id = crate::identity::event_delivery_id(&event.event_id)
+        .key()
+        .as_str()
+        .to_owned();
+    ResultLine {
+        event_id: event.event_id,
+        delivery_id,
+        outcome: Outcome::Error,
+        status: None,
+        workflow_run_id: None,
+        attempts: 0,
+        error: Some(Failure::not_started(&down_reason(down, max_elapsed))),
     }
 }
 
@@ -617,6 +684,41 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    #[test]
+    fn an_event_not_started_in_an_outage_is_listed_to_retry_with_the_reason() {
+        let event = Event {
+            event_id: "e-9".into(),
+            body: b"{}".to_vec(),
+        };
+        let line = not_started(
+            event,
+            Duration::from_millis(21_340),
+            Duration::from_secs(20),
+        );
+        assert_eq!(line.exit(), Exit::Retryable);
+        assert_eq!(
+            (line.outcome, line.attempts, line.status),
+            (Outcome::Error, 0, None)
+        );
+        assert_eq!(
+            line.delivery_id,
+            crate::identity::event_delivery_id("e-9").key().as_str()
+        );
+        let failure = line.error.as_ref().unwrap();
+        assert_eq!(
+            (failure.kind, failure.may_have_run),
+            ("budget_exhausted", false)
+        );
+        assert_eq!(
+            failure.message,
+            "retry_budget_exhausted: not started: the service has been down for 21.3 s, \
+             longer than one call's budget (20.0 s)"
+        );
+        let mut tally = Tally::default();
+        tally.add(&line);
+        assert_eq!((tally.retryable, tally.permanent), (1, 0));
     }
 
     #[test]

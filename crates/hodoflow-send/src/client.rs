@@ -5,6 +5,7 @@
 //! echoes the bearer token it received has it redacted from everything printed.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hodoflow_retry::{
     Budget, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture, RetryingClient,
@@ -71,6 +72,11 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
         .budget(budget)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// How long `client`'s retry budget has seen the service down; `None` while it is up.
+pub(crate) fn service_down_for(client: &RetryingClient) -> Option<Duration> {
+    client.stats().service_down_for
 }
 
 /// Client credentials that add each issued token to the redaction set.

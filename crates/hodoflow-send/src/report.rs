@@ -238,6 +238,20 @@ impl Failure {
         }
     }
 
+    /// An operation this tool did not start, because the SDK's retry budget would only have
+    /// held it and refused it (`reason` says why): nothing was sent, so exit 3.
+    pub(crate) fn not_started(reason: &str) -> Self {
+        let detail = format!("not started: {reason}");
+        Self {
+            kind: "budget_exhausted",
+            may_have_run: false,
+            message: format!("retry_budget_exhausted: {detail}"),
+            detail,
+            exit: Exit::Retryable,
+            retry_after: None,
+        }
+    }
+
     /// A permanent failure this tool finds in a definite answer: exit 1.
     pub(crate) fn permanent(kind: &'static str, may_have_run: bool, message: String) -> Self {
         Self {
