@@ -170,6 +170,19 @@ impl Deadline {
         (!remaining.is_zero()).then(|| self.budget.attempt_timeout.min(remaining))
     }
 
+    /// How long an attempt starting at `now` may be held while the service is down: what
+    /// remains, less one attempt's time (the attempt timeout, at most a quarter of the budget),
+    /// so a held attempt that is released is still answered in time.
+    pub(crate) fn hold(&self, now: Instant) -> Duration {
+        let attempt = self.budget.attempt_timeout.min(self.budget.max_elapsed / 4);
+        self.remaining(now).saturating_sub(attempt)
+    }
+
+    /// The whole elapsed-time budget.
+    pub(crate) fn max_elapsed(&self) -> Duration {
+        self.budget.max_elapsed
+    }
+
     /// How many more attempts may be made after `made`.
     pub(crate) fn attempts_left(&self, made: u32) -> u32 {
         self.budget.max_attempts.saturating_sub(made)

@@ -15,13 +15,14 @@ use crate::call::{Call, Delivering, Target};
 use crate::endpoint;
 use crate::engine::{Engine, Policy};
 use crate::error::{Error, Result};
+use crate::jitter::Jitter;
 use crate::key::IdempotencyKey;
 use crate::rate::{RateBudget, RateGate};
 use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
 use crate::schedule::{Schedule, SharedSchedule};
 use crate::stats::{Counters, Stats};
-use crate::transport;
+use crate::transport::{self, AttemptTransport, Sender};
 use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
@@ -57,7 +58,9 @@ pub struct ClientBuilder {
     trigger_limit: Option<TriggerLimit>,
     trigger_limits: HashMap<TriggerKey, TriggerLimit>,
     http: Option<reqwest::Client>,
+    transport: Option<Arc<dyn AttemptTransport>>,
     http2_prior_knowledge: bool,
+    seed: Option<u64>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -97,7 +100,9 @@ impl ClientBuilder {
             trigger_limit: None,
             trigger_limits: HashMap::new(),
             http: None,
+            transport: None,
             http2_prior_knowledge: false,
+            seed: None,
         }
     }
 
@@ -263,6 +268,27 @@ impl ClientBuilder {
         self
     }
 
+    /// Sends every attempt through `transport` instead of a reqwest client: an in-memory server
+    /// for tests and simulations (see [`AttemptTransport`]). The engine, its budgets and its
+    /// records are the same; no reqwest client is built unless the client credentials need one
+    /// for their token exchange.
+    ///
+    /// Default: none, the client's own reqwest client.
+    pub fn transport(mut self, transport: impl AttemptTransport) -> Self {
+        self.transport = Some(Arc::new(transport));
+        self
+    }
+
+    /// Seeds the draws of this client's jitter (backoff, the gate's spread), so the same calls
+    /// against the same answers wait the same times: for tests and simulations. The retry
+    /// budget has a seed of its own ([`RetryBudgetBuilder::seed`](crate::RetryBudgetBuilder::seed)).
+    ///
+    /// Default: seeded from the operating system.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
     /// Builds the client.
     ///
     /// # Errors
@@ -279,11 +305,17 @@ impl ClientBuilder {
         if self.poll_interval.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
         }
+        // A custom transport needs a reqwest client only for a client-credentials exchange.
+        let needs_http =
+            self.transport.is_none() || (self.exchanger.is_none() && self.credentials.is_some());
         let http = match self.http {
-            Some(http) => http,
-            None => transport::http_client(self.http2_prior_knowledge).map_err(|e| {
-                Error::invalid_input("the HTTP client could not be built").with_source(e)
-            })?,
+            Some(http) => Some(http),
+            None if needs_http => Some(
+                transport::http_client(self.http2_prior_knowledge).map_err(|e| {
+                    Error::invalid_input("the HTTP client could not be built").with_source(e)
+                })?,
+            ),
+            None => None,
         };
         if let Some(token) = &self.bearer
             && (token.expose().is_empty()
@@ -300,7 +332,7 @@ impl ClientBuilder {
                 &self.base_url,
                 id,
                 secret,
-                http.clone(),
+                http.clone().expect("built for client credentials"),
             )?),
             (None, None) => match self.bearer {
                 Some(token) => Arc::new(StaticToken(token)),
@@ -311,11 +343,17 @@ impl ClientBuilder {
                 }
             },
         };
+        let sender = match (self.transport, http) {
+            (Some(transport), _) => Sender::Custom(transport),
+            (None, Some(http)) => Sender::Reqwest(http),
+            (None, None) => unreachable!("a reqwest client is built when no transport is set"),
+        };
         Ok(RetryingClient {
             inner: Arc::new(Inner {
                 base,
-                http,
+                http: sender,
                 engine: Engine {
+                    jitter: Jitter::new(self.seed),
                     tokens: Some(TokenCache::new(exchanger)),
                     gate: RateGate::new(self.rate_budget),
                     triggers: TriggerLimiter::new(self.trigger_limit, self.trigger_limits),
@@ -345,7 +383,7 @@ pub struct RetryingClient {
 pub(crate) struct Inner {
     pub(crate) base: reqwest::Url,
     /// Every attempt of the client's calls goes out through it.
-    pub(crate) http: reqwest::Client,
+    pub(crate) http: Sender,
     pub(crate) engine: Engine,
     pub(crate) policy: Policy,
     pub(crate) webhook_body_limit: usize,

@@ -2,7 +2,7 @@
 //! fixed request -> attempt -> classify -> wait -> next attempt -> outcome.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -15,14 +15,16 @@ use crate::auth::{CachedToken, TokenCache};
 use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
 use crate::classify::{classify, final_error};
+use crate::clock::wall_now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fleet::Fleet;
+use crate::jitter::Jitter;
 use crate::matrix::Verdict;
 use crate::otel;
 use crate::rate::RateGate;
 use crate::rate_limit_field;
 use crate::request::FixedRequest;
-use crate::retry_budget::{Admission, Refusal, RetryBudget};
+use crate::retry_budget::{Admission, Limits, Refusal, RetryBudget};
 use crate::schedule::{SharedSchedule, Waits};
 use crate::stats::{Counters, RetryCause, Stats};
 use crate::transport::Transport;
@@ -56,6 +58,8 @@ pub(crate) struct Engine {
     pub(crate) counters: Counters,
     /// The most bytes of a JSON:API, read or GraphQL answer read.
     pub(crate) answer_limit: usize,
+    /// The client's draws: backoff jitter and the gate's spread.
+    pub(crate) jitter: Jitter,
 }
 
 /// The final, successful answer and every attempt that led to it.
@@ -102,6 +106,7 @@ impl Engine {
                 .retry_budget
                 .send_rate()
                 .map(|rate| Duration::from_secs_f64(1.0 / rate)),
+            service_down_for: self.retry_budget.down_for(),
             exchanges: self.tokens.as_ref().map_or(0, TokenCache::exchanges),
             ..self.counters.snapshot()
         }
@@ -164,10 +169,13 @@ impl Engine {
         loop {
             let number = attempts.len() as u32 + 1;
             let (asked, status, retry_after, cause) = admission;
-            let max_wait = deadline
-                .remaining(Instant::now())
-                .saturating_sub(MIN_ATTEMPT);
-            let ticket = match self.retry_budget.admit(asked, max_wait).await {
+            let now = Instant::now();
+            let limits = Limits {
+                max_wait: deadline.remaining(now).saturating_sub(MIN_ATTEMPT),
+                hold: deadline.hold(now),
+                rides_out: deadline.max_elapsed(),
+            };
+            let ticket = match self.retry_budget.admit(asked, limits).await {
                 Ok(ticket) => ticket,
                 Err(refusal) => {
                     self.counters.retry_refused();
@@ -239,7 +247,7 @@ impl Engine {
             if let (Some(fleet), Some(slot)) = (&policy.fleet, fleet_slot) {
                 fleet.answered(slot).await;
             }
-            let retry_after = answer.retry_after(SystemTime::now());
+            let retry_after = answer.retry_after(wall_now());
             let closed_for = self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
             if let (Some(fleet), Some(wait)) = (&policy.fleet, closed_for) {
                 fleet.slow_down(wait).await;
@@ -286,7 +294,9 @@ impl Engine {
                     });
                 }
                 _ if deadline.attempts_left(number) == 0 => None,
-                _ => waits.plan(verdict, retries, retry_after, &mut rand::rng()),
+                _ => self
+                    .jitter
+                    .with(|rng| waits.plan(verdict, retries, retry_after, rng)),
             };
             let Some((wait, reason)) = next else {
                 trace_attempt(&answer, number, verdict, None, elapsed);
@@ -365,7 +375,7 @@ impl Engine {
                 return Err(error);
             }
             // A custom schedule that has ended stops the exchanges too.
-            let Some(wait) = waits.backoff(failed, &mut rand::rng()) else {
+            let Some(wait) = self.jitter.with(|rng| waits.backoff(failed, rng)) else {
                 return Err(error);
             };
             if deadline.check_wait(wait, Instant::now()).is_err() {
@@ -415,7 +425,9 @@ impl Engine {
             },
         };
         let now = Instant::now();
-        let reserved = self.gate.reserve(now, max_wait(now), &mut rand::rng());
+        let reserved = self
+            .jitter
+            .with(|rng| self.gate.reserve(now, max_wait(now), rng));
         match reserved {
             Ok(wait) if wait.is_zero() => {}
             Ok(wait) => {
@@ -511,7 +523,7 @@ fn not_retried(
 /// The error of the answer the engine stopped on, with every attempt; a trigger token the
 /// server echoed into the error code it quotes is redacted, whichever transport sent it.
 fn stopped(request: &FixedRequest, answer: &Answer, attempts: Vec<Attempt>) -> Error {
-    let error = final_error(request.surface, answer, SystemTime::now()).with_attempts(attempts);
+    let error = final_error(request.surface, answer, wall_now()).with_attempts(attempts);
     match request.trigger_token() {
         Some(token) => error.redacting(token),
         None => error,

@@ -95,6 +95,7 @@ mod endpoint;
 mod engine;
 mod error;
 mod fleet;
+mod jitter;
 mod key;
 mod matrix;
 #[cfg(feature = "middleware")]
@@ -149,6 +150,7 @@ pub use schedule::BackoffCrateSchedule;
 pub use schedule::BackonSchedule;
 pub use schedule::Schedule;
 pub use stats::{Retries, Stats};
+pub use transport::{AttemptFuture, AttemptTransport, Outgoing};
 pub use trigger_limit::TriggerLimit;
 
 /// The README's examples, compiled as doctests so they stay true.

@@ -21,6 +21,7 @@ use crate::budget::Budget;
 use crate::client::RetryingClient;
 use crate::engine::{Engine, Policy};
 use crate::error::{Error, Result};
+use crate::jitter::Jitter;
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::profile::Surface;
 use crate::profile::hodoflow::{GRAPHQL_PATH, WEBHOOKS_PREFIX};
@@ -289,6 +290,7 @@ impl RetryMiddlewareBuilder {
             retry_budget: self.retry_budget,
             counters: Counters::default(),
             answer_limit: self.answer_limit,
+            jitter: Jitter::new(None),
         };
         Ok(RetryMiddleware {
             engine: Shared::Own(Arc::new(engine)),

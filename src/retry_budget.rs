@@ -35,14 +35,38 @@
 //!    1))` with [`RetryBudget::K`] = 2. An accept is any answer but a 429 or a 5xx. At
 //!    [`RetryBudget::DOWN_AT`] or more in either horizon (at most a quarter accepted, over at least
 //!    20 answers) the service is down, and every attempt, **first attempts included**, holds
-//!    instead of sending. One attempt every [`RetryBudget::PROBE_INTERVAL`] goes as a probe. A
-//!    held attempt is refused, with `retry_budget_exhausted` and nothing sent, only when a probe
-//!    *sent after it began holding* is refused too: no call is failed on evidence older than
-//!    itself, so a call that starts after the server healed is never refused. When such a probe
-//!    is accepted, each held attempt goes with probability `1 - ratio`, else holds for the next
-//!    probe: the ratio recovering is the ramp, so a healed server is not hit by every held call
-//!    at once.
-//! 4. **A 429 without `Retry-After` engages a send-rate limiter** (AWS adaptive mode's CUBIC
+//!    instead of sending. **A hold is decided by time, not by a count of refused probes**:
+//!    - a held attempt keeps holding, sending nothing, up to its own deadline less one attempt's
+//!      time (the attempt timeout, at most a quarter of the call's budget), so it rides out any
+//!      blip its budget could, and is refused with `retry_budget_exhausted` only then;
+//!    - or sooner, once the service has been down for longer than the call's **whole budget**
+//!      and the newest probe was refused: no blip this call could ride out is going on, so a
+//!      sender's backlog ends as "send later" instead of holding wave after wave;
+//!    - one attempt at a time goes as a probe, when nothing else is in flight: every
+//!      [`RetryBudget::PROBE_INTERVAL`] (100 ms) for the first
+//!      [`RetryBudget::PROBES_SLOW_AFTER`] (2 s) of an outage, then a tenth of the outage's age,
+//!      up to [`RetryBudget::PROBE_INTERVAL_MAX`] (3.2 s). So one client's load in an outage is
+//!      bounded by the probe rate, whatever its concurrency, **a sequential sender included**
+//!      (its one call holds too), and a heal is seen within a tenth of the outage's length;
+//!    - the first accepted probe starts the ramp: an eighth of the held attempts goes at once, a
+//!      quarter and a half at the next two probe intervals, then all, when the service is
+//!      declared up and the outage's history is forgotten. A refusal of an attempt sent during
+//!      the ramp ends it, back to holding. So a healed server is not hit by every held call at
+//!      once, and recovers in about 300 ms.
+//!
+//!    Why time: a client cannot tell a 300 ms-old blip from an outage. The rule it replaces
+//!    refused a held attempt after three refused probes (about 300 ms), so a worker pool lost
+//!    its whole backlog in flight to any blip longer than that (issue 18: 194 of 200 events to a
+//!    1.5 s blip at concurrency 64), and let a sequential sender spend all its attempts in an
+//!    outage. At the default budget an operation may use its budget, as long as the server's
+//!    load stays bounded; a caller who wants to fail fast sets a short budget.
+//! 5. **A floor of retries** ([`RetryBudget::MIN_RETRIES_PER_SEC`], 10 a second, Finagle's
+//!    `minRetriesPerSec`): a retry that finds the bucket empty still goes on the floor, or waits
+//!    the moment until the floor refills, instead of being refused. A client with little traffic
+//!    (a handful of calls in flight) is then never refused a lone retry after a blip drained its
+//!    bucket. The floor adds no load to an outage: while the service is down, the hold decides
+//!    before the bucket does.
+//! 6. **A 429 without `Retry-After` engages a send-rate limiter** (AWS adaptive mode's CUBIC
 //!    client rate limiter; see `cubic.rs`): every attempt waits for a send slot, within its
 //!    deadline, at a rate cut to [`RetryBudget::CUBIC_BETA`] of the rate in use at each throttle
 //!    and grown back along CUBIC's curve, so the client finds the rate a proxy admits instead of
@@ -69,10 +93,10 @@
 //!
 //! # Limits
 //!
-//! A blip counted in requests (the server refuses the next N, whenever they come) that outlasts
-//! the attempts in flight when the service is found down is met by the probes, one per 100 ms:
-//! more than [`RetryBudget::REFUSED_PROBES`] of it left then costs the calls held meanwhile. A
-//! blip counted in time shorter than about 300 ms costs none.
+//! The hold keeps a call's attempt count for after the outage: a call held for 40 s still has
+//! its attempts when it is released. A call's budget (`Budget::max_elapsed`) is still the bound
+//! on how long it lasts. Each client decides alone: a fleet of many processes on one credential
+//! shares no hold (the outbox's workers share the credential's pause through their store).
 
 mod cubic;
 mod window;
@@ -83,7 +107,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::StatusCode;
-use rand::Rng;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -144,13 +169,32 @@ impl RetryBudget {
     pub const SHORT_HISTORY: Duration = Duration::from_secs(window::SHORT as u64);
     /// The ratio at which the service is down: 0.5, at most a quarter of the answers accepted.
     pub const DOWN_AT: f64 = 0.5;
-    /// While the service is down, one attempt goes as a probe this often: 100 ms, so a held
-    /// call learns within about 100 ms and an outage sees 10 probes a second from a client.
+    /// While the service is down, one attempt goes as a probe at most this often: 100 ms, so a
+    /// held call learns within about 100 ms that a blip ended.
     pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-    /// A held attempt is refused once this many probes sent after it began holding were
-    /// refused: 3, so a blip shorter than about 300 ms costs no operation, and a call held in an
-    /// outage ends within about 300 ms (a call of the default budget that retries takes longer).
+    /// Once the service has been down this long, the probes space out: each waits a tenth of the
+    /// time the service has been down, from [`RetryBudget::PROBE_INTERVAL`] up to
+    /// [`RetryBudget::PROBE_INTERVAL_MAX`].
+    pub const PROBES_SLOW_AFTER: Duration = Duration::from_secs(2);
+    /// The longest time between probes in a long outage: 3.2 s, so an outage of any length
+    /// sees at most about one request every 3.2 s from a client, and a heal is seen within it.
+    pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(3200);
+    /// Deprecated: a held attempt is no longer refused after a count of refused probes. It holds
+    /// by time, up to its own deadline less one attempt's time, or until the outage has lasted
+    /// longer than its call's budget (see the module docs of `src/retry_budget.rs`).
+    #[deprecated(
+        since = "0.1.0",
+        note = "held attempts are refused by time, not after a count of refused probes"
+    )]
     pub const REFUSED_PROBES: u32 = 3;
+    /// The share of held attempts an accepted probe releases at once: an eighth, then a quarter
+    /// and a half at each [`RetryBudget::PROBE_INTERVAL`] after it, then all of them, when the
+    /// service is up again. A refused answer during the ramp ends it.
+    pub const RAMP_FIRST_SHARE: f64 = 0.125;
+    /// Retries a second that go even when the bucket is empty (Finagle's `minRetriesPerSec`,
+    /// reqwest's retry floor): 10, so a low-traffic client is never refused a lone retry after a
+    /// blip that emptied its bucket.
+    pub const MIN_RETRIES_PER_SEC: u32 = 10;
     /// The send-rate limiter's multiplicative decrease at a throttle: 0.7 (AWS adaptive mode).
     pub const CUBIC_BETA: f64 = cubic::BETA;
     /// CUBIC's scaling constant: 0.4 (AWS adaptive mode).
@@ -217,11 +261,11 @@ impl RetryBudget {
             .map_or(0, |shared| shared.local_rejections.load(Ordering::Relaxed))
     }
 
-    /// Admits one attempt: at once, after a wait within `max_wait`, or not at all.
+    /// Admits one attempt: at once, after a wait within `limits`, or not at all.
     pub(crate) async fn admit(
         &self,
         admission: Admission,
-        max_wait: Duration,
+        limits: Limits,
     ) -> Result<Ticket, Refusal> {
         let Some(shared) = &self.bucket else {
             return Ok(Ticket { admitted: None });
@@ -255,7 +299,23 @@ impl RetryBudget {
             return Ok(shared.ticket(cost, None, shared.clock.now()));
         }
         let first = admission == Admission::First;
-        shared.admit_slow(cost, first, max_wait).await
+        shared.admit_slow(cost, first, limits).await
+    }
+
+    /// How long the service has been down, as this budget's answers tell: `None` while it is up
+    /// or the budget is disabled. A sender that sees this pass one call's budget may stop
+    /// starting calls (the CLI's `batch` and the outbox's workers do): no call started now could
+    /// ride the outage out.
+    pub fn down_for(&self) -> Option<Duration> {
+        let shared = self.bucket.as_ref()?;
+        let now = shared.clock.now();
+        let mut state = shared.lock();
+        if !state.down(now) {
+            return None;
+        }
+        state
+            .down_since
+            .map(|since| now.saturating_duration_since(since))
     }
 
     /// The answer (`status`, `None` when none came back) to the attempt of `ticket`.
@@ -377,13 +437,47 @@ impl fmt::Debug for Ticket {
     }
 }
 
+/// What bounds one admission's waits, from its call's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The longest wait for a token or a send slot: what is left of the call, less a moment for
+    /// the attempt.
+    pub(crate) max_wait: Duration,
+    /// The longest hold while the service is down: what is left of the call, less one attempt's
+    /// time, so a held attempt that is released still has time to be answered.
+    pub(crate) hold: Duration,
+    /// The call's whole budget: the longest outage it could ride out. Once the service has been
+    /// down longer, the attempt is refused on the newest probe's refusal.
+    pub(crate) rides_out: Duration,
+}
+
+impl Limits {
+    /// Limits for waits of at most `wait`, holding as long, riding out as long.
+    #[cfg(test)]
+    pub(crate) fn of(wait: Duration) -> Self {
+        Self {
+            max_wait: wait,
+            hold: wait,
+            rides_out: wait,
+        }
+    }
+}
+
 /// Why an attempt was refused without being sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Refusal {
-    /// Too few tokens, and no attempt in flight whose success would bring some back.
+    /// Too few tokens, and no attempt in flight whose success would bring some back (the plain
+    /// bucket only; the adaptive budget has a floor).
     Tokens { left: u32, cost: u32 },
-    /// The service is down: the probes sent after this attempt began holding were refused too.
-    Down { ratio: f64 },
+    /// The service is down and stayed down while this attempt held, until only one attempt's
+    /// time was left of its call.
+    Down { down_for: Duration, held: Duration },
+    /// The service has been down for longer than the call's whole budget, and the newest probe
+    /// was refused: no blip this call could ride out is going on.
+    Outlived {
+        down_for: Duration,
+        budget: Duration,
+    },
     /// The call's time ran out while it waited for tokens, a probe or a send slot.
     NoTime { waited: Duration },
 }
@@ -395,8 +489,15 @@ impl Refusal {
             Refusal::Tokens { left, cost } => format!(
                 "a retry costs {cost} tokens and {left} are left, with no attempt in flight that could bring tokens back; most calls are failing, so this one stops instead of adding load"
             ),
-            Refusal::Down { ratio } => format!(
-                "the service looks down (throttle ratio {ratio:.2}) and the probes sent after this attempt began waiting were refused too; nothing was sent for this attempt"
+            Refusal::Down { down_for, held } => format!(
+                "the service has been down for {:.1}s; this attempt held {:.1}s for it to come back, until only one attempt's time was left; nothing was sent for this attempt, send it again later",
+                down_for.as_secs_f64(),
+                held.as_secs_f64()
+            ),
+            Refusal::Outlived { down_for, budget } => format!(
+                "the service has been down for {:.1}s, longer than this call's budget of {:.1}s, and the latest probe was refused; nothing was sent for this attempt, send it again later",
+                down_for.as_secs_f64(),
+                budget.as_secs_f64()
             ),
             Refusal::NoTime { waited } => format!(
                 "the call's time ran out after waiting {waited:?} for a retry token, a probe or a send slot; nothing was sent for this attempt"
@@ -421,6 +522,8 @@ struct Config {
     success_reward: u32,
     refill_every: Option<Duration>,
     adaptive: bool,
+    min_retries_per_sec: u32,
+    seed: Option<u64>,
 }
 
 impl RetryBudgetBuilder {
@@ -435,6 +538,8 @@ impl RetryBudgetBuilder {
                 success_reward: RetryBudget::SUCCESS_REWARD,
                 refill_every: None,
                 adaptive: true,
+                min_retries_per_sec: RetryBudget::MIN_RETRIES_PER_SEC,
+                seed: None,
             },
             clock: Arc::new(TokioClock),
         }
@@ -492,6 +597,25 @@ impl RetryBudgetBuilder {
         self
     }
 
+    /// Retries a second that go when the bucket is empty, in the adaptive budget; 0 turns the
+    /// floor off. While the service is down, the hold decides before the bucket does, so the
+    /// floor adds no load to an outage.
+    ///
+    /// Default: [`RetryBudget::MIN_RETRIES_PER_SEC`] (10).
+    pub fn min_retries_per_sec(mut self, retries: u32) -> Self {
+        self.config.min_retries_per_sec = retries;
+        self
+    }
+
+    /// Seeds the budget's draws (which held attempts the ramp releases), for tests and
+    /// simulations that must repeat exactly.
+    ///
+    /// Default: seeded from the operating system.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = Some(seed);
+        self
+    }
+
     /// Reads the time for the refill, the ratio's history and the send-rate limiter from
     /// `clock`. Waits sleep on tokio's timer.
     ///
@@ -538,6 +662,15 @@ impl RetryBudgetBuilder {
                         result: None,
                     },
                     down_since: None,
+                    ramp_from: None,
+                    floor: Floor {
+                        retries: f64::from(config.min_retries_per_sec),
+                        at: now,
+                    },
+                    rng: match config.seed {
+                        Some(seed) => SmallRng::seed_from_u64(seed),
+                        None => SmallRng::from_os_rng(),
+                    },
                 }),
                 full: AtomicBool::new(true),
                 calm: AtomicBool::new(true),
@@ -585,6 +718,37 @@ struct State {
     probes: Probes,
     /// Since when the service has been down, as last seen by an answer.
     down_since: Option<Instant>,
+    /// Since when an accepted probe has been releasing the held attempts, share by share.
+    ramp_from: Option<Instant>,
+    floor: Floor,
+    /// The ramp's draws.
+    rng: SmallRng,
+}
+
+/// The retries a second that go with the bucket empty: a bucket of its own, refilled
+/// continuously, holding one second's worth.
+struct Floor {
+    retries: f64,
+    at: Instant,
+}
+
+impl Floor {
+    /// Takes one retry if one is left by `now`, else says how long until one is.
+    fn take(&mut self, now: Instant, per_sec: u32) -> Result<(), Duration> {
+        if per_sec == 0 {
+            return Err(Duration::MAX);
+        }
+        let rate = f64::from(per_sec);
+        let since = now.saturating_duration_since(self.at).as_secs_f64();
+        self.retries = (self.retries + since * rate).min(rate);
+        self.at = now;
+        if self.retries >= 1.0 {
+            self.retries -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.retries) / rate))
+        }
+    }
 }
 
 /// The probes sent while the service is down, and the latest one's result.
@@ -597,20 +761,45 @@ struct Probes {
     result: Option<(u64, bool)>,
 }
 
-impl Probes {
-    /// The result of the newest probe answered, if it was sent after probe `since`.
-    fn result_after(&self, since: u64) -> Option<bool> {
-        self.result
-            .filter(|(number, _)| *number > since)
-            .map(|(_, accepted)| accepted)
-    }
-}
-
 impl State {
     fn down(&mut self, now: Instant) -> bool {
         self.window.ratio(now) >= RetryBudget::DOWN_AT
     }
+
+    /// How long the service has been down by `now`.
+    fn down_for(&self, now: Instant) -> Duration {
+        self.down_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    /// The ramp's step now (0 at the accepted probe, one more each probe interval), if it runs.
+    fn ramp_step(&self, now: Instant) -> Option<u32> {
+        let from = self.ramp_from?;
+        let steps =
+            now.saturating_duration_since(from).as_nanos() / RetryBudget::PROBE_INTERVAL.as_nanos();
+        Some(u32::try_from(steps).unwrap_or(u32::MAX))
+    }
+
+    /// The ramp released everyone: the service is up, and the outage's history is forgotten, so
+    /// the calls after it are not held by answers from before the heal.
+    fn declare_up(&mut self, now: Instant) {
+        self.window = Window::new(now);
+        self.down_since = None;
+        self.ramp_from = None;
+    }
 }
+
+/// The wait before the next probe, once the service has been down for `down_for`: a tenth of
+/// that after [`RetryBudget::PROBES_SLOW_AFTER`], within the probe interval's bounds.
+fn probe_interval(down_for: Duration) -> Duration {
+    if down_for < RetryBudget::PROBES_SLOW_AFTER {
+        return RetryBudget::PROBE_INTERVAL;
+    }
+    (down_for / 10).clamp(RetryBudget::PROBE_INTERVAL, RetryBudget::PROBE_INTERVAL_MAX)
+}
+
+/// The ramp's steps before every held attempt goes: an eighth, a quarter, a half, then all.
+const RAMP_STEPS: u32 = 3;
 
 /// One pass of an admission: go (after a wait for a send slot), refuse, or wait at most this long.
 enum Step {
@@ -686,7 +875,7 @@ impl Shared {
         self: &Arc<Self>,
         cost: u32,
         first: bool,
-        max_wait: Duration,
+        limits: Limits,
     ) -> Result<Ticket, Refusal> {
         let started = self.clock.now();
         let mut hold = Hold::default();
@@ -701,7 +890,7 @@ impl Shared {
                 .waiting
                 .load(Ordering::Relaxed)
                 .saturating_sub(u64::from(waiting.is_some()));
-            let wait = match self.step(cost, first, started, max_wait, &mut hold, waiting_too) {
+            let wait = match self.step(cost, first, started, limits, &mut hold, waiting_too) {
                 Step::Go(ticket, slot) => {
                     if !slot.is_zero() {
                         waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
@@ -718,7 +907,9 @@ impl Shared {
                 Step::Wait(wait) => wait,
             };
             waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
+            // Biased, so a seeded run takes the same branch every time.
             tokio::select! {
+                biased;
                 () = &mut news => {}
                 () = &mut back => {}
                 () = tokio::time::sleep(wait.min(RECHECK)) => {}
@@ -732,7 +923,7 @@ impl Shared {
         cost: u32,
         first: bool,
         started: Instant,
-        max_wait: Duration,
+        limits: Limits,
         hold: &mut Hold,
         // Other calls waiting here besides this one.
         waiting_too: u64,
@@ -740,7 +931,7 @@ impl Shared {
         let mut state = self.lock();
         let now = self.clock.now();
         let waited = now.saturating_duration_since(started);
-        let left = max_wait.saturating_sub(waited);
+        let left = limits.max_wait.saturating_sub(waited);
         // What is admissible now goes now; only a wait needs time left.
         let wait = |wait: Duration| {
             if left.is_zero() {
@@ -755,62 +946,49 @@ impl Shared {
         let young = state
             .down_since
             .is_none_or(|since| now.saturating_duration_since(since) < RetryBudget::PROBE_INTERVAL);
-        if first && young && hold.since.is_none() {
+        if first && young && !hold.holding {
             hold.released = true;
         }
         if !hold.released && state.down(now) {
-            let since = *hold.since.get_or_insert(state.probes.sent);
-            match state.probes.result_after(since) {
-                Some(false) => {
-                    hold.refused += 1;
-                    hold.since = Some(state.probes.sent);
-                    if hold.refused >= RetryBudget::REFUSED_PROBES {
-                        let ratio = state.window.ratio(now);
-                        return Step::Refuse(Refusal::Down { ratio });
-                    }
-                }
-                Some(true) => {
-                    let ratio = state.window.ratio(now);
-                    if rand::rng().random_bool((1.0 - ratio).clamp(0.0, 1.0)) {
-                        hold.released = true;
-                    } else {
-                        hold.since = Some(state.probes.sent);
-                    }
-                }
-                None => {}
-            }
-            if !hold.released {
-                // A probe goes only when nothing else is in flight: answers still on their way
-                // are evidence too, and a probe sent among them would meet the same blip.
-                if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
+            match self.hold(&mut state, now, waited, limits, hold) {
+                Held::Released => {}
+                Held::Probe => {
                     state.probes.sent += 1;
-                    state.probes.next_at =
-                        now.checked_add(RetryBudget::PROBE_INTERVAL).unwrap_or(now);
+                    let interval = probe_interval(state.down_for(now));
+                    state.probes.next_at = now.checked_add(interval).unwrap_or(now);
                     let probe = state.probes.sent;
                     drop(state);
                     return Step::Go(self.ticket(0, Some(probe), now), Duration::ZERO);
                 }
-                // Until the next probe time, or until the attempts in flight are answered (the
-                // last answer wakes the waiters).
-                let until = state.probes.next_at.saturating_duration_since(now);
-                return wait(if until.is_zero() { RECHECK } else { until });
+                Held::Refuse(refusal) => return Step::Refuse(refusal),
+                Held::Wait(until) => return wait(until),
             }
         }
         let mut cost = cost;
         if cost > 0 && state.tokens < cost {
-            if self.in_flight.load(Ordering::Acquire) != 0 {
-                return wait(left);
+            // The floor: a few retries a second go whatever the bucket holds, so a client with
+            // little traffic is not refused the lone retry a blip left it.
+            let floor = match self.config.adaptive {
+                true => state.floor.take(now, self.config.min_retries_per_sec),
+                false => Err(Duration::MAX),
+            };
+            match floor {
+                Ok(()) => cost = 0,
+                Err(_) if self.in_flight.load(Ordering::Acquire) != 0 => return wait(left),
+                Err(_) if !self.config.adaptive => {
+                    let left = state.tokens;
+                    return Step::Refuse(Refusal::Tokens { left, cost });
+                }
+                Err(refill) if self.config.min_retries_per_sec > 0 => return wait(refill),
+                // No floor: nothing in flight can bring tokens back. Alone, a retry is refused;
+                // when other retries wait here too (every call of a worker pool such a retry),
+                // one goes for what is left and the others wait for its answer.
+                Err(_) if waiting_too == 0 => {
+                    let left = state.tokens;
+                    return Step::Refuse(Refusal::Tokens { left, cost });
+                }
+                Err(_) => cost = state.tokens,
             }
-            if !self.config.adaptive || waiting_too == 0 {
-                let left = state.tokens;
-                return Step::Refuse(Refusal::Tokens { left, cost });
-            }
-            // Nothing in flight can bring tokens back, and other retries wait here too: when
-            // every call of a worker pool is such a retry, none would ever send again and all
-            // would be refused together. So one goes, for what is left, and the others wait for
-            // its answer: while the bucket is empty, waiting retries go one at a time, and a
-            // service that is really down is held by the ratio above.
-            cost = state.tokens;
         }
         match state.limiter.reserve(now, left) {
             Ok(slot) => {
@@ -825,8 +1003,73 @@ impl Shared {
         }
     }
 
-    /// The answer to the attempt of `ticket`: counted in the window; a probe's result; a 429
-    /// without `Retry-After` cuts the send rate.
+    /// One pass of an attempt held while the service is down: released by the ramp, sent as the
+    /// probe, refused by time, or held until the next news.
+    fn hold(
+        &self,
+        state: &mut State,
+        now: Instant,
+        waited: Duration,
+        limits: Limits,
+        hold: &mut Hold,
+    ) -> Held {
+        hold.holding = true;
+        // An accepted probe started the ramp: each step releases a larger share of the held
+        // attempts, each drawing once a step, and after the last step the service is up.
+        if let Some(step) = state.ramp_step(now) {
+            if step >= RAMP_STEPS {
+                state.declare_up(now);
+                self.calm
+                    .store(!state.limiter.is_engaged(now), Ordering::Release);
+                self.news.notify_waiters();
+                hold.released = true;
+                return Held::Released;
+            }
+            if hold.drawn.is_none_or(|drawn| drawn < step) {
+                hold.drawn = Some(step);
+                let share = RetryBudget::RAMP_FIRST_SHARE * f64::from(1u32 << step);
+                if state.rng.random_bool(share.clamp(0.0, 1.0)) {
+                    hold.released = true;
+                    return Held::Released;
+                }
+            }
+        }
+        // A probe goes only when nothing else is in flight: answers still on their way are
+        // evidence too, and a probe sent among them would meet the same blip.
+        if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
+            return Held::Probe;
+        }
+        let down_for = state.down_for(now);
+        let newest_refused = state.probes.result.is_some_and(|(_, accepted)| !accepted);
+        if down_for >= limits.rides_out && newest_refused && state.ramp_from.is_none() {
+            return Held::Refuse(Refusal::Outlived {
+                down_for,
+                budget: limits.rides_out,
+            });
+        }
+        let held_left = limits.hold.saturating_sub(waited);
+        if held_left.is_zero() {
+            return Held::Refuse(Refusal::Down {
+                down_for,
+                held: waited,
+            });
+        }
+        // Until the next probe time or the ramp's next step, or until the attempts in flight
+        // are answered (the last answer wakes the waiters).
+        let mut until = state.probes.next_at.saturating_duration_since(now);
+        if let Some(from) = state.ramp_from {
+            let steps = hold.drawn.map_or(0, |drawn| drawn + 1);
+            let next_step = from + RetryBudget::PROBE_INTERVAL * steps;
+            until = until.min(next_step.saturating_duration_since(now));
+        }
+        if until.is_zero() {
+            until = RECHECK;
+        }
+        Held::Wait(until.min(held_left))
+    }
+
+    /// The answer to the attempt of `ticket`: counted in the window; a probe's result, which may
+    /// start the ramp; a 429 without `Retry-After` cuts the send rate.
     fn answered(
         &self,
         mut ticket: Ticket,
@@ -869,6 +1112,17 @@ impl Shared {
             (true, None) => Some(now),
             (false, _) => None,
         };
+        match state.ramp_from {
+            // An accepted probe while down starts the ramp.
+            None if down && accepted && admitted.probe.is_some() => state.ramp_from = Some(now),
+            // A refusal of an attempt sent during the ramp ends it: back to holding.
+            Some(from) if !accepted && admitted.at >= from => {
+                state.ramp_from = None;
+                news = true;
+            }
+            Some(_) if !down => state.ramp_from = None,
+            _ => {}
+        }
         let calm = !down && !state.limiter.is_engaged(now);
         drop(state);
         self.calm.store(calm, Ordering::Release);
@@ -878,15 +1132,26 @@ impl Shared {
     }
 }
 
+/// What a held attempt does next.
+enum Held {
+    /// The ramp let it through.
+    Released,
+    /// It goes as the probe.
+    Probe,
+    Refuse(Refusal),
+    /// It holds this long at most, or until news.
+    Wait(Duration),
+}
+
 /// Where a held attempt stands while the service is down.
 #[derive(Debug, Default)]
 struct Hold {
-    /// The probes sent when it began holding (or when it was last told to hold on).
-    since: Option<u64>,
-    /// A probe sent after it began holding was accepted, and it was let through.
+    /// It has begun holding.
+    holding: bool,
+    /// It was let through: by the ramp, or as a first attempt of the outage's first moment.
     released: bool,
-    /// Probes sent after it began holding that were refused.
-    refused: u32,
+    /// The ramp step at which it last drew.
+    drawn: Option<u32>,
 }
 
 #[cfg(test)]
@@ -927,7 +1192,7 @@ mod tests {
     /// Takes a retry's tokens without waiting, as a plain bucket would.
     async fn take(budget: &RetryBudget, admission: Admission) -> Result<u32, Refusal> {
         budget
-            .admit(admission, Duration::ZERO)
+            .admit(admission, Limits::of(Duration::ZERO))
             .await
             .map(|ticket| ticket.cost())
     }
@@ -939,7 +1204,7 @@ mod tests {
             paced: true,
         };
         for _ in 0..count {
-            let ticket = budget.admit(free, LONG).await.unwrap();
+            let ticket = budget.admit(free, Limits::of(LONG)).await.unwrap();
             budget.answered(ticket, status, None);
         }
     }
@@ -957,13 +1222,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn with_nothing_in_flight_one_retry_goes_for_what_is_left_and_the_others_wait_for_it() {
-        let budget = RetryBudget::builder().capacity(12).build().unwrap();
+        let budget = no_floor().capacity(12).build().unwrap();
         assert_eq!(take(&budget, RETRY).await, Ok(5));
-        let in_flight = budget.admit(RETRY, LONG).await.expect("5 of the 7 left");
+        let in_flight = budget
+            .admit(RETRY, Limits::of(LONG))
+            .await
+            .expect("5 of the 7 left");
         // Two retries wait for the answer of the one in flight; the bucket holds 2 tokens.
         let (a, b) = (budget.clone(), budget.clone());
-        let first = tokio::spawn(async move { a.admit(RETRY, LONG).await.map(|t| t.cost()) });
-        let second = tokio::spawn(async move { b.admit(RETRY, LONG).await.map(|t| t.cost()) });
+        let first =
+            tokio::spawn(async move { a.admit(RETRY, Limits::of(LONG)).await.map(|t| t.cost()) });
+        let second =
+            tokio::spawn(async move { b.admit(RETRY, Limits::of(LONG)).await.map(|t| t.cost()) });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(budget.waiting(), 2);
         drop(in_flight);
@@ -982,8 +1252,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn refuses_at_once_when_no_attempt_in_flight_could_bring_tokens_back() {
-        let budget = RetryBudget::builder().capacity(12).build().unwrap();
+    async fn without_a_floor_refuses_at_once_when_no_attempt_in_flight_could_bring_tokens_back() {
+        let budget = no_floor().capacity(12).build().unwrap();
         assert_eq!(take(&budget, RETRY).await, Ok(5));
         assert_eq!(
             take(&budget, TIMEOUT_RETRY).await,
@@ -1034,16 +1304,21 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_retry_that_finds_the_bucket_empty_waits_for_a_refund_and_gets_one() {
-        let budget = RetryBudget::builder()
+        let budget = no_floor()
             .capacity(10)
             .timeout_retry_cost(5)
             .build()
             .unwrap();
-        let _other = budget.admit(RETRY, LONG).await.unwrap();
-        let first = budget.admit(RETRY, LONG).await.unwrap();
+        let _other = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        let first = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
         let waiter = {
             let budget = budget.clone();
-            tokio::spawn(async move { budget.admit(RETRY, LONG).await.map(|t| t.cost()) })
+            tokio::spawn(async move {
+                budget
+                    .admit(RETRY, Limits::of(LONG))
+                    .await
+                    .map(|t| t.cost())
+            })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
@@ -1061,15 +1336,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_call_whose_deadline_ends_while_waiting_is_refused_having_sent_nothing() {
-        let budget = RetryBudget::builder()
+        let budget = no_floor()
             .capacity(10)
             .timeout_retry_cost(5)
             .build()
             .unwrap();
-        let _in_flight = budget.admit(RETRY, LONG).await.unwrap();
-        let _also = budget.admit(RETRY, LONG).await.unwrap();
+        let _in_flight = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        let _also = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
         let started = Instant::now();
-        let refused = budget.admit(RETRY, Duration::from_millis(300)).await;
+        let refused = budget
+            .admit(RETRY, Limits::of(Duration::from_millis(300)))
+            .await;
         let waited = started.elapsed();
         assert!(
             matches!(refused, Err(Refusal::NoTime { .. })),
@@ -1096,53 +1373,160 @@ mod tests {
         }
     }
 
+    /// A budget without the retry floor, to test what the bucket alone does.
+    fn no_floor() -> RetryBudgetBuilder {
+        RetryBudget::builder().min_retries_per_sec(0)
+    }
+
+    /// Holds of up to `hold` in a call whose budget is `budget`.
+    fn limits(hold: Duration, budget: Duration) -> Limits {
+        Limits {
+            max_wait: budget,
+            hold,
+            rides_out: budget,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn an_outage_holds_first_attempts_and_refuses_them_only_after_later_probes_fail() {
+    async fn an_outage_holds_first_attempts_by_time_sending_one_probe_at_a_time() {
         let budget = RetryBudget::new();
         answer(&budget, 30, DOWN).await;
         assert!(budget.throttle_ratio().unwrap() >= RetryBudget::DOWN_AT);
         tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
-        let probe = budget.admit(Admission::First, LONG).await.unwrap();
-        let mut held: Vec<_> = (0..10)
+        let started = Instant::now();
+        let hold = Duration::from_secs(20);
+        let mut held: Vec<_> = (0..60)
             .map(|_| {
                 let budget = budget.clone();
-                tokio::spawn(async move { budget.admit(Admission::First, LONG).await })
+                tokio::spawn(
+                    async move { budget.admit(Admission::First, limits(hold, LONG * 2)).await },
+                )
             })
             .collect();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(budget.waiting(), 10, "first attempts are held too");
-        budget.answered(probe, DOWN, None);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(
-            budget.waiting(),
-            10,
-            "the probe in flight when they began holding does not refuse them"
-        );
-        // Each probe interval one held call goes as the probe, and its 503 is one more strike.
-        for round in 1..=RetryBudget::REFUSED_PROBES {
-            tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let mut probes = 0;
+        let mut refused = Vec::new();
+        // Every probe is refused: the held calls wait, none is refused until its hold ends at
+        // 20 s, however many probes fail (the old rule refused them all after three, ~300 ms).
+        while started.elapsed() < Duration::from_secs(21) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
             let (done, still): (Vec<_>, Vec<_>) =
                 held.into_iter().partition(|call| call.is_finished());
             held = still;
-            assert_eq!(done.len(), 1, "one probe in round {round}");
             for call in done {
-                let probe = call.await.unwrap().expect("sent as the probe");
-                budget.answered(probe, DOWN, None);
+                match call.await.unwrap() {
+                    Ok(probe) => {
+                        probes += 1;
+                        budget.answered(probe, DOWN, None);
+                    }
+                    Err(refusal) => refused.push((started.elapsed(), refusal)),
+                }
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            let refused = held.iter().filter(|call| call.is_finished()).count();
-            let expected = if round < RetryBudget::REFUSED_PROBES {
-                0
-            } else {
-                held.len()
-            };
-            assert_eq!(refused, expected, "round {round}");
+            if started.elapsed() <= Duration::from_secs(15) {
+                assert!(refused.is_empty(), "{refused:?}");
+                // 100 ms apart for the first 2 s (20), then a tenth of the outage's age
+                // (10 ln(15/2), about 20 more).
+                if started.elapsed() == Duration::from_secs(15) {
+                    assert!((35..=45).contains(&probes), "{probes} probes in 15 s");
+                    let down_for = budget.down_for().expect("down");
+                    assert!(down_for >= Duration::from_secs(15), "{down_for:?}");
+                }
+            }
         }
-        for call in held {
-            let refused = call.await.unwrap();
-            assert!(matches!(refused, Err(Refusal::Down { .. })), "{refused:?}");
+        assert!(held.is_empty(), "{} still held", held.len());
+        assert_eq!(probes + refused.len(), 60);
+        assert!(refused.len() >= 10, "{}", refused.len());
+        for (at, refusal) in refused {
+            assert!(at >= hold, "refused at {at:?}");
+            assert!(
+                matches!(refusal, Refusal::Down { held, .. } if held >= hold),
+                "{refusal:?}"
+            );
         }
-        assert_eq!(budget.local_rejections(), 7);
+        assert_eq!(budget.local_rejections(), 60 - probes as u64);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probes_space_out_to_the_cap_in_a_long_outage() {
+        assert_eq!(probe_interval(Duration::ZERO), RetryBudget::PROBE_INTERVAL);
+        assert_eq!(
+            probe_interval(Duration::from_millis(1999)),
+            RetryBudget::PROBE_INTERVAL
+        );
+        assert_eq!(
+            probe_interval(Duration::from_secs(5)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            probe_interval(Duration::from_secs(3600)),
+            RetryBudget::PROBE_INTERVAL_MAX
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn once_the_outage_outlives_the_call_budget_a_call_is_refused_on_the_newest_probe() {
+        let budget = RetryBudget::new();
+        let call = Duration::from_secs(3);
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        // Probes keep failing for longer than the call's budget; then a call that cannot go
+        // as the probe is refused at once.
+        let outage = Instant::now();
+        let refused = loop {
+            let asked = Instant::now();
+            match budget.admit(Admission::First, limits(call, call)).await {
+                Ok(probe) => budget.answered(probe, DOWN, None),
+                Err(refusal) => break (asked.elapsed(), refusal),
+            }
+        };
+        assert!(outage.elapsed() >= call, "{:?}", outage.elapsed());
+        assert!(
+            matches!(refused.1, Refusal::Outlived { down_for, budget } if down_for >= call && budget == call),
+            "{refused:?}"
+        );
+        let asked = Instant::now();
+        let again = budget.admit(Admission::First, limits(call, call)).await;
+        assert!(matches!(again, Err(Refusal::Outlived { .. })), "{again:?}");
+        assert_eq!(asked.elapsed(), Duration::ZERO, "refused without holding");
+        // Probes still go at their pace, so a heal is seen.
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL_MAX).await;
+        let probe = budget
+            .admit(Admission::First, limits(call, call))
+            .await
+            .expect("the next probe goes");
+        // A call with a longer budget than the outage so far still holds.
+        let patient = {
+            let budget = budget.clone();
+            tokio::spawn(async move {
+                let long = Duration::from_secs(60);
+                budget.admit(Admission::First, limits(long, long)).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!patient.is_finished());
+        // The server healed: the next probe is accepted and the patient call goes.
+        budget.answered(probe, OK, None);
+        let released = patient
+            .await
+            .unwrap()
+            .expect("released by the ramp or as the probe");
+        budget.answered(released, OK, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_retry_goes_on_the_floor_when_the_bucket_is_empty() {
+        let budget = RetryBudget::builder().capacity(10).build().unwrap();
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        // Empty, nothing in flight: ten retries a second still go, for free.
+        for _ in 0..RetryBudget::MIN_RETRIES_PER_SEC {
+            assert_eq!(take(&budget, RETRY).await, Ok(0));
+        }
+        // The eleventh waits for the floor's refill, within its own time.
+        let started = Instant::now();
+        let ticket = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        assert_eq!(ticket.cost(), 0);
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        assert_eq!(budget.local_rejections(), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1150,11 +1534,14 @@ mod tests {
         let budget = RetryBudget::new();
         answer(&budget, 30, DOWN).await;
         tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
-        let probe = budget.admit(Admission::First, LONG).await.unwrap();
+        let probe = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
         let mut held: Vec<_> = (0..50)
             .map(|_| {
                 let budget = budget.clone();
-                tokio::spawn(async move { budget.admit(Admission::First, LONG).await })
+                tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -1202,23 +1589,32 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_429_without_retry_after_paces_first_attempts_too() {
         let budget = RetryBudget::new();
-        let ticket = budget.admit(Admission::First, LONG).await.unwrap();
+        let ticket = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
         budget.answered(ticket, Some(StatusCode::TOO_MANY_REQUESTS), None);
         let rate = budget.send_rate().expect("engaged");
         assert!(
             (rate - 0.7).abs() < 0.05,
             "0.7 of one answer a second: {rate}"
         );
-        budget.admit(Admission::First, LONG).await.unwrap();
+        budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
         let started = Instant::now();
-        budget.admit(Admission::First, LONG).await.unwrap();
+        budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
         assert!(
             started.elapsed() >= Duration::from_secs(1),
             "{:?}",
             started.elapsed()
         );
         let limited = budget
-            .admit(Admission::First, Duration::from_millis(10))
+            .admit(Admission::First, Limits::of(Duration::from_millis(10)))
             .await;
         assert!(
             matches!(limited, Err(Refusal::NoTime { .. })),
@@ -1229,7 +1625,10 @@ mod tests {
     #[tokio::test]
     async fn a_429_with_retry_after_leaves_the_pacing_to_the_gate() {
         let budget = RetryBudget::new();
-        let ticket = budget.admit(Admission::First, LONG).await.unwrap();
+        let ticket = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
         let limited = Some(StatusCode::TOO_MANY_REQUESTS);
         budget.answered(ticket, limited, Some(Duration::from_secs(1)));
         assert_eq!(budget.send_rate(), None);

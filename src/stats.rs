@@ -60,6 +60,10 @@ pub struct Stats {
     pub trigger_wait: Duration,
     /// Token exchanges finished, failed ones included.
     pub exchanges: u64,
+    /// How long the retry budget has seen the service down (`None` while it is up, or when the
+    /// budget is disabled). Once this passes one call's budget, a sender can stop starting
+    /// calls: none started now could ride the outage out.
+    pub service_down_for: Option<Duration>,
 }
 
 /// Retries by cause: what the attempt before the retry came back with.
@@ -208,6 +212,7 @@ impl Counters {
             gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
             trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
             exchanges: 0,
+            service_down_for: None,
         }
     }
 }

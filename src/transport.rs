@@ -7,12 +7,15 @@
 //! counted, budgeted or recorded. The engine retries them instead, as
 //! [`TransportKind::Refused`](crate::TransportKind::Refused).
 
+use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::HeaderValue;
 use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderValue, Method};
 
 use crate::answer::Answer;
 use crate::answer_limit::{BodyRead, read_body};
@@ -50,9 +53,25 @@ pub(crate) trait Transport: Send {
     ) -> impl Future<Output = Answer> + Send;
 }
 
-/// The client's own reqwest client.
+/// Where a client's attempts go: its reqwest client, or a transport of the caller's.
+#[derive(Clone)]
+pub(crate) enum Sender {
+    Reqwest(reqwest::Client),
+    Custom(Arc<dyn AttemptTransport>),
+}
+
+impl fmt::Debug for Sender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Sender::Reqwest(http) => http.fmt(f),
+            Sender::Custom(transport) => f.debug_tuple("Custom").field(transport).finish(),
+        }
+    }
+}
+
+/// The client's own sender: its reqwest client or its custom transport.
 #[derive(Debug)]
-pub(crate) struct Http<'a>(pub(crate) &'a reqwest::Client);
+pub(crate) struct Http<'a>(pub(crate) &'a Sender);
 
 impl Transport for Http<'_> {
     async fn send(
@@ -62,14 +81,135 @@ impl Transport for Http<'_> {
         timeout: Duration,
         limit: usize,
     ) -> Answer {
-        match self
-            .0
-            .execute(attempt(request, authorization, timeout))
-            .await
-        {
-            Ok(response) => answer_of(response, request.surface.profile(), limit).await,
-            Err(error) => Answer::no_response(TransportKind::of(&error)),
+        match self.0 {
+            Sender::Reqwest(http) => {
+                match http.execute(attempt(request, authorization, timeout)).await {
+                    Ok(response) => answer_of(response, request.surface.profile(), limit).await,
+                    Err(error) => Answer::no_response(TransportKind::of(&error)),
+                }
+            }
+            Sender::Custom(transport) => {
+                let mut headers = request.headers.clone();
+                if let Some(authorization) = authorization {
+                    headers.insert(AUTHORIZATION, authorization);
+                }
+                let outgoing = Outgoing {
+                    request,
+                    headers,
+                    timeout,
+                };
+                // The engine keeps the attempt timeout: an unfinished send is dropped, and the
+                // attempt is a timeout whatever the transport was doing.
+                tokio::time::timeout(timeout, transport.send(outgoing))
+                    .await
+                    .unwrap_or_else(|_| Answer::no_response(TransportKind::Timeout))
+            }
         }
+    }
+}
+
+/// The future of an [`AttemptTransport`]'s send.
+pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+
+/// A transport of your own for a client's attempts, set with
+/// [`ClientBuilder::transport`](crate::ClientBuilder::transport): an in-memory server for tests
+/// and simulations, or a stack of your own. The engine still decides everything (identity,
+/// matrix, budgets, waits); a transport only carries one attempt and brings back its
+/// [`Answer`].
+///
+/// The engine keeps the attempt's timeout itself: a send that has not finished within
+/// [`Outgoing::timeout`] is dropped, and the attempt counts as
+/// [`TransportKind::Timeout`]. A server behind the transport may still execute it, as a real
+/// one would.
+///
+/// # Examples
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::{HeaderMap, StatusCode};
+/// use hodoflow_retry::{
+///     Answer, AttemptFuture, AttemptTransport, DeliveryId, IdempotencyKey, Outgoing, RetryingClient,
+/// };
+///
+/// /// Accepts every delivery.
+/// #[derive(Debug)]
+/// struct Accepting;
+///
+/// impl AttemptTransport for Accepting {
+///     fn send<'a>(&'a self, attempt: Outgoing<'a>) -> AttemptFuture<'a> {
+///         assert!(attempt.headers().contains_key("idempotency-key"));
+///         let body = Bytes::from_static(br#"{"status":"accepted","workflow_run_id":"run-1"}"#);
+///         Box::pin(async move { Answer::response(StatusCode::ACCEPTED, HeaderMap::new(), body) })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> hodoflow_retry::Result<()> {
+/// let client = RetryingClient::builder("http://127.0.0.1:9")
+///     .bearer_token("t0k3n")
+///     .transport(Accepting)
+///     .build()?;
+/// let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-1:shipped"));
+/// let delivery = client.deliver("trigger-token", "{}").delivery_id(id).send().await?;
+/// assert_eq!(delivery.attempts().len(), 1);
+/// # Ok(())
+/// # }
+/// ```
+pub trait AttemptTransport: Send + Sync + fmt::Debug + 'static {
+    /// Sends one attempt and brings back its answer, or [`Answer::no_response`] when none came.
+    fn send<'a>(&'a self, attempt: Outgoing<'a>) -> AttemptFuture<'a>;
+}
+
+/// One attempt as a custom [`AttemptTransport`] sends it: the fixed method, URL, headers
+/// (`Authorization` included when the client holds the token) and body bytes, the same on
+/// every attempt of the operation.
+pub struct Outgoing<'a> {
+    request: &'a FixedRequest,
+    headers: HeaderMap,
+    timeout: Duration,
+}
+
+impl Outgoing<'_> {
+    /// The method.
+    pub fn method(&self) -> &Method {
+        &self.request.method
+    }
+
+    /// The full URL. It may hold a trigger token: a secret, never to be logged.
+    pub fn url(&self) -> &str {
+        self.request.url.as_str()
+    }
+
+    /// The path for logs, with trigger tokens redacted.
+    pub fn route(&self) -> &str {
+        &self.request.route
+    }
+
+    /// The headers, the Idempotency-Key or delivery ID and `Authorization` included.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The body bytes, never re-serialized.
+    pub fn body(&self) -> &Bytes {
+        &self.request.body
+    }
+
+    /// The time the engine gives this attempt.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+/// Shows the method, the route and the body's length: no token, no body.
+impl fmt::Debug for Outgoing<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("method", self.method())
+            .field("route", &self.route())
+            .field("body", &crate::redact::BodyLen(self.body().len()))
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
     }
 }
 

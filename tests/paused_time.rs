@@ -1,0 +1,252 @@
+//! Whole calls in virtual time: every time the engine reads (its deadline, the gate, the retry
+//! budget, `Retry-After` dates) goes through tokio's clock, so under `tokio::time::pause()` a call
+//! that waits minutes ends at once, through a transport of the test's own
+//! ([`AttemptTransport`]). These are the only tests that do not talk to the contract server over
+//! TCP: paused time cannot drive a real socket.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use hodoflow_retry::{
+    Answer, AttemptFuture, AttemptResult, AttemptTransport, Budget, DeliveryId, ErrorKind,
+    IdempotencyKey, Outgoing, RetryingClient, TransportKind, WaitReason, WebhookOutcome,
+};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use tokio::time::Instant;
+
+/// What the scripted server answers, in order, and what each attempt carried.
+#[derive(Debug, Default)]
+struct Script {
+    answers: Mutex<VecDeque<Reply>>,
+    seen: Mutex<Vec<Seen>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    Status(u16, Option<RetryAfter>),
+    /// Never answers: the engine's attempt timeout must end it.
+    Hang,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum RetryAfter {
+    Seconds(u64),
+    /// An HTTP date this far after the wall clock now.
+    DateIn(u64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    at: Instant,
+    key: String,
+    body: Bytes,
+}
+
+impl Script {
+    fn new(answers: impl IntoIterator<Item = Reply>) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            answers: Mutex::new(answers.into_iter().collect()),
+            seen: Mutex::default(),
+        })
+    }
+}
+
+/// The transport over a shared script.
+#[derive(Debug)]
+struct Scripted(std::sync::Arc<Script>);
+
+impl AttemptTransport for Scripted {
+    fn send<'a>(&'a self, attempt: Outgoing<'a>) -> AttemptFuture<'a> {
+        let key = attempt.headers()["idempotency-key"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        self.0.seen.lock().unwrap().push(Seen {
+            at: Instant::now(),
+            key,
+            body: attempt.body().clone(),
+        });
+        let reply = self.0.answers.lock().unwrap().pop_front();
+        Box::pin(async move {
+            match reply {
+                None => accepted(),
+                Some(Reply::Hang) => std::future::pending().await,
+                Some(Reply::Status(status, retry_after)) => {
+                    let mut headers = HeaderMap::new();
+                    let value = match retry_after {
+                        None => None,
+                        Some(RetryAfter::Seconds(seconds)) => Some(seconds.to_string()),
+                        // The real wall clock: the engine reads dates against tokio's, which
+                        // started from it.
+                        Some(RetryAfter::DateIn(seconds)) => Some(httpdate::fmt_http_date(
+                            SystemTime::now() + Duration::from_secs(seconds),
+                        )),
+                    };
+                    if let Some(value) = value {
+                        headers.insert("retry-after", HeaderValue::from_str(&value).unwrap());
+                    }
+                    let body =
+                        Bytes::from_static(br#"{"error":"Processing temporarily unavailable"}"#);
+                    Answer::response(StatusCode::from_u16(status).unwrap(), headers, body)
+                }
+            }
+        })
+    }
+}
+
+fn accepted() -> Answer {
+    let body = Bytes::from_static(br#"{"status":"accepted","workflow_run_id":"run-1"}"#);
+    Answer::response(StatusCode::ACCEPTED, HeaderMap::new(), body)
+}
+
+fn client(script: &std::sync::Arc<Script>, budget: Budget) -> RetryingClient {
+    RetryingClient::builder("http://127.0.0.1:9")
+        .bearer_token("t0k3n")
+        .budget(budget)
+        .transport(Scripted(script.clone()))
+        .seed(7)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn five_503s_and_a_retry_after_of_30_s_end_in_virtual_time() {
+    let wall = std::time::Instant::now();
+    let script = Script::new(
+        [Reply::Status(503, None); 5]
+            .into_iter()
+            .chain([Reply::Status(503, Some(RetryAfter::Seconds(30)))]),
+    );
+    let budget = Budget::new()
+        .max_attempts(7)
+        .max_elapsed(Duration::from_secs(120));
+    let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-1:shipped"));
+    let started = Instant::now();
+    let delivery = client(&script, budget)
+        .deliver("trigger-token", r#"{"order":1}"#)
+        .delivery_id(id.clone())
+        .send()
+        .await
+        .unwrap();
+    let virtual_time = started.elapsed();
+
+    assert!(matches!(
+        delivery.outcome(),
+        WebhookOutcome::Accepted { run_id: Some(run) } if run == "run-1"
+    ));
+    assert_eq!(delivery.attempts().len(), 7);
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 7);
+    assert!(
+        seen.iter()
+            .all(|s| s.key == id.key().as_str() && s.body == r#"{"order":1}"#),
+        "one identity, the same bytes, on every attempt"
+    );
+    // Backoff between the five 503s, then never earlier than the server's 30 s.
+    let gaps: Vec<_> = seen.windows(2).map(|w| w[1].at - w[0].at).collect();
+    assert!(
+        gaps[..5].iter().all(|gap| *gap < Duration::from_secs(30)),
+        "{gaps:?}"
+    );
+    assert!(gaps[5] >= Duration::from_secs(30), "{gaps:?}");
+    assert_eq!(delivery.attempts()[5].wait_reason(), WaitReason::RetryAfter);
+    assert!(virtual_time >= Duration::from_secs(30), "{virtual_time:?}");
+    assert!(
+        wall.elapsed() < Duration::from_secs(1),
+        "paused time: {:?} of wall time",
+        wall.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_http_date_is_waited_out_on_the_virtual_clock() {
+    let script = Script::new([Reply::Status(503, Some(RetryAfter::DateIn(40)))]);
+    let started = Instant::now();
+    let delivery = client(&script, Budget::new())
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap();
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    let gap = seen[1].at - seen[0].at;
+    // An HTTP date has whole seconds: at least 39 s, never much more than 40 s.
+    assert!(gap >= Duration::from_secs(39), "{gap:?}");
+    assert!(gap <= Duration::from_secs(42), "{gap:?}");
+    assert!(started.elapsed() < Budget::DEFAULT_MAX_ELAPSED);
+    assert_eq!(delivery.attempts().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_engine_times_out_a_transport_that_never_answers_and_retries_the_same_key() {
+    let script = Script::new([Reply::Hang, Reply::Hang]);
+    let budget = Budget::new().attempt_timeout(Duration::from_secs(2));
+    let delivery = client(&script, budget)
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap();
+    let attempts = delivery.attempts();
+    assert_eq!(attempts.len(), 3);
+    assert_eq!(
+        attempts[0].result(),
+        AttemptResult::Transport(TransportKind::Timeout)
+    );
+    assert_eq!(
+        attempts[1].result(),
+        AttemptResult::Transport(TransportKind::Timeout)
+    );
+    let seen = script.seen.lock().unwrap().clone();
+    assert!(seen.iter().all(|s| s.key == seen[0].key));
+    assert!(seen[1].at - seen[0].at >= Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_past_the_budget_stops_at_once_with_it() {
+    let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(90)))]);
+    let started = Instant::now();
+    let error = client(&script, Budget::new())
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted);
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(90)));
+    assert!(!error.may_have_run());
+    assert_eq!(started.elapsed(), Duration::ZERO, "nothing slept");
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seeded_client_waits_the_same_times_on_every_run() {
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let script = Script::new([Reply::Status(503, None); 4]);
+        client(&script, Budget::new())
+            .deliver("trigger-token", "{}")
+            .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+                "event-1",
+            )))
+            .send()
+            .await
+            .unwrap();
+        let seen = script.seen.lock().unwrap().clone();
+        runs.push(
+            seen.windows(2)
+                .map(|w| w[1].at - w[0].at)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(runs[0], runs[1]);
+}
