@@ -94,12 +94,12 @@ fn maps(options: &Options, shedding: bool, draw: bool) -> Result<(), String> {
         let (file, title) = if shedding {
             (
                 "map_shedding.png",
-                "Recovered (s to recover; * events lost) or metastable, N=100, 503 + Retry-After above 1 s of queue",
+                "Recovered (s to recover; * events lost) or metastable, N=100 open loop, 503 + Retry-After above 1 s of queue",
             )
         } else {
             (
                 "map.png",
-                "Recovered (s to recover; * events lost) or metastable, N=100, no shedding",
+                "Recovered (s to recover; * events lost) or metastable, N=100 open loop, no shedding",
             )
         };
         plot::maps(&plots_dir().join(file), title, &names, &figures)

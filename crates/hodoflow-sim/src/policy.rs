@@ -22,6 +22,10 @@ pub enum Policy {
     Sdk,
     /// The SDK with `RetryBudget::disabled()` (the real engine).
     SdkNoBudget,
+    /// The SDK's defaults but a 3 s attempt timeout, the OSDI'22 client's (the real engine).
+    SdkTimeout3s,
+    /// The SDK with `RetryBudget::disabled()` and a 3 s attempt timeout (the real engine).
+    SdkNoBudgetTimeout3s,
     /// The OSDI'22 artifact's client: 3 s timeout, 4 immediate resends.
     Osdi22,
     /// Document 004's JavaScript loop.
@@ -38,9 +42,11 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, the SDK's first.
-    pub const ALL: [Policy; 8] = [
+    pub const ALL: [Policy; 10] = [
         Policy::Sdk,
         Policy::SdkNoBudget,
+        Policy::SdkTimeout3s,
+        Policy::SdkNoBudgetTimeout3s,
         Policy::Osdi22,
         Policy::JsLoop,
         Policy::ReqwestRetry,
@@ -54,6 +60,8 @@ impl Policy {
         match self {
             Policy::Sdk => "sdk",
             Policy::SdkNoBudget => "sdk-no-budget",
+            Policy::SdkTimeout3s => "sdk-timeout-3s",
+            Policy::SdkNoBudgetTimeout3s => "sdk-no-budget-timeout-3s",
             Policy::Osdi22 => "osdi22",
             Policy::JsLoop => "js-loop",
             Policy::ReqwestRetry => "reqwest-retry",
@@ -70,7 +78,10 @@ impl Policy {
 
     /// Whether it runs the SDK's own engine.
     pub fn is_sdk(self) -> bool {
-        matches!(self, Policy::Sdk | Policy::SdkNoBudget)
+        matches!(
+            self,
+            Policy::Sdk | Policy::SdkNoBudget | Policy::SdkTimeout3s | Policy::SdkNoBudgetTimeout3s
+        )
     }
 
     /// Sender `index` of `scenario` under this policy.
@@ -84,9 +95,16 @@ impl Policy {
     ) -> Arc<dyn Deliver> {
         let seed = crate::rng::Rng::derive(scenario.seed, 0x5e4d_0000 + index as u64).next_u64();
         let peer: Arc<dyn Peer> = match self {
-            Policy::Sdk | Policy::SdkNoBudget => {
+            Policy::Sdk
+            | Policy::SdkNoBudget
+            | Policy::SdkTimeout3s
+            | Policy::SdkNoBudgetTimeout3s => {
+                let budget = matches!(self, Policy::Sdk | Policy::SdkTimeout3s);
+                let timeout = matches!(self, Policy::SdkTimeout3s | Policy::SdkNoBudgetTimeout3s)
+                    .then_some(scenario.client_timeout);
                 return Arc::new(SdkSender::new(
-                    self == Policy::Sdk,
+                    budget,
+                    timeout,
                     server.clone(),
                     recorder.clone(),
                     clock,

@@ -87,7 +87,9 @@ pub const DEPTHS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
 /// The durations of the maps, seconds.
 pub const DURATIONS: [u64; 5] = [1, 3, 10, 20, 30];
 
-/// The depth × duration map for every policy at 100 senders, with or without shedding.
+/// The depth × duration map for every policy at 100 open-loop senders (all in flight, the
+/// artifact's client shape and the hardest: a mixed fleet's sequential senders and pools hold
+/// their backlog at home and do not resend it), with or without shedding.
 pub fn sweep(seed: u64, shedding: bool, policies: &[Policy]) -> Vec<Job> {
     let mut jobs = Vec::new();
     for &policy in policies {
@@ -96,7 +98,7 @@ pub fn sweep(seed: u64, shedding: bool, policies: &[Policy]) -> Vec<Job> {
                 let mut scenario = Scenario::drop(
                     seed,
                     100,
-                    Mix::Mixed,
+                    Mix::All(Shape::AllInFlight),
                     Size::MAP_RATE,
                     depth,
                     Duration::from_secs(secs),
