@@ -114,12 +114,8 @@ fn osdi22(options: &Options, draw: bool) -> Result<(), String> {
         options,
     );
     if draw {
-        let n = if options.size == Size::FULL {
-            1_000
-        } else {
-            100
-        };
-        let name = format!("osdi22 N={n} mixed");
+        let n = options.size.fleets.last().copied().unwrap_or(100);
+        let name = format!("osdi22 N={n} all-in-flight");
         let chosen: Vec<&Run> = runs.iter().filter(|r| r.figures.scenario == name).collect();
         plot::time_series(
             &plots_dir().join("osdi22_series.png"),

@@ -75,9 +75,13 @@ impl Clock {
         self.0.elapsed().as_secs_f64()
     }
 
-    /// The instant `t` seconds after the start.
-    pub(crate) fn at(&self, t: f64) -> Instant {
-        self.0 + Duration::from_secs_f64(t.max(0.0))
+    /// The instant `t` seconds after the start, and never earlier than a millisecond from now:
+    /// a sleep until it always sleeps. (Rounded down to the nanosecond, an instant a hair ahead
+    /// would be now, the sleep would end at once, and under paused time a task that never
+    /// sleeps stops the clock: the run would spin at one instant.)
+    pub(crate) fn wake_at(&self, t: f64) -> Instant {
+        let at = self.0 + Duration::from_secs_f64(t.max(0.0));
+        at.max(Instant::now() + Duration::from_millis(1))
     }
 }
 
@@ -247,7 +251,7 @@ impl Server {
             } else {
                 next as f64 / 1e9
             };
-            let sleep = tokio::time::sleep_until(self.clock.at(next.min(end + 1.0)));
+            let sleep = tokio::time::sleep_until(self.clock.wake_at(next.min(end + 1.0)));
             tokio::select! {
                 () = sleep => {}
                 () = self.wake.notified() => {}

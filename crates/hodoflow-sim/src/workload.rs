@@ -44,7 +44,7 @@ pub(crate) async fn drive(
     let mut next = rng.exp(1.0 / scenario.rate);
     let mut event = 0u64;
     loop {
-        tokio::time::sleep_until(clock.at(next.min(end))).await;
+        tokio::time::sleep_until(clock.wake_at(next.min(end))).await;
         let now = clock.now();
         if now >= end {
             break;
