@@ -6,7 +6,7 @@
 //!   holds at 95 % or more of the offered events, second by second.
 //! - **Metastable**: not recovered 60 s after the trigger's end.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::policy::Policy;
 use crate::recorder::{Count, Series};
@@ -20,11 +20,12 @@ pub const HOLD_SECONDS: usize = 5;
 pub const METASTABLE_AFTER: usize = 60;
 
 /// What one policy did in one scenario.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Figures {
     /// The scenario's name.
     pub scenario: String,
     /// The policy.
+    #[serde(deserialize_with = "policy_name")]
     pub policy: &'static str,
     /// The seed.
     pub seed: u64,
@@ -116,4 +117,12 @@ impl Figures {
             wall_s,
         }
     }
+}
+
+/// A policy's name read back from JSON, as the policy's own `&'static str`.
+fn policy_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<&'static str, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    Policy::from_name(&name)
+        .map(Policy::name)
+        .ok_or_else(|| serde::de::Error::custom(format!("no policy {name}")))
 }

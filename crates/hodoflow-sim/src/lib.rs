@@ -40,8 +40,13 @@
 //!
 //! # The policies
 //!
-//! The SDK's defaults and the SDK without its retry budget run the real engine. The peers are
-//! models (`src/peers/`), each from its own source's defaults:
+//! Four policies run the real engine: `sdk` (the `RetryingClient` defaults: 5 attempts, 60 s,
+//! 15 s per attempt, 500 ms doubling to 30 s with full jitter, the adaptive retry budget),
+//! `sdk-no-budget` (the same with `RetryBudget::disabled()`), and both again with a 3 s attempt
+//! timeout, the OSDI'22 client's (`sdk-timeout-3s`, `sdk-no-budget-timeout-3s`): the default
+//! 15 s timeout is longer than any queue delay these triggers build, so without the 3 s variants
+//! the SDK's retry budget would never be tested by timeouts. The peers are models
+//! (`src/peers/`), each from its own source's defaults:
 //!
 //! | policy | model, from |
 //! |---|---|

@@ -1,9 +1,11 @@
 //! `cargo run --release -p hodoflow-sim -- <scenario> [--smoke] [--seed N] [--threads N]
-//! [--policies a,b] [--load L] [--rate R]`: prints one JSON line per figure.
+//! [--policies a,b] [--load L] [--rate R] [--from FILE]`: prints one JSON line per figure.
 //!
 //! Scenarios: `osdi22` (the OSDI'22 case at every fleet size), `sweep` (the depth × duration
 //! maps, without and with shedding), `scale` (10,000 senders × 120 s at 13.3k/s, wall time),
-//! `plots` (the maps and the OSDI'22 time series as PNGs in `crates/hodoflow-sim/plots/`),
+//! `maps` (the sweep, drawn; `--from FILE` draws the figures of an earlier run's JSON lines), `series` (the OSDI'22 case of the largest open-loop fleet, drawn
+//! as a time series), `plots` (the maps and the OSDI'22 time series as PNGs in
+//! `crates/hodoflow-sim/plots/`),
 //! `all` (every one of them).
 
 use std::path::PathBuf;
@@ -20,6 +22,7 @@ struct Options {
     policies: Vec<Policy>,
     load: Option<f64>,
     rate: Option<f64>,
+    from: Option<String>,
 }
 
 fn options() -> Result<Options, String> {
@@ -32,6 +35,7 @@ fn options() -> Result<Options, String> {
         policies: Policy::ALL.to_vec(),
         load: None,
         rate: None,
+        from: None,
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -43,6 +47,7 @@ fn options() -> Result<Options, String> {
             }
             "--load" => options.load = Some(value()?.parse().map_err(|e| format!("--load: {e}"))?),
             "--rate" => options.rate = Some(value()?.parse().map_err(|e| format!("--rate: {e}"))?),
+            "--from" => options.from = Some(value()?),
             "--policies" => {
                 options.policies = value()?
                     .split(',')
@@ -56,7 +61,7 @@ fn options() -> Result<Options, String> {
         }
     }
     if options.scenario.is_empty() {
-        return Err("a scenario: osdi22, sweep, scale, plots or all".into());
+        return Err("a scenario: osdi22, sweep, maps, series, scale, plots or all".into());
     }
     Ok(options)
 }
@@ -84,12 +89,28 @@ fn plots_dir() -> PathBuf {
 }
 
 fn maps(options: &Options, shedding: bool, draw: bool) -> Result<(), String> {
-    let runs = run(
-        &suite::sweep(options.seed, shedding, &options.policies),
-        options,
-    );
+    let figures: Vec<Figures> = match &options.from {
+        // Leaked: `Figures` holds the policy's `&'static str`, and this is a CLI that exits soon.
+        Some(path) => std::fs::read_to_string(path)
+            .map(|text| &*Box::leak(text.into_boxed_str()))
+            .map_err(|e| format!("{path}: {e}"))?
+            .lines()
+            .filter(|line| line.starts_with('{'))
+            .map(|line| serde_json::from_str(line).map_err(|e| format!("{path}: {e}")))
+            .collect::<Result<_, _>>()?,
+        None => run(
+            &suite::sweep(options.seed, shedding, &options.policies),
+            options,
+        )
+        .into_iter()
+        .map(|r| r.figures)
+        .collect(),
+    };
+    let figures: Vec<Figures> = figures
+        .into_iter()
+        .filter(|f| f.scenario.starts_with("map") && f.scenario.contains("shedding") == shedding)
+        .collect();
     if draw {
-        let figures: Vec<Figures> = runs.into_iter().map(|r| r.figures).collect();
         let names: Vec<&str> = options.policies.iter().map(|p| p.name()).collect();
         let (file, title) = if shedding {
             (
@@ -108,14 +129,15 @@ fn maps(options: &Options, shedding: bool, draw: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn osdi22(options: &Options, draw: bool) -> Result<(), String> {
-    let runs = run(
-        &suite::osdi22(options.size, options.seed, &options.policies),
-        options,
-    );
+fn osdi22(options: &Options, draw: bool, only_plotted: bool) -> Result<(), String> {
+    let n = options.size.fleets.last().copied().unwrap_or(100);
+    let name = format!("osdi22 N={n} all-in-flight");
+    let mut jobs = suite::osdi22(options.size, options.seed, &options.policies);
+    if only_plotted {
+        jobs.retain(|job| job.scenario.name == name);
+    }
+    let runs = run(&jobs, options);
     if draw {
-        let n = options.size.fleets.last().copied().unwrap_or(100);
-        let name = format!("osdi22 N={n} all-in-flight");
         let chosen: Vec<&Run> = runs.iter().filter(|r| r.figures.scenario == name).collect();
         plot::time_series(
             &plots_dir().join("osdi22_series.png"),
@@ -137,16 +159,18 @@ fn main() -> ExitCode {
         }
     };
     let result = match options.scenario.as_str() {
-        "osdi22" => osdi22(&options, false),
+        "osdi22" => osdi22(&options, false, false),
+        "series" => osdi22(&options, true, true),
         "sweep" => maps(&options, false, false).and_then(|()| maps(&options, true, false)),
         "scale" => {
             run(&[suite::scale(options.seed)], &options);
             Ok(())
         }
-        "plots" => osdi22(&options, true)
+        "maps" => maps(&options, false, true).and_then(|()| maps(&options, true, true)),
+        "plots" => osdi22(&options, true, false)
             .and_then(|()| maps(&options, false, true))
             .and_then(|()| maps(&options, true, true)),
-        "all" => osdi22(&options, true)
+        "all" => osdi22(&options, true, false)
             .and_then(|()| maps(&options, false, true))
             .and_then(|()| maps(&options, true, true))
             .map(|()| {

@@ -54,22 +54,17 @@ pub fn maps(path: &Path, title: &str, policies: &[&str], figures: &[Figures]) ->
             .margin(8)
             .x_label_area_size(36)
             .y_label_area_size(48)
-            .build_cartesian_2d(0f64..DURATIONS.len() as f64, 0f64..DEPTHS.len() as f64)?;
+            .build_cartesian_2d(
+                -0.5f64..DURATIONS.len() as f64 - 0.5,
+                -0.5f64..DEPTHS.len() as f64 - 0.5,
+            )?;
         chart
             .configure_mesh()
             .disable_mesh()
             .x_labels(DURATIONS.len())
             .y_labels(DEPTHS.len())
-            .x_label_formatter(&|x| {
-                DURATIONS
-                    .get(*x as usize)
-                    .map_or(String::new(), |d| format!("{d} s"))
-            })
-            .y_label_formatter(&|y| {
-                DEPTHS
-                    .get(*y as usize)
-                    .map_or(String::new(), |d| format!("-{:.0}%", d * 100.0))
-            })
+            .x_label_formatter(&|x| label(*x, &DURATIONS.map(|d| format!("{d} s"))))
+            .y_label_formatter(&|y| label(*y, &DEPTHS.map(|d| format!("-{:.0}%", d * 100.0))))
             .x_desc("trigger duration")
             .y_desc("capacity lost")
             .draw()?;
@@ -82,7 +77,7 @@ pub fn maps(path: &Path, title: &str, policies: &[&str], figures: &[Figures]) ->
                 else {
                     continue;
                 };
-                let (x, y) = (column as f64, row as f64);
+                let (x, y) = (column as f64 - 0.5, row as f64 - 0.5);
                 let (color, text) = if cell.metastable {
                     (RGBColor(220, 60, 50), "meta".to_string())
                 } else {
@@ -205,6 +200,15 @@ pub fn time_series(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// The label of the cell at `at` (cells are centred on whole numbers), none between cells.
+fn label(at: f64, labels: &[String]) -> String {
+    let index = at.round();
+    if (at - index).abs() > 0.01 || index < 0.0 {
+        return String::new();
+    }
+    labels.get(index as usize).cloned().unwrap_or_default()
 }
 
 fn run_window(run: &Run) -> (f64, f64) {
