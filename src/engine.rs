@@ -323,6 +323,7 @@ impl Engine {
                     paced: reason == WaitReason::RetryAfter
                         && retry_after
                             .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
+                    last: deadline.attempts_left(number) == 1,
                 }
             };
             let cause = RetryCause::of(answer.status(), answer.transport(), profile.in_progress);

@@ -38,7 +38,10 @@
 //!    instead of sending. **A hold is decided by time, not by a count of refused probes**:
 //!    - a held attempt keeps holding, sending nothing, up to its own deadline less one attempt's
 //!      time (the attempt timeout, at most a quarter of the call's budget), so it rides out any
-//!      blip its budget could, and is refused with `retry_budget_exhausted` only then;
+//!      blip its budget could. Then it goes as the probe if nothing else is in flight (its last
+//!      chance: a sequential sender's held call), else it is refused with
+//!      `retry_budget_exhausted`, nothing sent, so a wave of calls that began holding together
+//!      does not go all at once at the end of its holds;
 //!    - or sooner, once the service has been down for longer than the call's **whole budget**
 //!      and the newest probe was refused: no blip this call could ride out is going on, so a
 //!      sender's backlog ends as "send later" instead of holding wave after wave;
@@ -79,7 +82,8 @@
 //! `RetryBudget::builder().adaptive(false)` keeps the plain bucket, refusing a retry as soon as
 //! the bucket is short.
 //!
-//! # Measured (BENCHMARKS.md, one release run of each scenario)
+//! # Measured (BENCHMARKS.md, one release run of each scenario, before issue 18; the shapes
+//! issue 18 added, `blip_pool` and `outage_pool`, and the fleet simulator are in BENCHMARKS.md)
 //!
 //! | | plain bucket (issue 11's "today") | this budget |
 //! |---|---|---|
@@ -274,6 +278,7 @@ impl RetryBudget {
             Admission::Retry {
                 after_timeout,
                 paced: false,
+                ..
             } => {
                 if after_timeout {
                     shared.config.timeout_retry_cost
@@ -299,7 +304,8 @@ impl RetryBudget {
             return Ok(shared.ticket(cost, None, shared.clock.now()));
         }
         let first = admission == Admission::First;
-        shared.admit_slow(cost, first, limits).await
+        let last = matches!(admission, Admission::Retry { last: true, .. });
+        shared.admit_slow(cost, first, last, limits).await
     }
 
     /// How long the service has been down, as this budget's answers tell: `None` while it is up
@@ -393,8 +399,12 @@ pub(crate) enum Admission {
     /// The attempt after a token re-exchange: free.
     Reexchange,
     /// A retry. `paced` when it follows a `Retry-After` of at least
-    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`].
-    Retry { after_timeout: bool, paced: bool },
+    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`]; `last` when it is the call's final attempt.
+    Retry {
+        after_timeout: bool,
+        paced: bool,
+        last: bool,
+    },
 }
 
 /// An admitted attempt; answer it with [`RetryBudget::answered`]. Dropped unanswered (the call
@@ -414,6 +424,14 @@ impl Ticket {
     /// The tokens this attempt took.
     pub(crate) fn cost(&self) -> u32 {
         self.admitted.as_ref().map_or(0, |admitted| admitted.cost)
+    }
+
+    /// Whether this attempt goes as the client's probe while the service is down.
+    #[cfg(test)]
+    pub(crate) fn is_probe(&self) -> bool {
+        self.admitted
+            .as_ref()
+            .is_some_and(|admitted| admitted.probe.is_some())
     }
 }
 
@@ -469,8 +487,8 @@ pub(crate) enum Refusal {
     /// Too few tokens, and no attempt in flight whose success would bring some back (the plain
     /// bucket only; the adaptive budget has a floor).
     Tokens { left: u32, cost: u32 },
-    /// The service is down and stayed down while this attempt held, until only one attempt's
-    /// time was left of its call.
+    /// The service stayed down while this attempt held, until only one attempt's time was left
+    /// of its call, and another attempt was in flight to find out whether it still is.
     Down { down_for: Duration, held: Duration },
     /// The service has been down for longer than the call's whole budget, and the newest probe
     /// was refused: no blip this call could ride out is going on.
@@ -490,7 +508,7 @@ impl Refusal {
                 "a retry costs {cost} tokens and {left} are left, with no attempt in flight that could bring tokens back; most calls are failing, so this one stops instead of adding load"
             ),
             Refusal::Down { down_for, held } => format!(
-                "the service has been down for {:.1}s; this attempt held {:.1}s for it to come back, until only one attempt's time was left; nothing was sent for this attempt, send it again later",
+                "the service has been down for {:.1}s; this attempt held {:.1}s for it to come back, until only one attempt's time was left, and another attempt is finding out whether it still is; nothing was sent for this attempt, send it again later",
                 down_for.as_secs_f64(),
                 held.as_secs_f64()
             ),
@@ -801,9 +819,9 @@ fn probe_interval(down_for: Duration) -> Duration {
 /// The ramp's steps before every held attempt goes: an eighth, a quarter, a half, then all.
 const RAMP_STEPS: u32 = 3;
 
-/// One pass of an admission: go (after a wait for a send slot), refuse, or wait at most this long.
+/// One pass of an admission: go, refuse, or wait at most this long.
 enum Step {
-    Go(Ticket, Duration),
+    Go(Ticket),
     Refuse(Refusal),
     Wait(Duration),
 }
@@ -875,6 +893,7 @@ impl Shared {
         self: &Arc<Self>,
         cost: u32,
         first: bool,
+        last: bool,
         limits: Limits,
     ) -> Result<Ticket, Refusal> {
         let started = self.clock.now();
@@ -890,14 +909,8 @@ impl Shared {
                 .waiting
                 .load(Ordering::Relaxed)
                 .saturating_sub(u64::from(waiting.is_some()));
-            let wait = match self.step(cost, first, started, limits, &mut hold, waiting_too) {
-                Step::Go(ticket, slot) => {
-                    if !slot.is_zero() {
-                        waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
-                        tokio::time::sleep(slot).await;
-                    }
-                    return Ok(ticket);
-                }
+            let wait = match self.step(cost, first, last, started, limits, &mut hold, waiting_too) {
+                Step::Go(ticket) => return Ok(ticket),
                 Step::Refuse(refusal) => {
                     self.local_rejections.fetch_add(1, Ordering::Relaxed);
                     // Pass on a wake-up this waiter may have taken from another.
@@ -918,10 +931,15 @@ impl Shared {
     }
 
     /// Decides one pass of an admission, under the lock.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one pass of an admission, all of it"
+    )]
     fn step(
         self: &Arc<Self>,
         cost: u32,
         first: bool,
+        last: bool,
         started: Instant,
         limits: Limits,
         hold: &mut Hold,
@@ -950,7 +968,7 @@ impl Shared {
             hold.released = true;
         }
         if !hold.released && state.down(now) {
-            match self.hold(&mut state, now, waited, limits, hold) {
+            match self.hold(&mut state, now, waited, last, limits, hold) {
                 Held::Released => {}
                 Held::Probe => {
                     state.probes.sent += 1;
@@ -958,11 +976,16 @@ impl Shared {
                     state.probes.next_at = now.checked_add(interval).unwrap_or(now);
                     let probe = state.probes.sent;
                     drop(state);
-                    return Step::Go(self.ticket(0, Some(probe), now), Duration::ZERO);
+                    return Step::Go(self.ticket(0, Some(probe), now));
                 }
                 Held::Refuse(refusal) => return Step::Refuse(refusal),
                 Held::Wait(until) => return wait(until),
             }
+        }
+        // After a 429 without `Retry-After`, every attempt waits for a send slot.
+        let slot = state.limiter.wait(now);
+        if !slot.is_zero() {
+            return wait(slot);
         }
         let mut cost = cost;
         if cost > 0 && state.tokens < cost {
@@ -990,17 +1013,13 @@ impl Shared {
                 Err(_) => cost = state.tokens,
             }
         }
-        match state.limiter.reserve(now, left) {
-            Ok(slot) => {
-                if cost > 0 {
-                    state.tokens -= cost;
-                    self.full.store(false, Ordering::Release);
-                }
-                drop(state);
-                Step::Go(self.ticket(cost, None, now), slot)
-            }
-            Err(_) => Step::Refuse(Refusal::NoTime { waited }),
+        state.limiter.take(now);
+        if cost > 0 {
+            state.tokens -= cost;
+            self.full.store(false, Ordering::Release);
         }
+        drop(state);
+        Step::Go(self.ticket(cost, None, now))
     }
 
     /// One pass of an attempt held while the service is down: released by the ramp, sent as the
@@ -1010,6 +1029,7 @@ impl Shared {
         state: &mut State,
         now: Instant,
         waited: Duration,
+        last: bool,
         limits: Limits,
         hold: &mut Hold,
     ) -> Held {
@@ -1035,8 +1055,9 @@ impl Shared {
             }
         }
         // A probe goes only when nothing else is in flight: answers still on their way are
-        // evidence too, and a probe sent among them would meet the same blip.
-        if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
+        // evidence too, and a probe sent among them would meet the same blip. A call's final
+        // attempt is never spent as a probe: it is kept for after the outage.
+        if !last && now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
             return Held::Probe;
         }
         let down_for = state.down_for(now);
@@ -1047,8 +1068,15 @@ impl Shared {
                 budget: limits.rides_out,
             });
         }
+        // Its hold is over, with one attempt's time left: it goes as the probe if nothing else is
+        // in flight (its last chance: a sequential sender rides out a blip as long as its budget
+        // allows), else it is refused, so the calls of a wave that began holding together do
+        // not all go at the end of their holds.
         let held_left = limits.hold.saturating_sub(waited);
         if held_left.is_zero() {
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return Held::Probe;
+            }
             return Held::Refuse(Refusal::Down {
                 down_for,
                 held: waited,
@@ -1083,9 +1111,7 @@ impl Shared {
         if !self.config.adaptive {
             return;
         }
-        let accepted = status.is_some_and(|status| {
-            status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error()
-        });
+        let accepted = accepted(status);
         let throttled = status == Some(StatusCode::TOO_MANY_REQUESTS) && retry_after.is_none();
         let mut state = self.lock();
         let now = self.clock.now();
@@ -1132,6 +1158,13 @@ impl Shared {
     }
 }
 
+/// Whether the budget counts an answer of `status` (`None`: no answer) as accepted: any answer
+/// but a 429 or a 5xx.
+pub(crate) fn accepted(status: Option<StatusCode>) -> bool {
+    status
+        .is_some_and(|status| status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error())
+}
+
 /// What a held attempt does next.
 enum Held {
     /// The ramp let it through.
@@ -1161,10 +1194,12 @@ mod tests {
     const RETRY: Admission = Admission::Retry {
         after_timeout: false,
         paced: false,
+        last: false,
     };
     const TIMEOUT_RETRY: Admission = Admission::Retry {
         after_timeout: true,
         paced: false,
+        last: false,
     };
     const LONG: Duration = Duration::from_secs(30);
     const OK: Option<StatusCode> = Some(StatusCode::ACCEPTED);
@@ -1202,6 +1237,7 @@ mod tests {
         let free = Admission::Retry {
             after_timeout: false,
             paced: true,
+            last: false,
         };
         for _ in 0..count {
             let ticket = budget.admit(free, Limits::of(LONG)).await.unwrap();
@@ -1405,31 +1441,35 @@ mod tests {
             .collect();
         let mut probes = 0;
         let mut refused = Vec::new();
-        // Every probe is refused: the held calls wait, none is refused until its hold ends at
-        // 20 s, however many probes fail (the old rule refused them all after three, ~300 ms).
+        // Every probe is refused: the held calls wait, none is refused until its 20 s hold ends,
+        // however many probes fail (the old rule refused them all after three, about 300 ms).
+        // Then one goes as the probe and the others are refused, having sent nothing.
         while started.elapsed() < Duration::from_secs(21) {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let (done, still): (Vec<_>, Vec<_>) =
                 held.into_iter().partition(|call| call.is_finished());
             held = still;
+            let mut tickets = Vec::new();
             for call in done {
                 match call.await.unwrap() {
-                    Ok(probe) => {
+                    Ok(ticket) => {
+                        assert!(ticket.is_probe());
                         probes += 1;
-                        budget.answered(probe, DOWN, None);
+                        tickets.push(ticket);
                     }
                     Err(refusal) => refused.push((started.elapsed(), refusal)),
                 }
             }
-            if started.elapsed() <= Duration::from_secs(15) {
+            for ticket in tickets {
+                budget.answered(ticket, DOWN, None);
+            }
+            if started.elapsed() == Duration::from_secs(15) {
                 assert!(refused.is_empty(), "{refused:?}");
                 // 100 ms apart for the first 2 s (20), then a tenth of the outage's age
                 // (10 ln(15/2), about 20 more).
-                if started.elapsed() == Duration::from_secs(15) {
-                    assert!((35..=45).contains(&probes), "{probes} probes in 15 s");
-                    let down_for = budget.down_for().expect("down");
-                    assert!(down_for >= Duration::from_secs(15), "{down_for:?}");
-                }
+                assert!((35..=45).contains(&probes), "{probes} probes in 15 s");
+                let down_for = budget.down_for().expect("down");
+                assert!(down_for >= Duration::from_secs(15), "{down_for:?}");
             }
         }
         assert!(held.is_empty(), "{} still held", held.len());
@@ -1443,6 +1483,33 @@ mod tests {
             );
         }
         assert_eq!(budget.local_rejections(), 60 - probes as u64);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_final_attempt_is_never_spent_as_a_probe() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let last = Admission::Retry {
+            after_timeout: false,
+            paced: false,
+            last: true,
+        };
+        let hold = Duration::from_secs(10);
+        let started = Instant::now();
+        let ticket = budget
+            .admit(last, limits(hold, Duration::from_secs(40)))
+            .await
+            .expect("its last chance, as the probe");
+        assert_eq!(
+            started.elapsed(),
+            hold,
+            "held to the end of its hold, sending nothing"
+        );
+        assert!(
+            ticket.is_probe(),
+            "nothing else in flight at the end of its hold"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1580,6 +1647,7 @@ mod tests {
         let paced = Admission::Retry {
             after_timeout: false,
             paced: true,
+            last: false,
         };
         for _ in 0..10 {
             assert_eq!(take(&budget, paced).await, Ok(0));

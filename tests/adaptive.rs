@@ -120,7 +120,7 @@ async fn a_burst_of_200_429s_with_retry_after_1_ends_with_200_runs_none_early() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operation_that_starts_after_an_outage_healed_is_never_refused() {
+async fn a_400_ms_outage_costs_no_operation_and_one_started_after_the_heal_is_never_refused() {
     let server = server().await;
     let client = demo(builder(&server));
     let outage = Duration::from_millis(400);
@@ -137,7 +137,21 @@ async fn an_operation_that_starts_after_an_outage_healed_is_never_refused() {
                     let began = start.elapsed();
                     let id = delivery(&format!("heal-{sender}-{n}"));
                     let sent = client.deliver(TRIGGER, EVENT).delivery_id(id).send().await;
-                    ops.push((began, sent.map(|_| ()).map_err(|e| e.kind())));
+                    ops.push((
+                        began,
+                        sent.map(|_| ()).map_err(|e| {
+                            (
+                                e.kind(),
+                                format!(
+                                    "{e} {:?}",
+                                    e.attempts()
+                                        .iter()
+                                        .map(|a| (a.to_string(), a.wait()))
+                                        .collect::<Vec<_>>()
+                                ),
+                            )
+                        }),
+                    ));
                     n += 1;
                 }
                 ops
@@ -158,10 +172,22 @@ async fn an_operation_that_starts_after_an_outage_healed_is_never_refused() {
         before.len(),
         after.len()
     );
-    assert!(failed_before > 0, "the outage was felt");
+    let ledger = server.ledger();
+    let refused = ledger
+        .requests()
+        .iter()
+        .filter(|request| request.status == Some(503))
+        .count();
+    assert!(
+        refused >= 50,
+        "the outage was felt: {refused} answers of 503"
+    );
+    // A blip of 400 ms costs no operation: those held through it are released when it heals
+    // (the rule before issue 18 refused them after three refused probes, about 300 ms).
+    let failed: Vec<_> = before.iter().filter(|(_, ended)| ended.is_err()).collect();
+    assert_eq!(failed_before, 0, "the blip cost operations: {failed:?}");
     assert!(!after.is_empty());
     assert!(failed_after.is_empty(), "{failed_after:?}");
-    let ledger = server.ledger();
     let ok = ops.iter().filter(|(_, ended)| ended.is_ok()).count();
     assert_eq!(
         ledger.total_runs(),

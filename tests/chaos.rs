@@ -407,25 +407,11 @@ fn assert_exactly_once(ledger: &Ledger, operations: &[Operation]) {
 }
 
 /// The 200 ms window a third of the way in and the 150 ms blip at two thirds are ridden out:
-/// the Hodoflow client's retry budget refused no operation.
-///
-/// The Modulify client is left out, and its refusals are printed: it carries a tenth of the
-/// operations, about 25 in flight, and in about one run in six its bucket of 500 tokens is
-/// spent in the 200 ms window, and a lone retry with nothing in flight is then refused
-/// (`Refusal::Tokens`). Such an error says `may_have_run` truly and the exactly-once checks hold
-/// for it; that a low-traffic client cannot ride out a blip its busy neighbour rides out is a
-/// limit of the retry budget, noted for its own issue.
+/// neither client's retry budget refused an operation. The Modulify client, a tenth of the
+/// operations and about 25 in flight, is covered too: before issue 18, in about one run in six
+/// its bucket was spent in the window and a lone retry was then refused; the retry floor
+/// (`RetryBudget::MIN_RETRIES_PER_SEC`) lets such a retry go.
 fn assert_blips_cost_no_operation(operations: &[Operation]) {
-    let modulify_refused = operations
-        .iter()
-        .filter(|o| o.api == Api::Modulify)
-        .filter(|o| matches!(&o.ended, Err(e) if e.kind() == ErrorKind::RetryBudgetExhausted))
-        .count();
-    println!("  Modulify calls refused by their client's retry budget: {modulify_refused}");
-    let operations: Vec<&Operation> = operations
-        .iter()
-        .filter(|o| o.api != Api::Modulify)
-        .collect();
     let refused: Vec<String> = operations
         .iter()
         .filter_map(|o| Some((o.api, o.ended.as_ref().err()?)))

@@ -74,27 +74,31 @@ impl Limiter {
         });
     }
 
-    /// Reserves the next send slot for an attempt at `now`: the wait before it may be sent, or
-    /// `Err(wait)` without reserving when the wait would exceed `max_wait`.
-    pub(super) fn reserve(
-        &mut self,
-        now: Instant,
-        max_wait: Duration,
-    ) -> Result<Duration, Duration> {
-        let Some(rate) = self.rate(now) else {
-            return Ok(Duration::ZERO);
-        };
-        let Some(engaged) = &mut self.engaged else {
-            return Ok(Duration::ZERO);
-        };
-        let at = engaged.next_slot.max(now);
-        let wait = at - now;
-        if wait > max_wait {
-            return Err(wait);
+    /// How long an attempt at `now` must wait for the next send slot; zero when it may go.
+    ///
+    /// Slots are not reserved ahead: a waiting attempt asks again when the slot is due, at the
+    /// rate of that moment, so the rate's growth along the curve speeds every waiter up. (Slots
+    /// reserved ahead at the rate right after the cut put 256 calls of a pool up to minutes
+    /// apart at the slowest pace, and refused every later call at once, issue 18's `blip_pool`.)
+    pub(super) fn wait(&mut self, now: Instant) -> Duration {
+        if self.rate(now).is_none() {
+            return Duration::ZERO;
         }
-        let interval = Duration::from_secs_f64(1.0 / rate.max(MIN_RATE));
-        engaged.next_slot = at.checked_add(interval).unwrap_or(at);
-        Ok(wait)
+        self.engaged.map_or(Duration::ZERO, |engaged| {
+            engaged.next_slot.saturating_duration_since(now)
+        })
+    }
+
+    /// An attempt takes the slot due at `now`: the next is one interval later, at today's rate.
+    pub(super) fn take(&mut self, now: Instant) {
+        let Some(rate) = self.rate(now) else {
+            return;
+        };
+        if let Some(engaged) = &mut self.engaged {
+            let interval = Duration::from_secs_f64(1.0 / rate.max(MIN_RATE));
+            let at = engaged.next_slot.max(now);
+            engaged.next_slot = at.checked_add(interval).unwrap_or(at);
+        }
     }
 
     pub(super) fn is_engaged(&mut self, now: Instant) -> bool {
@@ -149,22 +153,25 @@ mod tests {
     }
 
     #[test]
-    fn paces_attempts_at_the_rate_and_refuses_a_slot_past_the_wait_allowed() {
+    fn paces_attempts_at_the_rate_without_reserving_ahead() {
         let t0 = Instant::now();
         let mut limiter = Limiter::default();
-        assert_eq!(limiter.reserve(t0, Duration::ZERO), Ok(Duration::ZERO));
+        assert_eq!(limiter.wait(t0), Duration::ZERO, "open before a throttle");
         limiter.throttled(t0, t0, 1.0);
         // w_max is 1/s: about 0.7/s right after the cut, about 1.43 s apart.
-        assert_eq!(limiter.reserve(t0, SECOND), Ok(Duration::ZERO));
-        let second = limiter.reserve(t0, 10 * SECOND).unwrap();
+        assert_eq!(limiter.wait(t0), Duration::ZERO);
+        limiter.take(t0);
+        let second = limiter.wait(t0);
         assert!(second > SECOND && second < 2 * SECOND, "{second:?}");
-        assert_eq!(
-            limiter.reserve(t0, SECOND).map_err(|_| ()),
-            Err(()),
-            "the third slot is more than a second away"
+        assert_eq!(limiter.wait(t0), second, "asking again reserves nothing");
+        let at = t0 + second;
+        assert_eq!(limiter.wait(at), Duration::ZERO);
+        limiter.take(at);
+        let third = limiter.wait(at);
+        assert!(
+            third < second,
+            "the rate grew along the curve: {third:?} < {second:?}"
         );
-        let third = limiter.reserve(t0, 10 * SECOND).unwrap();
-        assert!(third > second, "the refused slot was not taken: {third:?}");
     }
 
     #[test]
@@ -175,9 +182,6 @@ mod tests {
         assert_eq!(limiter.rate(t0), Some(MIN_RATE));
         assert!(limiter.is_engaged(t0 + IDLE - SECOND));
         assert!(!limiter.is_engaged(t0 + IDLE));
-        assert_eq!(
-            limiter.reserve(t0 + IDLE, Duration::ZERO),
-            Ok(Duration::ZERO)
-        );
+        assert_eq!(limiter.wait(t0 + IDLE), Duration::ZERO);
     }
 }
