@@ -178,6 +178,15 @@ impl Deadline {
         self.remaining(now).saturating_sub(attempt)
     }
 
+    /// How long an attempt starting at `now` may wait in all, held and then due for a probe
+    /// slot: what remains, less half an attempt's time, so the attempt that goes still has at
+    /// least that long to be answered (an attempt sent with a moment left would time out, and a
+    /// timeout may have run).
+    pub(crate) fn due(&self, now: Instant) -> Duration {
+        let attempt = self.budget.attempt_timeout.min(self.budget.max_elapsed / 4);
+        self.remaining(now).saturating_sub(attempt / 2)
+    }
+
     /// The whole elapsed-time budget.
     pub(crate) fn max_elapsed(&self) -> Duration {
         self.budget.max_elapsed

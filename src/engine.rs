@@ -173,6 +173,7 @@ impl Engine {
             let limits = Limits {
                 max_wait: deadline.remaining(now).saturating_sub(MIN_ATTEMPT),
                 hold: deadline.hold(now),
+                due: deadline.due(now),
                 rides_out: deadline.max_elapsed(),
             };
             let ticket = match self.retry_budget.admit(asked, limits).await {

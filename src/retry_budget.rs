@@ -465,6 +465,9 @@ pub(crate) struct Limits {
     /// The longest hold while the service is down: what is left of the call, less one attempt's
     /// time, so a held attempt that is released still has time to be answered.
     pub(crate) hold: Duration,
+    /// The longest wait, held and then due for a probe slot: what is left of the call, less
+    /// half an attempt's time, so the attempt that goes is still answered in time.
+    pub(crate) due: Duration,
     /// The call's whole budget: the longest outage it could ride out. Once the service has been
     /// down longer, the attempt is refused on the newest probe's refusal.
     pub(crate) rides_out: Duration,
@@ -477,6 +480,7 @@ impl Limits {
         Self {
             max_wait: wait,
             hold: wait,
+            due: wait,
             rides_out: wait,
         }
     }
@@ -1088,18 +1092,20 @@ impl Shared {
             if now >= due_at && self.in_flight.load(Ordering::Acquire) == 0 {
                 return Held::Probe;
             }
-            if limits.max_wait.saturating_sub(waited).is_zero() {
+            let due_left = limits.due.saturating_sub(waited);
+            if due_left.is_zero() {
                 return Held::Refuse(Refusal::Down {
                     down_for,
                     held: waited,
                 });
             }
             let until = due_at.saturating_duration_since(now);
-            return Held::Wait(if until.is_zero() {
+            let until = if until.is_zero() {
                 RetryBudget::PROBE_INTERVAL
             } else {
                 until
-            });
+            };
+            return Held::Wait(until.min(due_left));
         }
         // Until the next probe time or the ramp's next step, or until the attempts in flight
         // are answered (the last answer wakes the waiters).
@@ -1438,6 +1444,7 @@ mod tests {
         Limits {
             max_wait: budget,
             hold,
+            due: budget,
             rides_out: budget,
         }
     }
@@ -1452,8 +1459,9 @@ mod tests {
         let hold = Duration::from_secs(20);
         // Held up to 20 s, then due for 2 s more, in a call of 60 s.
         let call = Limits {
-            max_wait: hold + Duration::from_secs(2),
+            max_wait: hold + Duration::from_secs(3),
             hold,
+            due: hold + Duration::from_secs(2),
             rides_out: LONG * 2,
         };
         let mut held: Vec<_> = (0..80)
@@ -1508,7 +1516,7 @@ mod tests {
         );
         assert!(refused.len() >= 10, "{}", refused.len());
         for (at, refusal) in refused {
-            assert!(at >= call.max_wait, "refused at {at:?}");
+            assert!(at >= call.due, "refused at {at:?}");
             assert!(
                 matches!(refusal, Refusal::Down { held, .. } if held >= hold),
                 "{refusal:?}"

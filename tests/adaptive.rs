@@ -195,3 +195,62 @@ async fn a_400_ms_outage_costs_no_operation_and_one_started_after_the_heal_is_ne
         "every success ran once, no failure ran"
     );
 }
+
+/// A pool of 8 drains a backlog through a blip timed in seconds, longer than its calls' attempts
+/// last at the backoff's pace: every call of the pool ends up on its final attempt, held, and
+/// the first whose hold ends goes as the probe and finds the service back. Before, the others
+/// were refused at that moment, and the pool lost events (issue 18's `blip_pool`, concurrency 8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_8_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt() {
+    let server = server().await;
+    let budget = hodoflow_retry::Budget::new()
+        .max_attempts(3)
+        .max_elapsed(Duration::from_secs(6))
+        .attempt_timeout(Duration::from_secs(1));
+    let client = demo(builder(&server).budget(budget));
+    support::deliver(&client, "before-the-blip").await;
+    let blip = Duration::from_secs(2);
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(blip));
+    let started = Instant::now();
+    let events = 40;
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, next) = (client.clone(), Arc::clone(&next));
+            tokio::spawn(async move {
+                let mut ended = Vec::new();
+                loop {
+                    let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n >= events {
+                        return ended;
+                    }
+                    let id = delivery(&format!("pool-{n}"));
+                    let sent = client.deliver(TRIGGER, EVENT).delivery_id(id).send().await;
+                    ended.push(sent.map(drop).map_err(|e| e.to_string()));
+                }
+            })
+        })
+        .collect();
+    let mut ended = Vec::new();
+    for worker in workers {
+        ended.extend(worker.await.unwrap());
+    }
+    let failed: Vec<_> = ended.iter().filter_map(|e| e.as_ref().err()).collect();
+    assert!(failed.is_empty(), "the blip cost events: {failed:?}");
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.total_runs(),
+        events + 1,
+        "one run per event, none twice"
+    );
+    let refused = ledger
+        .requests_to("POST", WEBHOOKS)
+        .iter()
+        .filter(|r| r.status == Some(503))
+        .count();
+    assert!(
+        refused >= 16,
+        "every call met the blip: {refused} answers of 503"
+    );
+    assert!(started.elapsed() >= blip);
+}
