@@ -738,9 +738,13 @@ async fn thousands_of_random_answers_end_every_call_typed_within_its_budget() {
     while let Some(joined) = senders.join_next().await {
         for (took, error) in joined.expect("no call panics") {
             calls += 1;
+            // The slack is the test's own scheduling: the hostile server streams random bodies
+            // of up to 64 MiB on the same single-threaded runtime as the 64 senders, and on two
+            // cores a timer there fires up to about half a second late (seen: a 300 ms attempt
+            // timeout ending a call at 1.33 s, at this test's landed commit as at today's).
             assert!(
-                took <= MAX_ELAPSED + Duration::from_millis(400),
-                "a call took {took:?}"
+                took <= MAX_ELAPSED + Duration::from_millis(1000),
+                "a call took {took:?}: {error:?}"
             );
             let kind = error.as_ref().map_or("ok", |(kind, _)| kind.as_str());
             *kinds.entry(kind).or_default() += 1;
