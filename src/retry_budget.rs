@@ -39,10 +39,13 @@
 //!    - a held attempt keeps holding, sending nothing, up to its own deadline less one attempt's
 //!      time (the attempt timeout, at most a quarter of the call's budget), so it rides out any
 //!      blip its budget could. Then it is due: it goes as the probe when nothing else is in
-//!      flight, at most one due attempt every 100 ms whatever the outage's age (its last chance:
-//!      a sequential sender's held call, or a pool whose calls are all on their final attempt),
-//!      and is refused with `retry_budget_exhausted`, nothing sent, only when its time runs out
-//!      first, so a wave of calls that began holding together does not go all at once;
+//!      flight and the next probe is due, at the probes' pace below, even as a call's final
+//!      attempt (its last chance: a sequential sender's held call, or a pool whose calls are all
+//!      on their final attempt), and is refused with `retry_budget_exhausted`, nothing sent,
+//!      only when its time runs out first. So a wave of calls that began holding together
+//!      spends one request each probe interval, not one each (a storm of 200 calls in a 10 s
+//!      outage sent 1.64 requests a call when due calls went one every 100 ms), and the first
+//!      due probe accepted after a blip releases the rest through the ramp;
 //!    - or sooner, once the service has been down for longer than the call's **whole budget**
 //!      and the newest probe was refused: no blip this call could ride out is going on, so a
 //!      sender's backlog ends as "send later" instead of holding wave after wave;
@@ -1078,17 +1081,15 @@ impl Shared {
             });
         }
         // Its hold is over, with one attempt's time left: it is due. It goes as the probe when
-        // nothing else is in flight, at most one every probe interval whatever the outage's age
-        // (its last chance: a sequential sender, or a pool whose calls are all on their final
-        // attempt, rides out a blip as long as its budget allows); it is refused only when its
-        // time runs out first, so a wave that began holding together does not go at once.
+        // nothing else is in flight and the next probe is due, at the probes' pace for the
+        // outage's age, final attempt or not (its last chance: a sequential sender, or a pool
+        // whose calls are all on their final attempt, rides out a blip as long as its budget
+        // allows, and the first accepted probe releases the others through the ramp); it is
+        // refused only when its time runs out first, so a wave that began holding together
+        // spends one request a probe interval, not one each.
         let held_left = limits.hold.saturating_sub(waited);
         if held_left.is_zero() {
-            let due_at = state
-                .probes
-                .sent_at
-                .and_then(|at| at.checked_add(RetryBudget::PROBE_INTERVAL))
-                .unwrap_or(now);
+            let due_at = state.probes.next_at;
             if now >= due_at && self.in_flight.load(Ordering::Acquire) == 0 {
                 return Held::Probe;
             }
@@ -1509,11 +1510,9 @@ mod tests {
         }
         assert!(held.is_empty(), "{} still held", held.len());
         assert_eq!(probes + refused.len(), 80);
-        // Due, they go one every 100 ms as the probe, never all at once.
-        assert!(
-            (15..=21).contains(&due_probes),
-            "{due_probes} in the 2 s due"
-        );
+        // Due, they go as the probe at the probes' pace for a 20 s outage (a tenth of its
+        // age, 2 s), never all at once, and never one each.
+        assert!((1..=2).contains(&due_probes), "{due_probes} in the 2 s due");
         assert!(refused.len() >= 10, "{}", refused.len());
         for (at, refusal) in refused {
             assert!(at >= call.due, "refused at {at:?}");
