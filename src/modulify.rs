@@ -326,17 +326,15 @@ impl MethodCall<'_> {
     }
 }
 
-/// A method name is one path segment: letters, digits, `_`, `-` and `.`.
+/// A method name is one path segment, by the rule trigger tokens follow
+/// ([`is_path_segment`](crate::request::is_path_segment)): letters, digits, `_`, `-`, `.` and
+/// `~`, and neither `.` nor `..`.
 pub(crate) fn check_method(method: &str) -> Result<()> {
-    let segment = !method.is_empty()
-        && method
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if segment && method != "." && method != ".." {
+    if crate::request::is_path_segment(method) {
         return Ok(());
     }
     Err(Error::invalid_input(
-        "a Modulify method name is letters, digits, '_', '-' and '.', such as send_message",
+        "a Modulify method name is one path segment of letters, digits, '_', '-', '.' and '~', such as send_message",
     ))
 }
 

@@ -54,7 +54,7 @@ use crate::key::IdempotencyKey;
 
 pub use job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 #[cfg(feature = "outbox-postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresStore, StoreTimeouts};
 pub use schedule::LongSchedule;
 #[cfg(feature = "outbox-sqlite")]
 pub use sqlite::SqliteStore;
@@ -190,6 +190,16 @@ impl Outbox {
     #[cfg(feature = "outbox-postgres")]
     pub async fn postgres(url: &str) -> Result<Self> {
         Ok(Self::new(PostgresStore::connect(url).await?))
+    }
+
+    /// [`postgres`](Self::postgres) with these bounds on every wait for the database.
+    ///
+    /// # Errors
+    ///
+    /// When the database cannot be reached or migrated, or does not answer in time.
+    #[cfg(feature = "outbox-postgres")]
+    pub async fn postgres_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
+        Ok(Self::new(PostgresStore::connect_with(url, timeouts).await?))
     }
 
     /// The store.

@@ -347,7 +347,7 @@ async fn through_outbox(
     spec: &str,
     plan: crate::outbox::PoolPlan,
 ) -> Exit {
-    let outbox = match crate::outbox::open(spec).await {
+    let outbox = match crate::outbox::open(spec, plan.store_timeout).await {
         Ok(outbox) => outbox,
         Err(report) => {
             report.print(false);

@@ -98,6 +98,20 @@ pub(crate) struct Cli {
     )]
     pub(crate) attempt_timeout: Duration,
 
+    /// The longest wait for a PostgreSQL outbox (DUR): to open a connection, and for each
+    /// store operation. A database that accepts the connection and never answers is a
+    /// transport error (exit 3) after this long, never a hang.
+    #[arg(
+        long,
+        env = "HODOFLOW_STORE_TIMEOUT",
+        hide_env_values = true,
+        global = true,
+        default_value = "10s",
+        value_name = "DUR",
+        value_parser = crate::duration::parse
+    )]
+    pub(crate) store_timeout: Duration,
+
     /// Print exactly one JSON object on standard output (batch: one JSON line per event).
     #[arg(long, global = true)]
     pub(crate) json: bool,

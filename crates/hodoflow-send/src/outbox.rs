@@ -34,13 +34,14 @@ use crate::report::{Exit, Failure, Report};
 /// How many store statements a command keeps going at once while it enqueues or reads jobs.
 const STORE_CONCURRENCY: usize = 16;
 
-/// Opens the outbox `spec` names.
+/// Opens the outbox `spec` names; a PostgreSQL store waits at most `timeout` to connect and
+/// for each operation (`--store-timeout`).
 ///
 /// # Errors
 ///
 /// The report of the failure: a usage error for a URL that is not PostgreSQL's (or PostgreSQL
 /// in a build without it), the store's error otherwise.
-pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
+pub(crate) async fn open(spec: &str, timeout: std::time::Duration) -> Result<Outbox, Report> {
     let spec = spec.trim();
     if spec.is_empty() {
         return Err(usage(
@@ -61,7 +62,7 @@ pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
                 crate::redact::add(&decoded);
             }
         }
-        return postgres(spec).await;
+        return postgres(spec, timeout).await;
     }
     if spec.contains("://") {
         return Err(usage(
@@ -73,12 +74,17 @@ pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres(url: &str) -> Result<Outbox, Report> {
-    Outbox::postgres(url).await.map_err(|e| Report::failed(&e))
+async fn postgres(url: &str, timeout: std::time::Duration) -> Result<Outbox, Report> {
+    let timeouts = hodoflow_retry::outbox::StoreTimeouts::new()
+        .connect(timeout)
+        .statement(timeout);
+    Outbox::postgres_with(url, timeouts)
+        .await
+        .map_err(|e| Report::failed(&e))
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres(_url: &str) -> Result<Outbox, Report> {
+async fn postgres(_url: &str, _timeout: std::time::Duration) -> Result<Outbox, Report> {
     Err(usage(
         "this hodoflow-send was built without PostgreSQL outboxes (feature postgres); \
          use a SQLite file path",
@@ -94,6 +100,8 @@ fn usage(message: &str) -> Report {
 pub(crate) struct PoolPlan {
     pub(crate) lease: std::time::Duration,
     pub(crate) trigger_limit: Option<hodoflow_retry::TriggerLimit>,
+    /// `--store-timeout`: the longest wait for a PostgreSQL store.
+    pub(crate) store_timeout: std::time::Duration,
 }
 
 impl PoolPlan {
@@ -110,6 +118,7 @@ impl PoolPlan {
                 .map_or(Some(hodoflow_retry::TriggerLimit::DOCUMENTED), |limit| {
                     limit.0
                 }),
+            store_timeout: cli.store_timeout,
         })
     }
 }
@@ -145,7 +154,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         }
         _ => None,
     };
-    let store = match open(spec).await {
+    let store = match open(spec, cli.store_timeout).await {
         Ok(store) => store,
         Err(report) => return finish(report, started, json),
     };

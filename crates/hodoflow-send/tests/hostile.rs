@@ -985,3 +985,104 @@ fn random_answers_end_in_a_report_never_a_panic_and_never_print_a_secret() {
     assert!(answers >= 200, "{answers} answers");
     eprintln!("{answers} random answers; exits 0/1/2/3: {exits:?}; batch kinds: {kinds:?}");
 }
+
+/// The audit's traversal forms (issue 23) against the contract server: each write and trigger
+/// is refused as invalid input, exit 2, and the server's ledger shows no request, no exchange,
+/// no run and no write. `write POST /api/json/%2e%2e/%2e%2e/api/v1/webhooks/<TOKEN>` once
+/// passed the write check and executed a webhook delivery there.
+#[test]
+fn dot_segments_never_leave_their_surface_on_the_contract_server() {
+    let contract = support::Contract::start();
+    let token = support::TRIGGER;
+    let writes = [
+        format!("/api/json/%2e%2e/%2e%2e/api/v1/webhooks/{token}"),
+        format!("/api/json/%2E%2E/%2E%2E/api/v1/webhooks/{token}"),
+        format!("/api/json/.%2e/%2e./api/v1/webhooks/{token}"),
+        format!("/api/json/../../api/v1/webhooks/{token}"),
+        "/api/json/../../oauth/token".to_owned(),
+        format!("/api/json/..\\..\\api/v1/webhooks/{token}"),
+    ];
+    for path in &writes {
+        let ran = run(contract
+            .send()
+            .args(["--json", "write", "POST", path, "--key", "traversal"])
+            .args(["--data", "{}"]));
+        assert_eq!(ran.code, 2, "{path}: {ran:?}");
+        assert_eq!(ran.json()["error"]["kind"], "invalid_input", "{path}");
+    }
+    for dots in [".", ".."] {
+        let ran = run(contract
+            .send()
+            .args(["--json", "webhook", dots, "--event-id", "traversal"])
+            .args(["--data", "{}"]));
+        assert_eq!(ran.code, 2, "{dots}: {ran:?}");
+        assert!(!ran.all().contains(token));
+    }
+    let ledger = contract.ledger();
+    assert!(ledger.requests().is_empty(), "{:?}", ledger.requests());
+    assert!(ledger.exchanges().is_empty());
+    assert_eq!(ledger.total_runs(), 0, "no webhook ran");
+    assert_eq!(ledger.total_writes_executed(), 0, "no write ran");
+}
+
+/// A port on 127.0.0.1 that accepts every connection and never answers nor closes one.
+fn silent_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+/// A PostgreSQL outbox that accepts TCP and never answers hung `outbox status` and
+/// `batch --outbox` for more than 150 s, whatever `--max-elapsed` and `connect_timeout` said
+/// (issue 23). Each now ends after `--store-timeout` with a transport error, exit 3.
+#[test]
+fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let port = silent_port();
+    let url = format!("postgres://u:pw_SILENT_db@127.0.0.1:{port}/db?connect_timeout=3");
+    let events = TempFile::new(
+        "silent-postgres.ndjson",
+        b"{\"event_id\":\"e-1\",\"body\":{}}\n",
+    );
+    let events = events.arg();
+    let status = [
+        "--json",
+        "--store-timeout",
+        "1s",
+        "outbox",
+        "--outbox",
+        &url,
+        "status",
+    ];
+    let batch = [
+        "--max-elapsed",
+        "3s",
+        "--store-timeout",
+        "1s",
+        "batch",
+        TRIGGER,
+        "--events",
+        &events,
+        "--outbox",
+        &url,
+    ];
+    for args in [&status[..], &batch[..]] {
+        let started = std::time::Instant::now();
+        let ran = no_secret(run(server.send().args(args)));
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "took {took:?}: {ran:?}");
+        assert_eq!(ran.code, 3, "{args:?}: {ran:?}");
+        assert!(ran.all().contains("connect timeout"), "{ran:?}");
+        assert!(!ran.all().contains("pw_SILENT_db"), "{ran:?}");
+    }
+    assert!(
+        server.requests().is_empty(),
+        "nothing is sent without the outbox"
+    );
+}
