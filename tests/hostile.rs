@@ -891,3 +891,31 @@ async fn a_silent_token_endpoint_ends_the_call_within_its_budget() {
         "nothing reached the API: {error:?}"
     );
 }
+
+/// The Modulify catalogue read is part of the call: a server that accepts the connection and
+/// never answers `GET /v1/tools` ends the call within its budget (the client's own budget, 60 s
+/// with a 15 s attempt timeout, no longer applies to it), and nothing is sent to the method.
+#[tokio::test]
+async fn a_silent_catalogue_read_ends_the_call_within_its_budget() {
+    let addr = silent_listener().await;
+    let client = RetryingClient::builder(format!("http://{addr}"))
+        .bearer_token("mfy_HOSTILE_token_1234")
+        .build()
+        .unwrap();
+    let modulify = hodoflow_retry::ModulifyClient::new(client);
+    let started = Instant::now();
+    let error = modulify
+        .call("send_message", "{}")
+        .budget(
+            Budget::new()
+                .max_elapsed(Duration::from_secs(2))
+                .attempt_timeout(Duration::from_secs(1)),
+        )
+        .send()
+        .await
+        .expect_err("no catalogue, no call");
+    let took = started.elapsed();
+    assert!(took <= Duration::from_secs(3), "took {took:?}: {error}");
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    assert!(error.to_string().contains("catalogue"), "{error}");
+}
