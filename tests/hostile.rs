@@ -919,3 +919,33 @@ async fn a_silent_catalogue_read_ends_the_call_within_its_budget() {
     assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
     assert!(error.to_string().contains("catalogue"), "{error}");
 }
+
+/// Issue 23: a duration over its documented maximum (24 h for a call's budget) is
+/// `invalid_input` where it enters, in the builder and per call, and nothing is sent.
+#[tokio::test]
+async fn a_budget_over_24_hours_is_invalid_input_before_anything_is_sent() {
+    let server = support::server().await;
+    let absurd = Duration::from_secs(5_000_000_000_000 * 3600);
+    for budget in [
+        Budget::new().max_elapsed(absurd),
+        Budget::new().max_elapsed(Budget::MAX + Duration::from_millis(1)),
+        Budget::new().attempt_timeout(Budget::MAX + Duration::from_secs(1)),
+    ] {
+        let built = support::builder(&server)
+            .client_credentials("c", "s")
+            .budget(budget)
+            .build();
+        assert_eq!(
+            built.expect_err("refused at build").kind(),
+            ErrorKind::InvalidInput
+        );
+        let error = support::client(&server)
+            .get(support::PROJECTS)
+            .budget(budget)
+            .send()
+            .await
+            .expect_err("refused per call");
+        support::assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
+    }
+    assert!(Budget::new().max_elapsed(Budget::MAX).validate().is_ok());
+}

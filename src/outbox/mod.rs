@@ -60,11 +60,11 @@ pub use schedule::LongSchedule;
 pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
 pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, JobDone, KEY_HORIZON, PAUSE_READ_EVERY,
-    RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
+    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, JobDone, KEY_HORIZON, MAX_LEASE,
+    PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
 };
 
-pub(crate) use job::{from_millis, millis};
+pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};
 pub(crate) use store::Sealed;
 
 /// The largest body a job may hold: the webhook and JSON:API limit of documents 000 and 001 and

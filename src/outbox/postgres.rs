@@ -60,7 +60,7 @@ use crate::key::IdempotencyKey;
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
-use super::{from_millis, millis};
+use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
 
 /// How many connections a store opens at most.
 const CONNECTIONS: usize = 4;
@@ -128,7 +128,8 @@ const ENQUEUE: &str = "
 
 const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
 
-/// `$1` worker, `$2` lease end, `$3` now, `$4` limit. The horizon counts from the first claim
+/// `$1` worker, `$2` lease end, `$3` now, `$4` limit, `$5` the latest lease end a worker can
+/// hold (now plus `MAX_LEASE`; a job in flight under a later one was wedged, and is due). The horizon counts from the first claim
 /// (`first_sent_at`), which is never after the first send: conservative, and safe across a crash
 /// between the claim and the send. A job in flight is due again at its lease's end
 /// (`next_at = lease_until`), so the due jobs are one range of the partial index
@@ -139,7 +140,8 @@ const CLAIM: &str = "
         claim = claim + 1, first_sent_at = COALESCE(first_sent_at, $3)
     WHERE id IN (
         SELECT id FROM outbox_jobs
-        WHERE state IN ('pending', 'in_flight') AND next_at <= $3
+        WHERE state IN ('pending', 'in_flight')
+            AND (next_at <= $3 OR (state = 'in_flight' AND next_at > $5))
         ORDER BY next_at, id
         LIMIT $4
         FOR UPDATE SKIP LOCKED
@@ -477,11 +479,10 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<Job>> {
         let worker = worker.to_owned();
         self.boxed(async move {
-            let lease_until = millis(now.checked_add(lease).unwrap_or(now));
-            let now = millis(now);
+            let (now, lease_until, wedged_after) = claim_bounds(now, lease)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = self
-                .query(CLAIM, &[&worker, &lease_until, &now, &limit])
+                .query(CLAIM, &[&worker, &lease_until, &now, &limit, &wedged_after])
                 .await?;
             let mut jobs = rows.iter().map(job_of).collect::<Result<Vec<_>>>()?;
             // RETURNING keeps no order: by ID (the claim took the oldest due).
@@ -501,6 +502,9 @@ impl Store for PostgresStore {
         self.boxed(async move {
             if records.is_empty() {
                 return Ok(Vec::new());
+            }
+            for (_, _, record) in &records {
+                check_record(record)?;
             }
             let mut ids = Vec::with_capacity(records.len());
             let mut claims = Vec::with_capacity(records.len());
@@ -605,7 +609,8 @@ impl Store for PostgresStore {
     fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
         let scope = scope.to_owned();
         self.boxed(async move {
-            self.execute(PAUSE, &[&scope, &millis(until)]).await?;
+            let until = stored_millis(until, "pause end")?;
+            self.execute(PAUSE, &[&scope, &until]).await?;
             Ok(())
         })
     }

@@ -20,7 +20,7 @@ use crate::key::IdempotencyKey;
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
-use super::{from_millis, millis};
+use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
 
 /// How long a statement waits for another process's lock on the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,13 +76,16 @@ const COLUMNS: &str = "id, event_id, kind, method, route, body, identity, state,
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
     last_kind, last_status, last_request_id, last_message";
 
-/// `?1` worker, `?2` lease end, `?3` now, `?4` limit: the due jobs are one range of the partial
-/// index `outbox_jobs_claimable`, read in order.
+/// `?1` worker, `?2` lease end, `?3` now, `?4` limit, `?5` the latest lease end a worker can
+/// hold (now plus `MAX_LEASE`): the due jobs are one range of the partial index
+/// `outbox_jobs_claimable`, read in order, and a job in flight under a lease ending past `?5`
+/// was wedged by a lease no worker can hold, so it is due too.
 const CLAIM: &str = "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?1, \
     lease_until = ?2, next_at = ?2, claim = claim + 1, \
     first_sent_at = COALESCE(first_sent_at, ?3) \
     WHERE id IN (SELECT id FROM outbox_jobs INDEXED BY outbox_jobs_claimable \
-        WHERE state IN ('pending', 'in_flight') AND next_at <= ?3 \
+        WHERE state IN ('pending', 'in_flight') \
+        AND (next_at <= ?3 OR (state = 'in_flight' AND next_at > ?5)) \
         ORDER BY next_at, id LIMIT ?4) \
     RETURNING id, event_id, kind, method, route, body, identity, state, calls, attempts, \
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
@@ -330,8 +333,10 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> StoreFuture<'_, Vec<Job>> {
         let worker = worker.to_owned();
-        let now = millis(now);
-        let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let (now, until, wedged_after) = match claim_bounds(now, lease) {
+            Ok(bounds) => bounds,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |connection| {
             let transaction =
@@ -339,7 +344,7 @@ impl Store for SqliteStore {
             let mut jobs = {
                 let mut statement = transaction.prepare_cached(CLAIM)?;
                 statement
-                    .query_map(params![worker, until, now, limit], job_of)?
+                    .query_map(params![worker, until, now, limit, wedged_after], job_of)?
                     .collect::<rusqlite::Result<Vec<Job>>>()?
             };
             transaction.commit()?;
@@ -349,10 +354,19 @@ impl Store for SqliteStore {
     }
 
     fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
+        if let Err(error) = check_record(&record) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         self.run(move |connection| write_record(connection, id, claim, &record))
     }
 
     fn record_many(&self, records: Vec<(i64, u64, Record)>) -> StoreFuture<'_, Vec<bool>> {
+        if let Err(error) = records
+            .iter()
+            .try_for_each(|(_, _, record)| check_record(record))
+        {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         self.run(move |connection| {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -415,11 +429,15 @@ impl Store for SqliteStore {
 
     fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
         let scope = scope.to_owned();
+        let until = match stored_millis(until, "pause end") {
+            Ok(until) => until,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
         self.run(move |connection| {
             connection.execute(
                 "INSERT INTO outbox_pauses (scope, until_ms) VALUES (?1, ?2) \
                  ON CONFLICT (scope) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms)",
-                params![scope, millis(until)],
+                params![scope, until],
             )?;
             Ok(())
         })

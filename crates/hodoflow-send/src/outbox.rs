@@ -253,6 +253,14 @@ async fn list(
     Ok(Exit::Success)
 }
 
+/// Whether `job` is in flight under a lease no worker can hold: one ending more than
+/// `MAX_LEASE` (7 days) from now, written before leases were bounded. It is taken as expired:
+/// requeued by `outbox retry`, claimed again by a worker.
+fn wedged(job: &Job) -> bool {
+    let latest = std::time::SystemTime::now().checked_add(hodoflow_retry::outbox::MAX_LEASE);
+    matches!((job.lease_until, latest), (Some(until), Some(latest)) if until > latest)
+}
+
 /// `outbox retry EVENT_ID`.
 async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Report> {
     let refuse = |message: String| Report::failure(Failure::permanent("not_found", false, message));
@@ -262,7 +270,7 @@ async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Repo
         )));
     };
     crate::job_line::remember_secret(&job);
-    if delivered(job.state) || job.state == JobState::InFlight {
+    if delivered(job.state) || (job.state == JobState::InFlight && !wedged(&job)) {
         return Err(Report::failure(Failure::permanent(
             "unprocessable",
             false,

@@ -1086,3 +1086,102 @@ fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
         "nothing is sent without the outbox"
     );
 }
+
+/// A duration over its documented maximum is a usage error where it enters, flag or
+/// environment (issue 23: `--max-elapsed 5000000000000h batch … --outbox o.db` was accepted and
+/// wedged the outbox), and nothing is sent or stored.
+#[test]
+fn a_duration_over_its_maximum_is_a_usage_error_and_stores_nothing() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let dir =
+        std::env::temp_dir().join(format!("hodoflow-send-hostile-dur-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let outbox = dir.join("o.db").display().to_string();
+    let events = TempFile::new("dur.ndjson", b"{\"event_id\":\"e-1\",\"body\":{}}\n");
+    let events = events.arg();
+    let batch = ["batch", TRIGGER, "--events", &events, "--outbox", &outbox];
+    for (flag, value) in [
+        ("--max-elapsed", "5000000000000h"),
+        ("--max-elapsed", "25h"),
+        ("--attempt-timeout", "86400001ms"),
+        ("--store-timeout", "25h"),
+        ("--lease", "169h"),
+    ] {
+        let ran = no_secret(run(server
+            .send()
+            .arg("--json")
+            .args(batch)
+            .args([flag, value])));
+        nothing_sent(&server, &ran);
+        assert!(ran.all().contains("maximum"), "{flag} {value}: {ran:?}");
+    }
+    let ran = run(server
+        .send()
+        .env("HODOFLOW_MAX_ELAPSED", "5000000000000h")
+        .args(batch));
+    nothing_sent(&server, &ran);
+    assert!(
+        !std::path::Path::new(&outbox).exists(),
+        "no outbox was created"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An outbox wedged by an old build (a job in flight under a lease ending at `i64::MAX`
+/// milliseconds, written directly into the SQLite file) recovers: `outbox retry` requeues it
+/// instead of refusing it as in flight, and a worker takes a wedged lease as expired.
+#[test]
+fn a_wedged_outbox_recovers_through_retry_and_the_worker() {
+    let contract = support::Contract::start();
+    let dir = std::env::temp_dir().join(format!(
+        "hodoflow-send-hostile-wedge-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let outbox = dir.join("o.db").display().to_string();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let stored = hodoflow_retry::outbox::Outbox::sqlite(&outbox)
+            .await
+            .unwrap();
+        for event in ["wedged-1", "wedged-2"] {
+            stored
+                .enqueue(
+                    event,
+                    hodoflow_retry::outbox::Target::webhook(support::TRIGGER),
+                    "{}",
+                )
+                .await
+                .unwrap();
+        }
+    });
+    let db = rusqlite::Connection::open(&outbox).unwrap();
+    let wedged = db
+        .execute(
+            "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = 'old-build', \
+             lease_until = 9223372036854775807, next_at = 9223372036854775807, \
+             claim = claim + 1, first_sent_at = created_at",
+            [],
+        )
+        .unwrap();
+    assert_eq!(wedged, 2);
+    drop(db);
+
+    let retry = run(contract
+        .send()
+        .args(["--json", "outbox", "--outbox", &outbox, "retry", "wedged-1"]));
+    assert_eq!(retry.code, 0, "a wedged job is requeued: {retry:?}");
+    let worker =
+        run(contract
+            .send()
+            .args(["outbox", "--outbox", &outbox, "worker", "--until-idle"]));
+    assert_eq!(worker.code, 0, "{worker:?}");
+    let status = run(contract
+        .send()
+        .args(["--json", "outbox", "--outbox", &outbox, "status"]));
+    assert_eq!(status.code, 0, "{status:?}");
+    let counts = status.json();
+    assert_eq!(counts["accepted"], 2, "{counts}");
+    assert_eq!(contract.ledger().total_runs(), 2, "each event ran once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
