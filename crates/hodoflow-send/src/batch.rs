@@ -333,7 +333,7 @@ impl Prepared {
             emit(&settle(finished, &mut in_flight));
         }
         bar.finish_and_clear();
-        crate::redact::eprint(&tally.summary(total, started.elapsed()));
+        crate::redact::eprint_own(&tally.summary(total, started.elapsed()));
         tally.worst
     }
 }

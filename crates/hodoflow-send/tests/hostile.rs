@@ -1185,3 +1185,69 @@ fn a_wedged_outbox_recovers_through_retry_and_the_worker() {
     assert_eq!(contract.ledger().total_runs(), 2, "each event ran once");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 23: a token server issuing `access_token: "accepted"` made `--json` print
+/// `"outcome":"<redacted>"`; one issuing a token with CR/LF, NUL or ESC gave 12 exchanges over
+/// 58 s, then exit 3. Each is now refused at its first exchange as an unusable token
+/// (`configuration`, exit 1: waiting cannot heal it), nothing is sent to the API, and the
+/// report's own words are intact.
+#[test]
+fn an_unusable_access_token_is_a_configuration_error_at_once() {
+    for token in [
+        "accepted",
+        "budget_exhausted",
+        "ok",
+        "tok-0001\r\nX-Injected: 1",
+        "tok-0001\u{0}padding",
+        "\u{1b}[31mtoken-with-escape",
+    ] {
+        let issued = token.to_owned();
+        let server = Hostile::raw(move |request, _| {
+            if request.is_token_exchange() {
+                return Reply::json(
+                    200,
+                    &serde_json::json!({"access_token": issued, "token_type": "Bearer",
+                                        "expires_in": 3600}),
+                );
+            }
+            Reply::accepted()
+        });
+        let started = std::time::Instant::now();
+        let ran = no_secret(run(server.send().env("HODOFLOW_MAX_ELAPSED", "20s").args(
+            [
+                "--json",
+                "webhook",
+                TRIGGER,
+                "--event-id",
+                "e-1",
+                "--data",
+                "{}",
+            ],
+        )));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{token:?}: at once"
+        );
+        assert_eq!(ran.code, 1, "{token:?}: {ran:?}");
+        let report = ran.json();
+        assert_eq!(report["outcome"], "error", "{token:?}: {report}");
+        assert_eq!(
+            report["error"]["kind"], "configuration",
+            "{token:?}: {report}"
+        );
+        let message = report["error"]["message"].as_str().unwrap();
+        assert!(message.contains("unusable token"), "{message}");
+        assert!(
+            !ran.stdout.contains("<redacted>"),
+            "{token:?}: {}",
+            ran.stdout
+        );
+        let requests = server.requests();
+        assert_eq!(
+            requests.len(),
+            1,
+            "one exchange, nothing else: {requests:?}"
+        );
+        assert!(requests[0].is_token_exchange());
+    }
+}
