@@ -188,6 +188,33 @@ async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {
             "{}".to_owned(),
             ErrorKind::InvalidInput,
         ),
+        // Issue 23: dot segments in any encoding, and dot trigger tokens, never enter.
+        (
+            "e6",
+            Target::create(format!(
+                "/api/json/%2e%2e/%2e%2e/api/v1/webhooks/{DEMO_TRIGGER_TOKEN}"
+            )),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e7",
+            Target::create("/api/json/../../oauth/token"),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e8",
+            Target::webhook(".."),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e9",
+            Target::webhook("."),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
         (
             "e4",
             webhook(),

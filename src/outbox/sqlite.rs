@@ -148,22 +148,37 @@ impl SqliteStore {
     ///
     /// # Errors
     ///
-    /// When the file cannot be opened, is not an outbox, or cannot be migrated.
+    /// `invalid_input`, with the reason, when waiting cannot help: the path is a directory or
+    /// not a regular file (a device such as `/dev/null`, a pipe), the file is not an SQLite
+    /// database, or it cannot be created or written (read-only, a missing directory, no
+    /// permission). `transport` when the file cannot be opened or migrated for another reason
+    /// (it is locked past the busy timeout).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let shown: Arc<str> = path.display().to_string().into();
         let connection = tokio::task::spawn_blocking(move || -> Result<Connection> {
-            let mut connection = Connection::open(&path).map_err(sqlite_error)?;
-            connection
-                .busy_timeout(BUSY_TIMEOUT)
-                .map_err(sqlite_error)?;
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => {
+                    return Err(Error::invalid_input(
+                        "the outbox path is a directory, not an SQLite file",
+                    ));
+                }
+                Ok(meta) if !meta.is_file() => {
+                    return Err(Error::invalid_input(
+                        "the outbox path is not a regular file (a device, a pipe or a socket)",
+                    ));
+                }
+                _ => {}
+            }
+            let mut connection = Connection::open(&path).map_err(open_error)?;
+            connection.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
             connection
                 .pragma_update(None, "journal_mode", "WAL")
-                .map_err(sqlite_error)?;
+                .map_err(open_error)?;
             connection
                 .pragma_update(None, "synchronous", "NORMAL")
-                .map_err(sqlite_error)?;
-            migrate(&mut connection)?;
+                .map_err(open_error)?;
+            migrate(&mut connection, open_error)?;
             Ok(connection)
         })
         .await
@@ -194,7 +209,7 @@ impl SqliteStore {
 }
 
 /// Applies the migrations not yet applied, in one transaction.
-fn migrate(connection: &mut Connection) -> Result<()> {
+fn migrate(connection: &mut Connection, sqlite_error: fn(rusqlite::Error) -> Error) -> Result<()> {
     let transaction = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
@@ -221,6 +236,23 @@ fn migrate(connection: &mut Connection) -> Result<()> {
             .map_err(sqlite_error)?;
     }
     transaction.commit().map_err(sqlite_error)
+}
+
+/// An SQLite failure while the store opens: `invalid_input` with the reason when waiting
+/// cannot help (not a database, read-only, cannot be created), else [`sqlite_error`].
+fn open_error(error: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode;
+    let why = match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => "the outbox file is not an SQLite database",
+        Some(ErrorCode::ReadOnly) => "the outbox file is read-only",
+        Some(ErrorCode::CannotOpen) => {
+            "the outbox file cannot be opened or created (is its directory there and writable?)"
+        }
+        Some(ErrorCode::PermissionDenied) => "the outbox file may not be opened (permission)",
+        Some(ErrorCode::DatabaseCorrupt) => "the outbox file is corrupt",
+        _ => return sqlite_error(error),
+    };
+    Error::invalid_input(format!("{why} ({error})"))
 }
 
 /// An SQLite failure as the crate's error.
@@ -501,5 +533,38 @@ impl Store for SqliteStore {
             )?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What no wait can heal is `invalid_input` with its reason, never `transport` (issue 23).
+    #[tokio::test]
+    async fn a_path_no_wait_can_heal_is_invalid_input_with_its_reason() {
+        let dir = std::env::temp_dir().join(format!(
+            "hodoflow-sqlite-open-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a database\n".repeat(100)).unwrap();
+        for (path, says) in [
+            (dir.clone(), "directory"),
+            (std::path::PathBuf::from("/dev/null"), "not a regular file"),
+            (text, "not an SQLite database"),
+            (
+                dir.join("missing").join("o.db"),
+                "cannot be opened or created",
+            ),
+        ] {
+            let error = SqliteStore::open(&path).await.unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{path:?}: {error}");
+            assert!(error.to_string().contains(says), "{path:?}: {error}");
+        }
+        assert!(SqliteStore::open(dir.join("o.db")).await.is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,7 +3,11 @@
 //! `--outbox` names the store: a SQLite file path (created if absent; the embedded default) or a
 //! `postgres://` / `postgresql://` URL (many worker processes on many machines; needs the
 //! `postgres` feature). A password in the URL is added to the redaction set before the store is
-//! opened, so no error or log line shows it.
+//! opened, so no error or log line shows it. A PostgreSQL store waits at most `--store-timeout`
+//! to connect and for each operation. A libpq key/value string (`host=… dbname=…`) is refused
+//! with a hint to write it as a URL (exit 2), before anything is created: it was once taken for a
+//! file name. A SQLite path no wait can heal (a directory, a device, not a database, read-only,
+//! impossible to create) is a `configuration` error, exit 1, with the reason.
 //!
 //! `batch --outbox` stores every event of the file as a job (its delivery ID derived from its
 //! `event_id`, as without `--outbox`), then runs a worker pool until none of them is due or in
@@ -21,8 +25,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hodoflow_retry::Secret;
 use hodoflow_retry::outbox::{Counts, Job, JobState, Outbox, Target};
+use hodoflow_retry::{ErrorKind, Secret};
 use tokio::task::JoinSet;
 
 use crate::cli::{Cli, OutboxCommand, PoolOptions};
@@ -70,7 +74,53 @@ pub(crate) async fn open(spec: &str, timeout: std::time::Duration) -> Result<Out
              it may hold a password)",
         ));
     }
-    Outbox::sqlite(spec).await.map_err(|e| Report::failed(&e))
+    if looks_like_libpq(spec) {
+        for word in spec.split_whitespace() {
+            if let Some((key, password)) = word.split_once('=')
+                && key.eq_ignore_ascii_case("password")
+            {
+                crate::redact::add(password.trim_matches(['\'', '"']));
+            }
+        }
+        return Err(usage(
+            "--outbox looks like a libpq connection string (host=… dbname=…): write it as a \
+             URL, postgres://user:password@host:port/database (the value is not shown: it may \
+             hold a password; no file was created)",
+        ));
+    }
+    Outbox::sqlite(spec).await.map_err(|e| match e.kind() {
+        // A directory, a device, a file that is not SQLite, a read-only file: no wait heals it.
+        ErrorKind::InvalidInput => Report::failure(Failure::permanent(
+            "configuration",
+            false,
+            format!("configuration: the --outbox file cannot be used: {e}"),
+        )),
+        _ => Report::failed(&e),
+    })
+}
+
+/// Whether `spec` is a libpq key/value connection string, such as
+/// `host=db user=outbox password=… dbname=outbox`, rather than a file path: one of its
+/// whitespace-separated words sets a libpq keyword.
+fn looks_like_libpq(spec: &str) -> bool {
+    const KEYWORDS: [&str; 12] = [
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "sslmode",
+        "connect_timeout",
+        "options",
+        "application_name",
+        "service",
+    ];
+    spec.split_whitespace().any(|word| {
+        word.split_once('=')
+            .is_some_and(|(key, _)| KEYWORDS.contains(&key.trim().to_ascii_lowercase().as_str()))
+    })
 }
 
 #[cfg(feature = "postgres")]

@@ -1251,3 +1251,86 @@ fn an_unusable_access_token_is_a_configuration_error_at_once() {
         assert!(requests[0].is_token_exchange());
     }
 }
+
+/// Issue 23: an `--outbox` that no wait can heal was reported `[transport]`, exit 3. A
+/// directory, a device, a file that is not SQLite and a file in a missing directory are now a
+/// `configuration` error, exit 1, with the reason; a libpq connection string is refused with a
+/// hint to write a `postgres://` URL, exit 2, and no file named after it (password included) is
+/// created. Nothing is sent.
+#[test]
+fn an_outbox_that_cannot_heal_is_a_configuration_error_with_its_reason() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let dir =
+        std::env::temp_dir().join(format!("hodoflow-send-hostile-box-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_sqlite = dir.join("notes.txt");
+    std::fs::write(&not_sqlite, "these are notes, not a database\n".repeat(200)).unwrap();
+    let events = TempFile::new("box.ndjson", b"{\"event_id\":\"e-1\",\"body\":{}}\n");
+    let events = events.arg();
+    for (outbox, says) in [
+        (dir.display().to_string(), "directory"),
+        ("/dev/null".to_owned(), "not a regular file"),
+        (not_sqlite.display().to_string(), "not an SQLite database"),
+        (
+            dir.join("missing").join("o.db").display().to_string(),
+            "cannot be opened or created",
+        ),
+    ] {
+        let status = run(server
+            .send()
+            .args(["--json", "outbox", "--outbox", &outbox, "status"]));
+        let batch = run(server.send().args([
+            "--json", "batch", TRIGGER, "--events", &events, "--outbox", &outbox,
+        ]));
+        for ran in [status, batch] {
+            assert_eq!(ran.code, 1, "{outbox}: {ran:?}");
+            assert!(ran.all().contains("configuration"), "{outbox}: {ran:?}");
+            assert!(ran.all().contains(says), "{outbox}: {ran:?}");
+            assert!(!ran.all().contains("[transport]"), "{outbox}: {ran:?}");
+        }
+    }
+    let libpq = "host=127.0.0.1 user=u password=pw_LIBPQ_secret dbname=x";
+    let ran = no_secret(run(server
+        .send()
+        .current_dir(&dir)
+        .args(["--json", "outbox", "--outbox", libpq, "status"])));
+    assert_eq!(ran.code, 2, "{ran:?}");
+    assert!(ran.all().contains("postgres://"), "{ran:?}");
+    assert!(!ran.all().contains("pw_LIBPQ_secret"), "{ran:?}");
+    let created: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        created,
+        vec![std::ffi::OsString::from("notes.txt")],
+        "no file created"
+    );
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23: an events file that starts with a UTF-8 byte-order mark was refused with a JSON
+/// parse error at line 1, column 1; it is now read, with CRLF line ends too.
+#[test]
+fn an_events_file_with_a_byte_order_mark_and_crlf_is_delivered() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let events = TempFile::new(
+        "bom.ndjson",
+        b"\xEF\xBB\xBF{\"event_id\":\"e-1\",\"body\":{}}\r\n{\"event_id\":\"e-2\",\"body\":{}}\r\n",
+    );
+    let ran = no_secret(run(server.send().args([
+        "--json",
+        "batch",
+        TRIGGER,
+        "--events",
+        &events.arg(),
+    ])));
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let lines = ran.json_lines();
+    assert_eq!(lines.len(), 2, "{ran:?}");
+    assert!(
+        lines.iter().all(|line| line["outcome"] == "accepted"),
+        "{ran:?}"
+    );
+}
