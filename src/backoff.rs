@@ -332,9 +332,12 @@ mod tests {
         assert_eq!(parse("3"), Some(Duration::from_secs(3)));
         assert_eq!(parse("0"), Some(Duration::ZERO));
         assert_eq!(parse(" 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(parse("604800"), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse("604801"), Some(MAX_RETRY_AFTER), "clamped to 7 days");
+        assert_eq!(parse("99999999999999999999999"), Some(MAX_RETRY_AFTER));
         assert_eq!(
-            parse("99999999999999999999999"),
-            Some(Duration::from_secs(u64::MAX))
+            parse("Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(MAX_RETRY_AFTER)
         );
     }
 

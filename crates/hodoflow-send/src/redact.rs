@@ -20,7 +20,7 @@
 //! secret, and are left alone, as are the batch summary's counts. An access token that is, or
 //! is part of, a word the tool prints ([`OWN_WORDS`]) is refused where it is issued
 //! (`client.rs`): a token server issuing `access_token: "accepted"` once made `--json` print
-//! `"outcome":"<redacted>"` and the batch summary "5 <redacted>".
+//! `"outcome":"<redacted>"` and the batch summary `5 <redacted>`.
 
 use std::borrow::Cow;
 use std::io::Write as _;
