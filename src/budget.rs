@@ -37,6 +37,7 @@ pub struct Budget {
     pub(crate) max_elapsed: Duration,
     pub(crate) attempt_timeout: Duration,
     pub(crate) wait_for_in_progress: bool,
+    pub(crate) count_paced_attempts: bool,
 }
 
 impl Budget {
@@ -59,10 +60,20 @@ impl Budget {
             max_elapsed: Self::DEFAULT_MAX_ELAPSED,
             attempt_timeout: Self::DEFAULT_ATTEMPT_TIMEOUT,
             wait_for_in_progress: false,
+            count_paced_attempts: false,
         }
     }
 
-    /// Sets the most attempts one operation makes.
+    /// Sets the most attempts one operation makes on its own schedule.
+    ///
+    /// An attempt the server paced (its answer is retried and carries a `Retry-After` of at least
+    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`](crate::RetryBudget::FREE_AFTER_RETRY_AFTER), which
+    /// the next attempt waits for) is not counted here: it is bounded by
+    /// [`max_elapsed`](Self::max_elapsed) alone, and the server's own pacing (at least a second
+    /// between such attempts, growing with the backoff) bounds how many there can be. So a server
+    /// that sheds load with `503` or `429` and `Retry-After` for longer than five answers does not
+    /// cost the operation; see [`count_paced_attempts`](Self::count_paced_attempts) to count them.
+    /// `max_attempts(1)` turns retrying off: one request, paced or not.
     ///
     /// Default: 5 attempts, the first included. At least 1.
     pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
@@ -95,6 +106,29 @@ impl Budget {
     /// the first request is worth waiting for.
     pub const fn wait_for_in_progress(mut self, wait: bool) -> Self {
         self.wait_for_in_progress = wait;
+        self
+    }
+
+    /// Sets whether attempts the server paced with `Retry-After` count against
+    /// [`max_attempts`](Self::max_attempts) like any other.
+    ///
+    /// Default: `false`: a call that the server keeps asking to come back later keeps coming
+    /// back, at the server's pace, until [`max_elapsed`](Self::max_elapsed) runs out (issue 18:
+    /// with every shed answer spending one of five attempts, a call outlived only 5 to 8 s of
+    /// shedding, and a fleet lost 24,215 events to triggers that ended within the budget). Set
+    /// `true` for a hard cap on requests per operation whatever the server says.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hodoflow_retry::Budget;
+    ///
+    /// // At most three requests, even while the server answers `503` with `Retry-After`.
+    /// let strict = Budget::new().max_attempts(3).count_paced_attempts(true);
+    /// # let _ = strict;
+    /// ```
+    pub const fn count_paced_attempts(mut self, count: bool) -> Self {
+        self.count_paced_attempts = count;
         self
     }
 
@@ -206,9 +240,16 @@ impl Deadline {
         self.budget.max_elapsed
     }
 
-    /// How many more attempts may be made after `made`.
+    /// How many more attempts may be made after `made` that count against `max_attempts`.
     pub(crate) fn attempts_left(&self, made: u32) -> u32 {
         self.budget.max_attempts.saturating_sub(made)
+    }
+
+    /// Whether a retried attempt counts against `max_attempts`: not when the server `paced` it
+    /// (a `Retry-After` the next attempt waits for), unless retrying is off or paced attempts
+    /// are counted (see [`Budget::max_attempts`]).
+    pub(crate) fn counts(&self, paced: bool) -> bool {
+        !paced || self.budget.count_paced_attempts || self.budget.max_attempts == 1
     }
 
     /// Whether `wait`, starting at `now`, may be slept. A wait that would end at or past the end

@@ -162,6 +162,8 @@ impl Engine {
         // credential itself is refused.
         let mut reexchanged = false;
         let mut retries = 0;
+        // Attempts that count against `max_attempts`: those the server paced count by time.
+        let mut counted = 0;
         // Retry tokens this call took, refunded if it succeeds.
         let mut spent = 0;
         // What the next attempt asks of the retry budget, and the answer before it.
@@ -289,6 +291,10 @@ impl Engine {
                 );
                 return Err(stopped(request, &answer, attempts).redacting(secret(&token)));
             }
+            let paced = retry_after.is_some_and(|wait| wait >= RetryBudget::FREE_AFTER_RETRY_AFTER);
+            if verdict == Verdict::ReexchangeOnce || deadline.counts(paced) {
+                counted += 1;
+            }
             let next = match verdict {
                 Verdict::Success => {
                     trace_attempt(&answer, number, verdict, None, elapsed);
@@ -307,7 +313,7 @@ impl Engine {
                         attempts,
                     });
                 }
-                _ if deadline.attempts_left(number) == 0 => None,
+                _ if deadline.attempts_left(counted) == 0 => None,
                 _ => self
                     .jitter
                     .with(|rng| waits.plan(verdict, retries, retry_after, rng)),
@@ -337,7 +343,7 @@ impl Engine {
                     paced: reason == WaitReason::RetryAfter
                         && retry_after
                             .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
-                    last: deadline.attempts_left(number) == 1,
+                    last: deadline.attempts_left(counted) == 1,
                 }
             };
             let cause = RetryCause::of(answer.status(), answer.transport(), profile.in_progress);

@@ -250,3 +250,123 @@ async fn a_seeded_client_waits_the_same_times_on_every_run() {
     }
     assert_eq!(runs[0], runs[1]);
 }
+
+/// Every gap between two attempts the script saw.
+fn gaps(script: &Script) -> Vec<Duration> {
+    let seen = script.seen.lock().unwrap();
+    seen.windows(2).map(|w| w[1].at - w[0].at).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn shedding_with_retry_after_for_longer_than_five_answers_costs_no_event() {
+    // Eight shed answers (503 with `Retry-After: 1`), then the server takes the delivery: with
+    // five attempts each spent by a shed answer, the event was lost after the fifth. (The waits
+    // still grow with the backoff, the server's second being the least: eight take about 20 s.)
+    let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(1))); 8]);
+    let id = DeliveryId::new(IdempotencyKey::from_operation_id("event-shed"));
+    let started = Instant::now();
+    let delivery = client(&script, Budget::new())
+        .deliver("trigger-token", r#"{"event":1}"#)
+        .delivery_id(id.clone())
+        .send()
+        .await
+        .unwrap();
+
+    assert!(matches!(
+        delivery.outcome(),
+        WebhookOutcome::Accepted { .. }
+    ));
+    assert_eq!(delivery.attempts().len(), 9);
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 9);
+    assert!(seen.iter().all(|s| s.key == id.key().as_str()));
+    let gaps = gaps(&script);
+    assert!(
+        gaps.iter().all(|gap| *gap >= Duration::from_secs(1)),
+        "never earlier than the server asked: {gaps:?}"
+    );
+    assert!(started.elapsed() < Budget::DEFAULT_MAX_ELAPSED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shedding_that_outlasts_the_budget_ends_within_it_at_the_servers_pace() {
+    let script = Script::new([Reply::Status(429, Some(RetryAfter::Seconds(1))); 1_000]);
+    let budget = Budget::new().max_elapsed(Duration::from_secs(20));
+    let started = Instant::now();
+    let error = client(&script, budget)
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert!(error.is_retryable(), "{error}");
+    assert!(!error.may_have_run());
+    assert!(started.elapsed() <= Duration::from_secs(20));
+    let sent = script.seen.lock().unwrap().len();
+    // At least a second between two attempts: at most 20 in 20 s, and more than five.
+    assert!((6..=20).contains(&sent), "{sent} attempts");
+    assert!(
+        gaps(&script)
+            .iter()
+            .all(|gap| *gap >= Duration::from_secs(1))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn count_paced_attempts_keeps_max_attempts_a_hard_cap() {
+    let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(1))); 12]);
+    let budget = Budget::new().count_paced_attempts(true);
+    let error = client(&script, budget)
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(error.attempts().len(), 5);
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
+    assert_eq!(script.seen.lock().unwrap().len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_without_retry_after_still_spend_the_attempts() {
+    // 503 without `Retry-After`, and with one shorter than a second: the client's own schedule.
+    let script = Script::new(
+        [Reply::Status(503, None); 3]
+            .into_iter()
+            .chain([Reply::Status(503, Some(RetryAfter::Seconds(0))); 9]),
+    );
+    let error = client(&script, Budget::new())
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.attempts().len(),
+        Budget::DEFAULT_MAX_ATTEMPTS as usize
+    );
+    assert_eq!(script.seen.lock().unwrap().len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_attempt_is_one_request_even_when_the_server_paces_it() {
+    let script = Script::new([Reply::Status(429, Some(RetryAfter::Seconds(1)))]);
+    let error = client(&script, Budget::new().max_attempts(1))
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(error.attempts().len(), 1);
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
+}
