@@ -81,10 +81,21 @@ pub(crate) fn normalize_path(path: &str) -> Result<Cow<'_, str>> {
         ));
     }
     let decoded = decode_unreserved(route);
-    if decoded
-        .split('/')
-        .any(|segment| segment == "." || segment == "..")
-    {
+    let is_dot = |segment: &str| segment == "." || segment == "..";
+    // An encoded slash or backslash separates segments too for a server or proxy that decodes
+    // it: `..%2F..` is two dot segments there. (No allocation without a `%`.)
+    let dotted = if decoded.contains('%') {
+        ["%2F", "%2f", "%5C", "%5c"]
+            .iter()
+            .fold(decoded.to_string(), |text, escape| {
+                text.replace(escape, "/")
+            })
+            .split('/')
+            .any(is_dot)
+    } else {
+        decoded.split('/').any(is_dot)
+    };
+    if dotted {
         return Err(Error::invalid_input(
             "a path must not hold a '.' or '..' segment, nor an encoding of one such as %2e%2e",
         ));
@@ -565,6 +576,8 @@ mod tests {
             "/api/json/.\t./x",
             "/api/json/.\n./x",
             "/api/json/v1/\0",
+            "/api/json/..%2F..%2Fapi/v1/webhooks/t",
+            "/api/json/%2e%2e%2f%2e%2e%5Coauth/token",
         ] {
             let error = normalize_path(path).unwrap_err();
             assert_eq!(error.kind(), crate::ErrorKind::InvalidInput, "{path:?}");

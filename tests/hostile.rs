@@ -809,6 +809,7 @@ async fn dot_segments_never_leave_their_surface_on_the_contract_server() {
         format!("/api/json/.\t./.\n./api/v1/webhooks/{token}"),
         "/api/json/v1/./projects".to_owned(),
         "/api/json/v1/projects/%2e".to_owned(),
+        format!("/api/json/..%2F..%2Fapi/v1/webhooks/{token}"),
     ];
     for path in &writes {
         let error = client
