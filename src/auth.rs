@@ -31,6 +31,10 @@ use crate::profile::hodoflow::TOKEN_PATH;
 /// The most a token is refreshed ahead of its expiry.
 const MAX_REFRESH_SKEW: Duration = Duration::from_secs(30);
 
+/// The shortest access token [`ClientCredentials`] accepts: a shorter one is guessable, and
+/// would be redacted out of ordinary words (a token `ok` in every `"outcome":"ok"`).
+pub(crate) const MIN_TOKEN_LEN: usize = 8;
+
 /// A secret string, such as a client secret or a bearer token.
 ///
 /// `Debug` and `Display` print `<redacted>`; only [`Secret::expose`] gives the value.
@@ -381,9 +385,27 @@ fn read_token_answer(
             now.checked_add(Duration::from_secs(seconds))
         }
     };
+    check_issued(token)?;
     let token = AccessToken::new(token, expires_at);
-    token.authorization()?;
+    token
+        .authorization()
+        .map_err(|_| Error::unusable_token("it cannot be sent in a header"))?;
     Ok(token)
+}
+
+/// An issued token that cannot work is refused at once, not exchanged again and again: a
+/// control character (CR, LF, NUL, ESC …) cannot go in a header, and a token shorter than
+/// [`MIN_TOKEN_LEN`] bytes is no secret. The error never shows the token.
+fn check_issued(token: &str) -> Result<()> {
+    if token.chars().any(char::is_control) {
+        return Err(Error::unusable_token("it holds a control character"));
+    }
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(Error::unusable_token(format_args!(
+            "it is shorter than {MIN_TOKEN_LEN} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// `expires_in` as whole seconds: a non-negative number, or digits in a string.
@@ -741,18 +763,18 @@ mod tests {
     async fn reads_a_token_answer_with_its_expiry() {
         let now = Instant::now();
         let body =
-            br#"{"access_token":"t-1","token_type":"Bearer","expires_in":3600,"scope":"webhooks"}"#;
+            br#"{"access_token":"tok-0001","token_type":"Bearer","expires_in":3600,"scope":"webhooks"}"#;
         let token = read_token_answer(StatusCode::OK, body, now, &Secret::new(SECRET))
             .expect("valid answer");
-        assert_eq!(token.secret().expose(), "t-1");
+        assert_eq!(token.secret().expose(), "tok-0001");
         assert_eq!(token.expires_at(), Some(now + Duration::from_secs(3600)));
 
-        let no_expiry = br#"{"access_token":"t-2","token_type":"bearer"}"#;
+        let no_expiry = br#"{"access_token":"tok-0002","token_type":"bearer"}"#;
         let token = read_token_answer(StatusCode::OK, no_expiry, now, &Secret::new(SECRET))
             .expect("valid answer");
         assert_eq!(token.expires_at(), None);
 
-        let string_expiry = br#"{"access_token":"t-3","expires_in":"60"}"#;
+        let string_expiry = br#"{"access_token":"tok-0003","expires_in":"60"}"#;
         let token = read_token_answer(StatusCode::OK, string_expiry, now, &Secret::new(SECRET))
             .expect("valid answer");
         assert_eq!(token.expires_at(), Some(now + Duration::from_secs(60)));
@@ -802,6 +824,34 @@ mod tests {
         }
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn an_unusable_token_is_refused_at_once_without_showing_it() {
+        let secret = Secret::new(SECRET);
+        let now = Instant::now();
+        for (body, why) in [
+            (
+                r#"{"access_token":"tok-0001\r\nX-Injected: 1"}"#,
+                "control character",
+            ),
+            (r#"{"access_token":"tok-0001\u0000"}"#, "control character"),
+            (
+                r#"{"access_token":"\u001b[31mtok-0001"}"#,
+                "control character",
+            ),
+            (r#"{"access_token":"tok\u007f0001"}"#, "control character"),
+            (r#"{"access_token":"ok"}"#, "shorter than 8 bytes"),
+            (r#"{"access_token":"tok-001"}"#, "shorter than 8 bytes"),
+        ] {
+            let error = read_token_answer(StatusCode::OK, body.as_bytes(), now, &secret)
+                .expect_err("unusable");
+            assert_eq!(error.kind(), ErrorKind::TokenExchange, "{body}");
+            assert!(!error.is_retryable(), "waiting cannot heal it: {body}");
+            assert!(error.to_string().contains("unusable token"), "{error}");
+            assert!(error.to_string().contains(why), "{error}");
+            assert!(!error.to_string().contains("tok-"), "{error}");
+        }
+    }
+
     /// Serves one HTTP request on a std socket; hands back the request text.
     fn serve_once(
         status: &'static str,
@@ -844,7 +894,7 @@ mod tests {
     async fn client_credentials_posts_the_form_and_reads_the_token() {
         let (base, server) = serve_once(
             "200 OK",
-            r#"{"access_token":"t-9","token_type":"Bearer","expires_in":3600,"scope":"webhooks"}"#,
+            r#"{"access_token":"tok-0009","token_type":"Bearer","expires_in":3600,"scope":"webhooks"}"#,
         );
         let exchanger = ClientCredentials::new(&base, "sender-1", SECRET)
             .expect("valid")
@@ -853,7 +903,7 @@ mod tests {
         let token = exchanger.exchange().await.expect("token");
         let request = server.join().expect("server thread");
 
-        assert_eq!(token.secret().expose(), "t-9");
+        assert_eq!(token.secret().expose(), "tok-0009");
         assert!(token.expires_at().is_some());
         assert!(
             request.starts_with("POST /oauth/token HTTP/1.1"),
@@ -1020,7 +1070,10 @@ mod tests {
             fn exchange(&self) -> ExchangeFuture<'_> {
                 Box::pin(async move {
                     if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
-                        Ok(AccessToken::expiring_in("t-1", Duration::from_secs(100)))
+                        Ok(AccessToken::expiring_in(
+                            "tok-0001",
+                            Duration::from_secs(100),
+                        ))
                     } else {
                         Err(Error::token_exchange("the token endpoint answered 503"))
                     }
@@ -1032,7 +1085,7 @@ mod tests {
 
         tokio::time::advance(Duration::from_secs(95)).await;
         let kept = cache.get().await.expect("the unexpired token");
-        assert_eq!(kept.token().secret().expose(), "t-1");
+        assert_eq!(kept.token().secret().expose(), "tok-0001");
 
         tokio::time::advance(Duration::from_secs(10)).await;
         cache.get().await.expect_err("expired and not renewed");

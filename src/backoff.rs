@@ -189,18 +189,27 @@ pub(crate) fn retry_after_wait<R: Rng + ?Sized>(server_wait: Duration, rng: &mut
     server_wait.saturating_add(jitter)
 }
 
+/// The longest `Retry-After` taken as said: 7 days. A longer one (delay-seconds too large to
+/// count, a date in the year 9999) is clamped to it: a call's budget refuses it either way, and
+/// the outbox reschedules the job no later than that, never into a time no store can hold.
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Parses a `Retry-After` value: delay-seconds or an HTTP-date (RFC 9110, section 10.2.3).
 ///
 /// A date at or before `now` means no wait. Anything else is `None`, so the caller falls back to
-/// backoff. Delay-seconds too large to count saturate, which the budget then refuses.
+/// backoff. A wait over [`MAX_RETRY_AFTER`] is clamped to it.
 pub(crate) fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
     let text = value.to_str().ok()?.trim();
     if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
         let seconds = text.parse::<u64>().unwrap_or(u64::MAX);
-        return Some(Duration::from_secs(seconds));
+        return Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
     }
     let date = httpdate::parse_http_date(text).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(
+        date.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_RETRY_AFTER),
+    )
 }
 
 /// A uniform sample in `[0, ceiling]`, at nanosecond resolution.
@@ -323,9 +332,12 @@ mod tests {
         assert_eq!(parse("3"), Some(Duration::from_secs(3)));
         assert_eq!(parse("0"), Some(Duration::ZERO));
         assert_eq!(parse(" 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(parse("604800"), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse("604801"), Some(MAX_RETRY_AFTER), "clamped to 7 days");
+        assert_eq!(parse("99999999999999999999999"), Some(MAX_RETRY_AFTER));
         assert_eq!(
-            parse("99999999999999999999999"),
-            Some(Duration::from_secs(u64::MAX))
+            parse("Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(MAX_RETRY_AFTER)
         );
     }
 

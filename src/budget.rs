@@ -47,6 +47,10 @@ impl Budget {
     pub const DEFAULT_MAX_ELAPSED: Duration = Duration::from_secs(60);
     /// The default timeout of one attempt: 15 s.
     pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+    /// The longest `max_elapsed` and `attempt_timeout`: 24 hours. A call that must outlive it
+    /// belongs in the outbox; a longer value is a typo (`5000000000000h` wedged an outbox with
+    /// leases ending at `i64::MAX`), refused by [`validate`](Self::validate).
+    pub const MAX: Duration = Duration::from_secs(24 * 3600);
 
     /// The default budget: 5 attempts, 60 s elapsed, 15 s per attempt, no waiting for a key in
     /// progress.
@@ -133,8 +137,18 @@ impl Budget {
     /// # Errors
     ///
     /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `max_attempts`
-    /// is 0, or `max_elapsed` or `attempt_timeout` is zero.
+    /// is 0, or `max_elapsed` or `attempt_timeout` is zero or over [`Budget::MAX`].
     pub fn validate(&self) -> Result<()> {
+        for (name, value) in [
+            ("max_elapsed", self.max_elapsed),
+            ("attempt_timeout", self.attempt_timeout),
+        ] {
+            if value > Self::MAX {
+                return Err(Error::invalid_input(format!(
+                    "budget {name} of {value:?} is over the 24 h maximum"
+                )));
+            }
+        }
         if self.max_attempts == 0 {
             return Err(Error::invalid_input(
                 "budget max_attempts is 0; at least 1 is needed",

@@ -208,9 +208,22 @@ impl Engine {
                     let max_wait = deadline
                         .remaining(Instant::now())
                         .saturating_sub(MIN_ATTEMPT);
-                    match fleet.admit(request.trigger_token(), max_wait).await {
-                        Ok(slot) => slot,
-                        Err(wait) => {
+                    // The store behind the fleet is bounded too: a store that does not answer
+                    // ends the call when its time does.
+                    let admitted = tokio::time::timeout(
+                        max_wait,
+                        fleet.admit(request.trigger_token(), max_wait),
+                    )
+                    .await;
+                    match admitted {
+                        Ok(Ok(slot)) => slot,
+                        Err(_) => {
+                            let error = exhausted(format!(
+                                "the fleet's store did not answer for the shared pause or trigger window within the {max_wait:?} left"
+                            ));
+                            return Err(error.with_attempts(attempts));
+                        }
+                        Ok(Err(wait)) => {
                             let error = exhausted(format!(
                                 "the fleet's shared pause or trigger window stays closed for {wait:?}, past the time left"
                             ));
@@ -347,10 +360,13 @@ impl Engine {
             );
             if verdict == Verdict::ReexchangeOnce {
                 reexchanged = true;
-                if let (Some(tokens), Some(token)) = (&self.tokens, &token)
-                    && let Err(error) = tokens.refresh_after_unauthorized(token).await
-                {
-                    return Err(error.with_attempts(attempts));
+                if let (Some(tokens), Some(token)) = (&self.tokens, &token) {
+                    let refreshed =
+                        bounded_exchange(&deadline, || tokens.refresh_after_unauthorized(token))
+                            .await;
+                    if let Err(error) = refreshed {
+                        return Err(error.with_attempts(attempts));
+                    }
                 }
             } else {
                 retries += 1;
@@ -375,7 +391,7 @@ impl Engine {
         let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut failed = 0;
         loop {
-            let error = match tokens.get().await {
+            let error = match bounded_exchange(deadline, || tokens.get()).await {
                 Ok(token) => return Ok(token),
                 Err(error) => error,
             };
@@ -481,6 +497,26 @@ impl Engine {
             "the server asked the credential to slow down: gate closed"
         );
         Some(closed_for)
+    }
+}
+
+/// A token exchange (or the wait for another caller's), its connect and body read included,
+/// bounded like an attempt: by the attempt timeout and the time left in the call, whatever the
+/// exchanger's own timeout. One that runs out is a retryable `token_exchange` error that says
+/// so; the caller backs off and exchanges again while the call's time lasts.
+async fn bounded_exchange<F: Future<Output = Result<CachedToken>>>(
+    deadline: &Deadline,
+    exchange: impl FnOnce() -> F,
+) -> Result<CachedToken> {
+    let Some(limit) = deadline.attempt_timeout(Instant::now()) else {
+        return Err(exhausted("no time left for the token exchange".to_owned()));
+    };
+    match tokio::time::timeout(limit, exchange()).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::token_exchange(format_args!(
+            "no answer from the token endpoint within the {limit:?} the call allowed \
+             (its attempt timeout or the time left, whichever is less)"
+        ))),
     }
 }
 

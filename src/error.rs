@@ -198,6 +198,30 @@ impl Error {
         )
     }
 
+    /// An [`ErrorKind::TokenExchange`] error for a token the token endpoint issued with `200 OK`
+    /// that cannot be used (too short to be a secret, or a word its caller prints): "token
+    /// exchange failed: the token endpoint issued an unusable token: {why}".
+    ///
+    /// It is not retryable (its status is the `200` that carried the token): exchanging again
+    /// gets the same kind of token, so it needs a person, not a wait. Never put the token in
+    /// `why`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hodoflow_retry::{Error, ErrorKind};
+    ///
+    /// let error = Error::unusable_token("it is a word this tool prints");
+    /// assert_eq!(error.kind(), ErrorKind::TokenExchange);
+    /// assert!(!error.is_retryable());
+    /// ```
+    pub fn unusable_token(why: impl fmt::Display) -> Self {
+        Self::token_exchange(format_args!(
+            "the token endpoint issued an unusable token: {why}"
+        ))
+        .with_status(StatusCode::OK)
+    }
+
     /// Attaches the underlying cause, returned by `source()`.
     pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         self.0.source = Some(Arc::new(source));

@@ -435,6 +435,9 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
+        // A parsed URL has its dot segments resolved already; the check refuses what a
+        // server could still read as one.
+        crate::request::normalize_path(req.url().path()).map_err(|e| failed(e, None))?;
         let surface = surface_of(req.method(), req.url().path());
         let (key, generated) = identity(surface, req.headers_mut()).map_err(|e| failed(e, None))?;
         let route = route_of(req.url().path());

@@ -280,13 +280,26 @@ impl MethodCall<'_> {
     /// error. After: an [`Error`] whose [`may_have_run`](Error::may_have_run) says whether the
     /// call may have taken effect, and whose [`idempotency_key`](Error::idempotency_key) is the
     /// key to call again with.
-    pub async fn send(self) -> Result<MethodAnswer> {
+    pub async fn send(mut self) -> Result<MethodAnswer> {
         check_method(&self.method)?;
         check_body(&self.body)?;
         if let Some(key) = &self.key {
             MODULIFY.keys.check(key)?;
         }
-        let effect = self.modulify.effect_of(&self.method).await?;
+        // The catalogue read, and the wait for another caller's, is part of the call: it is
+        // bounded by the call's budget, and the attempts get what it leaves.
+        let started = Instant::now();
+        let max_elapsed = self.policy.budget.max_elapsed;
+        let read = tokio::time::timeout(max_elapsed, self.modulify.effect_of(&self.method)).await;
+        let left = max_elapsed.saturating_sub(started.elapsed());
+        let effect = match read {
+            Ok(effect) => effect?,
+            Err(_) => return Err(catalogue_late(max_elapsed)),
+        };
+        if left.is_zero() {
+            return Err(catalogue_late(max_elapsed));
+        }
+        self.policy.budget = self.policy.budget.max_elapsed(left);
         let key = effect
             .needs_key()
             .then(|| self.key.unwrap_or_else(IdempotencyKey::random));
@@ -326,17 +339,25 @@ impl MethodCall<'_> {
     }
 }
 
-/// A method name is one path segment: letters, digits, `_`, `-` and `.`.
+/// The call's budget ran out while it read the catalogue: nothing was sent to the method.
+fn catalogue_late(max_elapsed: Duration) -> Error {
+    Error::new(
+        ErrorKind::BudgetExhausted,
+        format!(
+            "call budget exhausted: the catalogue read (GET /v1/tools) did not end within the call's {max_elapsed:?}; the method was not called"
+        ),
+    )
+}
+
+/// A method name is one path segment, by the rule trigger tokens follow
+/// ([`is_path_segment`](crate::request::is_path_segment)): letters, digits, `_`, `-`, `.` and
+/// `~`, and neither `.` nor `..`.
 pub(crate) fn check_method(method: &str) -> Result<()> {
-    let segment = !method.is_empty()
-        && method
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if segment && method != "." && method != ".." {
+    if crate::request::is_path_segment(method) {
         return Ok(());
     }
     Err(Error::invalid_input(
-        "a Modulify method name is letters, digits, '_', '-' and '.', such as send_message",
+        "a Modulify method name is one path segment of letters, digits, '_', '-', '.' and '~', such as send_message",
     ))
 }
 

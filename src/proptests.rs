@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::answer::Answer;
 use crate::attempt::{TransportKind, WaitReason};
-use crate::backoff::{Backoff, parse_retry_after};
+use crate::backoff::{Backoff, MAX_RETRY_AFTER, parse_retry_after};
 use crate::budget::{Budget, Deadline, Exhausted};
 use crate::classify::{classify, final_error};
 use crate::error::ErrorKind;
@@ -553,7 +553,7 @@ proptest! {
     }
 
     #[test]
-    fn retry_after_delay_seconds_parse_to_their_value_and_saturate(
+    fn retry_after_delay_seconds_parse_to_their_value_clamped_to_7_days(
         digits in prop_oneof!["[0-9]{1,40}", any::<u64>().prop_map(|n| n.to_string())],
         padding in select(vec![("", ""), (" ", ""), ("", "  "), ("\t", " ")]),
         now in moments(),
@@ -567,7 +567,8 @@ proptest! {
             let wide: u128 = digits.parse().expect("at most 20 significant digits fit in u128");
             u64::try_from(wide).unwrap_or(u64::MAX)
         };
-        prop_assert_eq!(parse_retry_after(&value, now), Some(Duration::from_secs(expected)));
+        let expected = Duration::from_secs(expected).min(MAX_RETRY_AFTER);
+        prop_assert_eq!(parse_retry_after(&value, now), Some(expected));
     }
 
     #[test]
@@ -578,7 +579,8 @@ proptest! {
         let text = format_date(form, seconds);
         let value = HeaderValue::from_str(&text).expect("a date is a header value");
         let date = UNIX_EPOCH + Duration::from_secs(seconds);
-        prop_assert_eq!(parse_retry_after(&value, now), Some(wait_until(date, now)), "{}", text);
+        let expected = wait_until(date, now).min(MAX_RETRY_AFTER);
+        prop_assert_eq!(parse_retry_after(&value, now), Some(expected), "{}", text);
     }
 
     #[test]

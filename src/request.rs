@@ -53,13 +53,97 @@ impl std::fmt::Debug for FixedRequest {
     }
 }
 
-/// Builds the URL of `path` under `base`, refusing anything but an absolute path.
-fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
+/// `path` as a server resolves it, ready for a surface check: a path starting with a single `/`,
+/// its unreserved characters percent-decoded (RFC 3986 §6.2.2.2: `%2e` is `.`), and no dot
+/// segment.
+///
+/// A path holding a `.` or `..` segment, in any encoding, is refused rather than resolved: a
+/// caller never means one, and resolving it (RFC 3986 §5.2.4) after a prefix check is how
+/// `/api/json/%2e%2e/%2e%2e/api/v1/webhooks/<token>` once passed the write check and reached a
+/// webhook. A backslash (a separator to URL parsers of `http`) and a control character (tabs and
+/// newlines are dropped by them, so `.<TAB>.` would become `..`) are refused for the same
+/// reason. The query and fragment are kept as they are.
+///
+/// # Errors
+///
+/// `invalid_input`, before anything is sent.
+pub(crate) fn normalize_path(path: &str) -> Result<Cow<'_, str>> {
     if !path.starts_with('/') || path.starts_with("//") {
         return Err(Error::invalid_input(
             "a path must start with a single '/', such as /api/json/v1/projects",
         ));
     }
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let (route, rest) = path.split_at(end);
+    if route.bytes().any(|b| b == b'\\' || b.is_ascii_control()) {
+        return Err(Error::invalid_input(
+            "a path must not hold a backslash or a control character",
+        ));
+    }
+    let decoded = decode_unreserved(route);
+    let is_dot = |segment: &str| segment == "." || segment == "..";
+    // An encoded slash or backslash separates segments too for a server or proxy that decodes
+    // it: `..%2F..` is two dot segments there. (No allocation without a `%`.)
+    let dotted = if decoded.contains('%') {
+        ["%2F", "%2f", "%5C", "%5c"]
+            .iter()
+            .fold(decoded.to_string(), |text, escape| {
+                text.replace(escape, "/")
+            })
+            .split('/')
+            .any(is_dot)
+    } else {
+        decoded.split('/').any(is_dot)
+    };
+    if dotted {
+        return Err(Error::invalid_input(
+            "a path must not hold a '.' or '..' segment, nor an encoding of one such as %2e%2e",
+        ));
+    }
+    Ok(match decoded {
+        Cow::Borrowed(_) => Cow::Borrowed(path),
+        Cow::Owned(mut decoded) => {
+            decoded.push_str(rest);
+            Cow::Owned(decoded)
+        }
+    })
+}
+
+/// `route` with every percent-encoded unreserved character (`A`-`Z`, `a`-`z`, `0`-`9`, `-`,
+/// `.`, `_`, `~`) decoded; other escapes are kept as they are.
+fn decode_unreserved(route: &str) -> Cow<'_, str> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let bytes = route.as_bytes();
+    let unreserved_at = |at: usize| -> Option<u8> {
+        let high = hex(*bytes.get(at + 1)?)?;
+        let low = hex(*bytes.get(at + 2)?)?;
+        let byte = (high * 16 + low) as u8;
+        (byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')).then_some(byte)
+    };
+    if !(0..bytes.len()).any(|at| bytes[at] == b'%' && unreserved_at(at).is_some()) {
+        return Cow::Borrowed(route);
+    }
+    let mut out = String::with_capacity(route.len());
+    let mut at = 0;
+    while let Some(ch) = route[at..].chars().next() {
+        match (ch, unreserved_at(at)) {
+            ('%', Some(byte)) => {
+                out.push(char::from(byte));
+                at += 3;
+            }
+            _ => {
+                out.push(ch);
+                at += ch.len_utf8();
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Builds the URL of `path` under `base`, refusing anything but an absolute path without dot
+/// segments ([`normalize_path`]).
+fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
+    let path = normalize_path(path)?;
     // The base was parsed and checked once, when the client was built: only the path and the
     // query are parsed here, so a call does not parse and IDNA-check the host again (about
     // 7,700 instructions a delivery, measured with callgrind). A fragment is never sent.
@@ -77,14 +161,15 @@ fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
     Ok(url)
 }
 
-/// An `invalid_input` error unless `method` is an unsafe write and `path` is under `/api/json/`.
+/// An `invalid_input` error unless `method` is an unsafe write and `path`, normalized
+/// ([`normalize_path`]), is under `/api/json/`.
 pub(crate) fn check_write(method: &Method, path: &str) -> Result<()> {
     if ![Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method) {
         return Err(Error::invalid_input(format!(
             "{method} is not an unsafe write: use POST, PUT, PATCH or DELETE"
         )));
     }
-    if !path.starts_with(JSON_API_PREFIX) {
+    if !normalize_path(path)?.starts_with(JSON_API_PREFIX) {
         return Err(Error::invalid_input("JSON:API writes go under /api/json/"));
     }
     Ok(())
@@ -101,9 +186,13 @@ pub(crate) fn check_trigger_token(token: &str) -> Result<()> {
     ))
 }
 
-/// One non-empty URL path segment with nothing to escape.
+/// One non-empty URL path segment with nothing to escape, and not a dot segment (`.`, `..`).
+///
+/// The one segment rule of trigger tokens, organization domains and Modulify method names.
 pub(crate) fn is_path_segment(text: &str) -> bool {
     !text.is_empty()
+        && text != "."
+        && text != ".."
         && text
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
@@ -337,7 +426,6 @@ mod tests {
             "/api/json/v1/projects",
             "/api/json/v1/projects?filter[name]=a b&page=2",
             "/api/v1/webhooks/trg_abc-1.2~x",
-            "/api/json/v1/x/../y/./z",
             "/api/json/v1/caf\u{e9} %20 \"q\"",
             "/api/json/v1/projects?",
             "/",
@@ -458,6 +546,64 @@ mod tests {
             &empty,
         );
         assert!(outside.is_err());
+    }
+
+    #[test]
+    fn decodes_unreserved_escapes_and_keeps_the_rest() {
+        assert_eq!(
+            normalize_path("/api/json/v1/%70rojects%7E%2F?q=%2e%2e").unwrap(),
+            "/api/json/v1/projects~%2F?q=%2e%2e"
+        );
+        assert!(matches!(
+            normalize_path("/api/json/v1/p.json?x=..").unwrap(),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(normalize_path("/a/%e9%zz%2").unwrap(), "/a/%e9%zz%2");
+        assert_eq!(normalize_path("/a/caf\u{e9}%41").unwrap(), "/a/caf\u{e9}A");
+    }
+
+    #[test]
+    fn refuses_dot_segments_in_every_encoding_and_backslashes() {
+        for path in [
+            "/api/json/../../oauth/token",
+            "/api/json/%2e%2e/%2e%2e/api/v1/webhooks/t",
+            "/api/json/%2E%2e/x",
+            "/api/json/.%2E/x",
+            "/api/json/%2e/x",
+            "/api/json/v1/.",
+            "/api/json/v1/..?q",
+            "/api/json/..\\x",
+            "/api/json/.\t./x",
+            "/api/json/.\n./x",
+            "/api/json/v1/\0",
+            "/api/json/..%2F..%2Fapi/v1/webhooks/t",
+            "/api/json/%2e%2e%2f%2e%2e%5Coauth/token",
+        ] {
+            let error = normalize_path(path).unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::InvalidInput, "{path:?}");
+            let write = check_write(&Method::POST, path).unwrap_err();
+            assert_eq!(write.kind(), crate::ErrorKind::InvalidInput, "{path:?}");
+        }
+        for fine in [
+            "/api/json/v1/a..b",
+            "/api/json/v1/.well-known",
+            "/api/json/v1/...",
+        ] {
+            assert!(normalize_path(fine).is_ok(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn the_one_segment_rule_refuses_dot_segments() {
+        for segment in [".", "..", "", "a/b", "a%2e", "a b"] {
+            assert!(!is_path_segment(segment), "{segment:?}");
+            assert!(check_trigger_token(segment).is_err());
+            assert!(crate::modulify::check_method(segment).is_err());
+        }
+        for segment in ["trg_1", "a.b", "...", "x~y-z"] {
+            assert!(is_path_segment(segment), "{segment:?}");
+            assert!(crate::modulify::check_method(segment).is_ok());
+        }
     }
 
     #[test]

@@ -172,8 +172,9 @@ impl<'a> FollowRun<'a> {
                 let message = format!("follow budget ended after {polls} polls");
                 return Err(Error::new(ErrorKind::BudgetExhausted, message));
             }
+            // One poll is one call: at most a call's longest budget, however long the follow.
             let budget = Budget {
-                max_elapsed: left,
+                max_elapsed: left.min(Budget::MAX),
                 ..client_budget
             };
             let response = self.client.get(&path).budget(budget).send().await?;

@@ -791,3 +791,162 @@ async fn the_ledger_never_sees_two_authorization_headers_or_a_stale_token() {
         assert_eq!(seen.bearer, Bearer::Valid);
     }
 }
+
+/// The audit's traversal forms (issue 23): each is refused with `invalid_input` before anything
+/// is sent, and the contract server's ledger shows no request, no exchange, no run and no write.
+#[tokio::test]
+async fn dot_segments_never_leave_their_surface_on_the_contract_server() {
+    let server = support::server().await;
+    let client = support::client(&server);
+    let token = support::TRIGGER;
+    let writes = [
+        format!("/api/json/%2e%2e/%2e%2e/api/v1/webhooks/{token}"),
+        format!("/api/json/%2E%2E/%2E%2E/api/v1/webhooks/{token}"),
+        format!("/api/json/.%2e/%2e./api/v1/webhooks/{token}"),
+        format!("/api/json/../../api/v1/webhooks/{token}"),
+        "/api/json/../../oauth/token".to_owned(),
+        format!("/api/json/..\\..\\api/v1/webhooks/{token}"),
+        format!("/api/json/.\t./.\n./api/v1/webhooks/{token}"),
+        "/api/json/v1/./projects".to_owned(),
+        "/api/json/v1/projects/%2e".to_owned(),
+        format!("/api/json/..%2F..%2Fapi/v1/webhooks/{token}"),
+    ];
+    for path in &writes {
+        let error = client
+            .write(http::Method::POST, path, key("traversal"), "{}")
+            .send()
+            .await
+            .expect_err("a dot segment is refused");
+        support::assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
+    }
+    let error = client
+        .get("/api/json/%2e%2e/%2e%2e/oauth/token")
+        .send()
+        .await
+        .expect_err("a read's dot segment is refused too");
+    support::assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
+    for dots in [".", ".."] {
+        let error = client
+            .deliver(dots, "{}")
+            .delivery_id(id("traversal"))
+            .send()
+            .await
+            .expect_err("a dot trigger token is refused");
+        support::assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
+        let error = client
+            .deliver(token, "{}")
+            .legacy_org(dots)
+            .delivery_id(id("traversal"))
+            .send()
+            .await
+            .expect_err("a dot organization is refused");
+        support::assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
+    }
+    let ledger = server.ledger();
+    assert_eq!(ledger.total_runs(), 0, "no webhook ran");
+    assert_eq!(ledger.total_writes_executed(), 0, "no write ran");
+}
+
+/// A listener on 127.0.0.1:0 that accepts every connection and never answers nor closes one.
+async fn silent_listener() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+/// A token endpoint that accepts the connection and never answers used to hold each exchange
+/// for the exchanger's own 15 s (issue 23): the exchange is now bounded by the attempt timeout
+/// and the time left, so the call ends within its budget, saying which wait ran out.
+#[tokio::test]
+async fn a_silent_token_endpoint_ends_the_call_within_its_budget() {
+    let addr = silent_listener().await;
+    let client = RetryingClient::builder(format!("http://{addr}"))
+        .client_credentials("hostile-sender", HOSTILE_SECRET)
+        .budget(
+            Budget::new()
+                .max_attempts(3)
+                .max_elapsed(Duration::from_secs(3))
+                .attempt_timeout(Duration::from_secs(1)),
+        )
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let error = client
+        .deliver(TRIGGER, "{}")
+        .delivery_id(id("silent-token"))
+        .send()
+        .await
+        .expect_err("no token, no delivery");
+    let took = started.elapsed();
+    assert!(took <= Duration::from_secs(4), "took {took:?}: {error}");
+    assert_eq!(error.kind(), ErrorKind::TokenExchange, "{error}");
+    assert!(error.to_string().contains("the call allowed"), "{error}");
+    assert!(
+        error.attempts().is_empty(),
+        "nothing reached the API: {error:?}"
+    );
+}
+
+/// The Modulify catalogue read is part of the call: a server that accepts the connection and
+/// never answers `GET /v1/tools` ends the call within its budget (the client's own budget, 60 s
+/// with a 15 s attempt timeout, no longer applies to it), and nothing is sent to the method.
+#[tokio::test]
+async fn a_silent_catalogue_read_ends_the_call_within_its_budget() {
+    let addr = silent_listener().await;
+    let client = RetryingClient::builder(format!("http://{addr}"))
+        .bearer_token("mfy_HOSTILE_token_1234")
+        .build()
+        .unwrap();
+    let modulify = hodoflow_retry::ModulifyClient::new(client);
+    let started = Instant::now();
+    let error = modulify
+        .call("send_message", "{}")
+        .budget(
+            Budget::new()
+                .max_elapsed(Duration::from_secs(2))
+                .attempt_timeout(Duration::from_secs(1)),
+        )
+        .send()
+        .await
+        .expect_err("no catalogue, no call");
+    let took = started.elapsed();
+    assert!(took <= Duration::from_secs(3), "took {took:?}: {error}");
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    assert!(error.to_string().contains("catalogue"), "{error}");
+}
+
+/// Issue 23: a duration over its documented maximum (24 h for a call's budget) is
+/// `invalid_input` where it enters, in the builder and per call, and nothing is sent.
+#[tokio::test]
+async fn a_budget_over_24_hours_is_invalid_input_before_anything_is_sent() {
+    let server = support::server().await;
+    let absurd = Duration::from_secs(5_000_000_000_000 * 3600);
+    for budget in [
+        Budget::new().max_elapsed(absurd),
+        Budget::new().max_elapsed(Budget::MAX + Duration::from_millis(1)),
+        Budget::new().attempt_timeout(Budget::MAX + Duration::from_secs(1)),
+    ] {
+        let built = support::builder(&server)
+            .client_credentials("c", "s")
+            .budget(budget)
+            .build();
+        assert_eq!(
+            built.expect_err("refused at build").kind(),
+            ErrorKind::InvalidInput
+        );
+        let error = support::client(&server)
+            .get(support::PROJECTS)
+            .budget(budget)
+            .send()
+            .await
+            .expect_err("refused per call");
+        support::assert_nothing_sent(&error, ErrorKind::InvalidInput, &server);
+    }
+    assert!(Budget::new().max_elapsed(Budget::MAX).validate().is_ok());
+}

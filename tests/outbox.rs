@@ -67,6 +67,7 @@ on_both_stores!(
     an_operator_retry_requeues_a_failed_job,
     spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight,
     workers_stopped_midway_finish_every_job_they_claimed,
+    a_wedged_lease_is_taken_as_expired_and_the_job_recovers,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -184,6 +185,33 @@ async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {
         (
             "e5",
             Target::modulify(".."),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        // Issue 23: dot segments in any encoding, and dot trigger tokens, never enter.
+        (
+            "e6",
+            Target::create(format!(
+                "/api/json/%2e%2e/%2e%2e/api/v1/webhooks/{DEMO_TRIGGER_TOKEN}"
+            )),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e7",
+            Target::create("/api/json/../../oauth/token"),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e8",
+            Target::webhook(".."),
+            "{}".to_owned(),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "e9",
+            Target::webhook("."),
             "{}".to_owned(),
             ErrorKind::InvalidInput,
         ),
@@ -791,4 +819,58 @@ async fn workers_stopped_midway_finish_every_job_they_claimed(backend: Backend) 
     assert_eq!(counts.accepted + counts.pending, 400, "{counts:?}");
     assert!(counts.pending > 0, "stopped midway: {counts:?}");
     assert_eq!(server.ledger().total_runs() as u64, counts.accepted);
+}
+
+/// Issue 23: `--max-elapsed 5000000000000h` once claimed jobs under a lease ending at
+/// `i64::MAX` milliseconds, and no later run sent them. A lease past the year 9999 is now
+/// refused before it is written, and a job in flight under a lease ending more than
+/// `MAX_LEASE` from now (as one written before that) is taken as expired and delivered.
+async fn a_wedged_lease_is_taken_as_expired_and_the_job_recovers(backend: Backend) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    outbox
+        .enqueue("wedged-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    let absurd = Duration::from_secs(5_000_000_000_000 * 3600);
+    let error = outbox
+        .store()
+        .claim("wedging-worker", start(), absurd, 10)
+        .await
+        .expect_err("a lease past the year 9999 is never written");
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert_eq!(
+        outbox.job("wedged-1").await.unwrap().unwrap().state,
+        JobState::Pending
+    );
+    let error = outbox
+        .workers(client(&server, 5))
+        .lease(hodoflow_retry::outbox::MAX_LEASE + Duration::from_secs(1))
+        .run_until_idle()
+        .await
+        .expect_err("a lease over the maximum is refused");
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+
+    // A lease far past any a worker can hold, as one written before leases were bounded: a
+    // claim a century ahead of the outbox's clock.
+    let century = Duration::from_secs(100 * 365 * 24 * 3600);
+    let wedged = outbox
+        .store()
+        .claim("wedging-worker", start() + century, LEASE, 10)
+        .await
+        .unwrap();
+    assert_eq!(wedged.len(), 1);
+    assert_eq!(wedged[0].state, JobState::InFlight);
+
+    let report = outbox
+        .workers(client(&server, 5))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, 1, "the wedged lease is taken as expired");
+    let job = outbox.job("wedged-1").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Accepted, "{job:?}");
+    assert_eq!(server.ledger().total_runs(), 1);
 }

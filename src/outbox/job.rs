@@ -385,6 +385,46 @@ pub(crate) fn millis(time: SystemTime) -> i64 {
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// The last millisecond a store writes: 9999-12-31T23:59:59.999Z.
+pub(crate) const LAST_STORED_MILLIS: i64 = 253_402_300_799_999;
+
+/// `time` as stored milliseconds; `invalid_input` past the year 9999, which no store writes (a
+/// lease ending at `i64::MAX` milliseconds once wedged an outbox, shown as the year 292278994).
+pub(crate) fn stored_millis(time: SystemTime, what: &str) -> Result<i64> {
+    let stored = millis(time);
+    if stored > LAST_STORED_MILLIS {
+        return Err(Error::invalid_input(format!(
+            "the {what} is past the year 9999: the outbox stores no such time"
+        )));
+    }
+    Ok(stored)
+}
+
+/// Checks the times of `record` with [`stored_millis`].
+pub(crate) fn check_record(record: &Record) -> Result<()> {
+    stored_millis(record.next_at, "job's next attempt time")?;
+    if let Some(first) = record.first_sent_at {
+        stored_millis(first, "job's first send time")?;
+    }
+    if let Some(finished) = record.finished_at {
+        stored_millis(finished, "job's finish time")?;
+    }
+    Ok(())
+}
+
+/// The end of a claim at `now` under `lease`, and the latest lease end a claim may find (`now`
+/// plus [`MAX_LEASE`](super::MAX_LEASE)): a job in flight past it is taken as expired.
+pub(crate) fn claim_bounds(now: SystemTime, lease: Duration) -> Result<(i64, i64, i64)> {
+    let until = now
+        .checked_add(lease)
+        .ok_or_else(|| Error::invalid_input("the lease end is past the year 9999"))?;
+    let until = stored_millis(until, "lease end")?;
+    let now = millis(now);
+    let wedged_after =
+        now.saturating_add(i64::try_from(super::MAX_LEASE.as_millis()).unwrap_or(i64::MAX));
+    Ok((now, until, wedged_after))
+}
+
 /// The time of stored milliseconds.
 pub(crate) fn from_millis(millis: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))

@@ -54,17 +54,17 @@ use crate::key::IdempotencyKey;
 
 pub use job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 #[cfg(feature = "outbox-postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresStore, StoreTimeouts};
 pub use schedule::LongSchedule;
 #[cfg(feature = "outbox-sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
 pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, JobDone, KEY_HORIZON, PAUSE_READ_EVERY,
-    RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
+    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, JobDone, KEY_HORIZON, MAX_LEASE,
+    PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
 };
 
-pub(crate) use job::{from_millis, millis};
+pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};
 pub(crate) use store::Sealed;
 
 /// The largest body a job may hold: the webhook and JSON:API limit of documents 000 and 001 and
@@ -190,6 +190,16 @@ impl Outbox {
     #[cfg(feature = "outbox-postgres")]
     pub async fn postgres(url: &str) -> Result<Self> {
         Ok(Self::new(PostgresStore::connect(url).await?))
+    }
+
+    /// [`postgres`](Self::postgres) with these bounds on every wait for the database.
+    ///
+    /// # Errors
+    ///
+    /// When the database cannot be reached or migrated, or does not answer in time.
+    #[cfg(feature = "outbox-postgres")]
+    pub async fn postgres_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
+        Ok(Self::new(PostgresStore::connect_with(url, timeouts).await?))
     }
 
     /// The store.

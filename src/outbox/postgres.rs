@@ -29,10 +29,24 @@
 //! A small pool of its own (four connections, opened as needed): a statement waits only when
 //! four are running already, and a transaction holds its connection alone. Each connection
 //! prepares each statement once. A connection that broke is replaced at its next use.
+//!
+//! # Timeouts
+//!
+//! A database that accepts the TCP connection and never answers must not hang a worker or a
+//! command: the driver's `connect_timeout` covers the TCP connect only. So every wait on the
+//! database is bounded ([`StoreTimeouts`]): opening a connection (its TCP connect, TLS-less
+//! startup and authentication) by the connect timeout, 10 s by default, and each store
+//! operation (the wait for a pooled connection, the statements and the transaction) by the
+//! statement timeout, 30 s by default. One that runs out is a `transport` error that says which
+//! wait ran out; the pool then drops its idle connections, since one may hold a statement the
+//! server never answered. A worker treats it as any store failure: it logs it and tries again
+//! at its next poll.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -46,7 +60,7 @@ use crate::key::IdempotencyKey;
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
-use super::{from_millis, millis};
+use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
 
 /// How many connections a store opens at most.
 const CONNECTIONS: usize = 4;
@@ -114,7 +128,8 @@ const ENQUEUE: &str = "
 
 const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
 
-/// `$1` worker, `$2` lease end, `$3` now, `$4` limit. The horizon counts from the first claim
+/// `$1` worker, `$2` lease end, `$3` now, `$4` limit, `$5` the latest lease end a worker can
+/// hold (now plus `MAX_LEASE`; a job in flight under a later one was wedged, and is due). The horizon counts from the first claim
 /// (`first_sent_at`), which is never after the first send: conservative, and safe across a crash
 /// between the claim and the send. A job in flight is due again at its lease's end
 /// (`next_at = lease_until`), so the due jobs are one range of the partial index
@@ -125,7 +140,8 @@ const CLAIM: &str = "
         claim = claim + 1, first_sent_at = COALESCE(first_sent_at, $3)
     WHERE id IN (
         SELECT id FROM outbox_jobs
-        WHERE state IN ('pending', 'in_flight') AND next_at <= $3
+        WHERE state IN ('pending', 'in_flight')
+            AND (next_at <= $3 OR (state = 'in_flight' AND next_at > $5))
         ORDER BY next_at, id
         LIMIT $4
         FOR UPDATE SKIP LOCKED
@@ -181,6 +197,83 @@ const SLOT_TAKE: &str = "INSERT INTO outbox_slots (scope, busy_until) VALUES ($1
 
 const SLOT_RELEASE: &str = "UPDATE outbox_slots SET busy_until = $2 WHERE id = $1";
 
+/// How long a [`PostgresStore`] waits for its database; see the module docs.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use hodoflow_retry::outbox::StoreTimeouts;
+///
+/// let timeouts = StoreTimeouts::new()
+///     .connect(Duration::from_secs(3))
+///     .statement(Duration::from_secs(5));
+/// assert_eq!(timeouts.connect_timeout(), Duration::from_secs(3));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct StoreTimeouts {
+    connect: Duration,
+    statement: Duration,
+}
+
+impl StoreTimeouts {
+    /// The default connect timeout: 10 s.
+    pub const DEFAULT_CONNECT: Duration = Duration::from_secs(10);
+    /// The default statement timeout: 30 s.
+    pub const DEFAULT_STATEMENT: Duration = Duration::from_secs(30);
+
+    /// The defaults: 10 s to open a connection, 30 s for each store operation.
+    pub const fn new() -> Self {
+        Self {
+            connect: Self::DEFAULT_CONNECT,
+            statement: Self::DEFAULT_STATEMENT,
+        }
+    }
+
+    /// Sets the longest wait to open a connection: TCP connect, startup and authentication.
+    /// A zero duration is taken as 1 ms.
+    ///
+    /// Default: 10 s.
+    pub const fn connect(mut self, timeout: Duration) -> Self {
+        self.connect = at_least_a_millisecond(timeout);
+        self
+    }
+
+    /// Sets the longest wait of one store operation, a connection's opening included.
+    /// A zero duration is taken as 1 ms.
+    ///
+    /// Default: 30 s.
+    pub const fn statement(mut self, timeout: Duration) -> Self {
+        self.statement = at_least_a_millisecond(timeout);
+        self
+    }
+
+    /// The connect timeout.
+    pub const fn connect_timeout(&self) -> Duration {
+        self.connect
+    }
+
+    /// The statement timeout.
+    pub const fn statement_timeout(&self) -> Duration {
+        self.statement
+    }
+}
+
+impl Default for StoreTimeouts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const fn at_least_a_millisecond(timeout: Duration) -> Duration {
+    if timeout.is_zero() {
+        Duration::from_millis(1)
+    } else {
+        timeout
+    }
+}
+
 /// The outbox's jobs and fleet state in a PostgreSQL database.
 ///
 /// `Debug` shows the user, host, port and database, never the password.
@@ -199,6 +292,7 @@ const SLOT_RELEASE: &str = "UPDATE outbox_slots SET busy_until = $2 WHERE id = $
 /// ```
 pub struct PostgresStore {
     pool: Pool,
+    timeouts: StoreTimeouts,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -206,6 +300,7 @@ impl fmt::Debug for PostgresStore {
         f.debug_struct("PostgresStore")
             .field("database", &self.pool.shown)
             .field("connections", &CONNECTIONS)
+            .field("timeouts", &self.timeouts)
             .finish_non_exhaustive()
     }
 }
@@ -220,11 +315,24 @@ impl PostgresStore {
     /// The tables are created in the first schema of the `search_path` (set it with
     /// `?options=-c%20search_path%3Dname` to keep several outboxes in one database).
     ///
+    /// Every wait is bounded by the default [`StoreTimeouts`]; see
+    /// [`connect_with`](Self::connect_with).
+    ///
     /// # Errors
     ///
     /// `invalid_input` when `url` cannot be parsed; `transport` when the database cannot be
-    /// reached or migrated. No message holds the password.
+    /// reached or migrated, or does not answer in time. No message holds the password.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, StoreTimeouts::new()).await
+    }
+
+    /// [`connect`](Self::connect) with these timeouts, for the connection and the migrations
+    /// as for every later operation.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
         let config: Config = url.parse().map_err(|error: tokio_postgres::Error| {
             // The parser's messages name an option, never its value; redact anyway.
             let message = format!("invalid input: the outbox database URL: {error}");
@@ -234,10 +342,33 @@ impl PostgresStore {
             }
             error
         })?;
-        let pool = Pool::new(config);
-        let store = Self { pool };
-        store.migrate().await?;
+        let pool = Pool::new(config, timeouts.connect);
+        let store = Self { pool, timeouts };
+        store.bounded(store.migrate()).await?;
         Ok(store)
+    }
+
+    /// `work`, a store operation, bounded by the statement timeout.
+    async fn bounded<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        let limit = self.timeouts.statement;
+        match tokio::time::timeout(limit, work).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.pool.discard();
+                Err(store_message(format!(
+                    "the database at {} did not answer within {limit:?} (the store's statement timeout)",
+                    self.pool.shown
+                )))
+            }
+        }
+    }
+
+    /// `work` boxed as a [`StoreFuture`], bounded by the statement timeout.
+    fn boxed<'a, T: 'a>(
+        &'a self,
+        work: impl Future<Output = Result<T>> + Send + 'a,
+    ) -> StoreFuture<'a, T> {
+        Box::pin(self.bounded(work))
     }
 
     /// Applies the migrations the database lacks.
@@ -310,7 +441,7 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
-        Box::pin(async move {
+        self.boxed(async move {
             let (method, route) = job.target.to_row();
             let now = millis(job.now);
             let inserted = self
@@ -347,12 +478,11 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> StoreFuture<'_, Vec<Job>> {
         let worker = worker.to_owned();
-        Box::pin(async move {
-            let lease_until = millis(now.checked_add(lease).unwrap_or(now));
-            let now = millis(now);
+        self.boxed(async move {
+            let (now, lease_until, wedged_after) = claim_bounds(now, lease)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = self
-                .query(CLAIM, &[&worker, &lease_until, &now, &limit])
+                .query(CLAIM, &[&worker, &lease_until, &now, &limit, &wedged_after])
                 .await?;
             let mut jobs = rows.iter().map(job_of).collect::<Result<Vec<_>>>()?;
             // RETURNING keeps no order: by ID (the claim took the oldest due).
@@ -362,16 +492,19 @@ impl Store for PostgresStore {
     }
 
     fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
-        Box::pin(async move {
+        self.boxed(async move {
             let written = self.record_many(vec![(id, claim, record)]).await?;
             Ok(written.first().copied().unwrap_or(false))
         })
     }
 
     fn record_many(&self, records: Vec<(i64, u64, Record)>) -> StoreFuture<'_, Vec<bool>> {
-        Box::pin(async move {
+        self.boxed(async move {
             if records.is_empty() {
                 return Ok(Vec::new());
+            }
+            for (_, _, record) in &records {
+                check_record(record)?;
             }
             let mut ids = Vec::with_capacity(records.len());
             let mut claims = Vec::with_capacity(records.len());
@@ -433,14 +566,14 @@ impl Store for PostgresStore {
 
     fn get(&self, event_id: &str) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
-        Box::pin(async move {
+        self.boxed(async move {
             let rows = self.query(GET, &[&event_id]).await?;
             rows.first().map(job_of).transpose()
         })
     }
 
     fn counts(&self) -> StoreFuture<'_, Counts> {
-        Box::pin(async move {
+        self.boxed(async move {
             let mut counts = Counts::default();
             for row in self.query(COUNTS, &[]).await? {
                 let name: &str = row.try_get(0).map_err(store_error)?;
@@ -455,7 +588,7 @@ impl Store for PostgresStore {
     }
 
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>> {
-        Box::pin(async move {
+        self.boxed(async move {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = match state {
                 Some(state) => self.query(LIST_STATE, &[&state.as_str(), &limit]).await?,
@@ -467,7 +600,7 @@ impl Store for PostgresStore {
 
     fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
-        Box::pin(async move {
+        self.boxed(async move {
             let rows = self.query(REQUEUE, &[&event_id, &millis(now)]).await?;
             rows.first().map(job_of).transpose()
         })
@@ -475,15 +608,16 @@ impl Store for PostgresStore {
 
     fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
         let scope = scope.to_owned();
-        Box::pin(async move {
-            self.execute(PAUSE, &[&scope, &millis(until)]).await?;
+        self.boxed(async move {
+            let until = stored_millis(until, "pause end")?;
+            self.execute(PAUSE, &[&scope, &until]).await?;
             Ok(())
         })
     }
 
     fn paused_until(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
         let scope = scope.to_owned();
-        Box::pin(async move {
+        self.boxed(async move {
             let rows = self.query(PAUSED_UNTIL, &[&scope, &millis(now)]).await?;
             match rows.first() {
                 Some(row) => Ok(Some(from_millis(row.try_get(0).map_err(store_error)?))),
@@ -500,7 +634,7 @@ impl Store for PostgresStore {
         now: SystemTime,
     ) -> StoreFuture<'_, Slot> {
         let scope = scope.to_owned();
-        Box::pin(async move {
+        self.boxed(async move {
             let busy_until = millis(now.checked_add(hold).unwrap_or(now));
             let now = millis(now);
             let mut conn = self.pool.get().await?;
@@ -534,7 +668,7 @@ impl Store for PostgresStore {
     }
 
     fn release_slot(&self, id: i64, busy_until: SystemTime) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
+        self.boxed(async move {
             self.execute(SLOT_RELEASE, &[&id, &millis(busy_until)])
                 .await?;
             Ok(())
@@ -645,10 +779,14 @@ struct Pool {
     shown: String,
     idle: Mutex<Vec<Conn>>,
     permits: Semaphore,
+    /// The longest wait to open a connection.
+    connect_timeout: Duration,
+    /// Bumped when an operation timed out: a connection leased before it is not reused.
+    epoch: AtomicU64,
 }
 
 impl Pool {
-    fn new(config: Config) -> Self {
+    fn new(config: Config, connect_timeout: Duration) -> Self {
         let host = match config.get_hosts().first() {
             Some(Host::Tcp(host)) => host.clone(),
             #[cfg(unix)]
@@ -663,7 +801,19 @@ impl Pool {
             config,
             idle: Mutex::new(Vec::with_capacity(CONNECTIONS)),
             permits: Semaphore::new(CONNECTIONS),
+            connect_timeout,
+            epoch: AtomicU64::new(0),
         }
+    }
+
+    /// Forgets every idle connection and every one leased now: after a timeout, one of them may
+    /// hold a statement the server never answered.
+    fn discard(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
     }
 
     /// A connection for this task alone: an idle one, or a new one.
@@ -685,12 +835,25 @@ impl Pool {
         Ok(Lease {
             pool: self,
             conn: Some(conn),
+            epoch: self.epoch.load(Ordering::Acquire),
             _permit: permit,
         })
     }
 
     async fn open(&self) -> Result<Conn> {
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|error| {
+        let limit = self.connect_timeout;
+        let connected = tokio::time::timeout(limit, self.config.connect(NoTls))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Transport,
+                    format!(
+                        "could not connect to the outbox database at {}: no answer within {limit:?} (the store's connect timeout)",
+                        self.shown
+                    ),
+                )
+            })?;
+        let (client, connection) = connected.map_err(|error| {
             Error::new(
                 ErrorKind::Transport,
                 format!(
@@ -716,6 +879,8 @@ impl Pool {
 struct Lease<'a> {
     pool: &'a Pool,
     conn: Option<Conn>,
+    /// The pool's epoch when leased: the connection goes back only if it has not moved since.
+    epoch: u64,
     _permit: SemaphorePermit<'a>,
 }
 
@@ -739,7 +904,12 @@ impl std::ops::DerefMut for Lease<'_> {
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take().filter(|conn| !conn.client.is_closed()) {
+        let current = self.pool.epoch.load(Ordering::Acquire) == self.epoch;
+        if let Some(conn) = self
+            .conn
+            .take()
+            .filter(|conn| current && !conn.client.is_closed())
+        {
             self.pool
                 .idle
                 .lock()
@@ -761,6 +931,32 @@ mod tests {
         );
         assert_eq!(url_password("postgres://outbox@db/outbox"), None);
         assert_eq!(url_password("host=db user=outbox"), None);
+    }
+
+    /// A port that accepts TCP and never answers (issue 23: `outbox status` hung for more than
+    /// 150 s on one) is a `transport` error within the connect timeout.
+    #[tokio::test]
+    async fn a_database_that_never_answers_is_an_error_within_the_connect_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let url = format!("postgres://outbox:s3cret@127.0.0.1:{port}/outbox?connect_timeout=3");
+        let timeouts = StoreTimeouts::new()
+            .connect(Duration::from_millis(300))
+            .statement(Duration::from_secs(1));
+        let started = std::time::Instant::now();
+        let error = PostgresStore::connect_with(&url, timeouts)
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2), "{error}");
+        assert_eq!(error.kind(), ErrorKind::Transport);
+        assert!(error.to_string().contains("connect timeout"), "{error}");
+        assert!(!error.to_string().contains("s3cret"), "{error}");
     }
 
     #[tokio::test]

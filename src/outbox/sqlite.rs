@@ -20,7 +20,7 @@ use crate::key::IdempotencyKey;
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
-use super::{from_millis, millis};
+use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
 
 /// How long a statement waits for another process's lock on the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,13 +76,16 @@ const COLUMNS: &str = "id, event_id, kind, method, route, body, identity, state,
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
     last_kind, last_status, last_request_id, last_message";
 
-/// `?1` worker, `?2` lease end, `?3` now, `?4` limit: the due jobs are one range of the partial
-/// index `outbox_jobs_claimable`, read in order.
+/// `?1` worker, `?2` lease end, `?3` now, `?4` limit, `?5` the latest lease end a worker can
+/// hold (now plus `MAX_LEASE`): the due jobs are one range of the partial index
+/// `outbox_jobs_claimable`, read in order, and a job in flight under a lease ending past `?5`
+/// was wedged by a lease no worker can hold, so it is due too.
 const CLAIM: &str = "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?1, \
     lease_until = ?2, next_at = ?2, claim = claim + 1, \
     first_sent_at = COALESCE(first_sent_at, ?3) \
     WHERE id IN (SELECT id FROM outbox_jobs INDEXED BY outbox_jobs_claimable \
-        WHERE state IN ('pending', 'in_flight') AND next_at <= ?3 \
+        WHERE state IN ('pending', 'in_flight') \
+        AND (next_at <= ?3 OR (state = 'in_flight' AND next_at > ?5)) \
         ORDER BY next_at, id LIMIT ?4) \
     RETURNING id, event_id, kind, method, route, body, identity, state, calls, attempts, \
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
@@ -145,22 +148,37 @@ impl SqliteStore {
     ///
     /// # Errors
     ///
-    /// When the file cannot be opened, is not an outbox, or cannot be migrated.
+    /// `invalid_input`, with the reason, when waiting cannot help: the path is a directory or
+    /// not a regular file (a device such as `/dev/null`, a pipe), the file is not an SQLite
+    /// database, or it cannot be created or written (read-only, a missing directory, no
+    /// permission). `transport` when the file cannot be opened or migrated for another reason
+    /// (it is locked past the busy timeout).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let shown: Arc<str> = path.display().to_string().into();
         let connection = tokio::task::spawn_blocking(move || -> Result<Connection> {
-            let mut connection = Connection::open(&path).map_err(sqlite_error)?;
-            connection
-                .busy_timeout(BUSY_TIMEOUT)
-                .map_err(sqlite_error)?;
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => {
+                    return Err(Error::invalid_input(
+                        "the outbox path is a directory, not an SQLite file",
+                    ));
+                }
+                Ok(meta) if !meta.is_file() => {
+                    return Err(Error::invalid_input(
+                        "the outbox path is not a regular file (a device, a pipe or a socket)",
+                    ));
+                }
+                _ => {}
+            }
+            let mut connection = Connection::open(&path).map_err(open_error)?;
+            connection.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
             connection
                 .pragma_update(None, "journal_mode", "WAL")
-                .map_err(sqlite_error)?;
+                .map_err(open_error)?;
             connection
                 .pragma_update(None, "synchronous", "NORMAL")
-                .map_err(sqlite_error)?;
-            migrate(&mut connection)?;
+                .map_err(open_error)?;
+            migrate(&mut connection, open_error)?;
             Ok(connection)
         })
         .await
@@ -191,7 +209,7 @@ impl SqliteStore {
 }
 
 /// Applies the migrations not yet applied, in one transaction.
-fn migrate(connection: &mut Connection) -> Result<()> {
+fn migrate(connection: &mut Connection, sqlite_error: fn(rusqlite::Error) -> Error) -> Result<()> {
     let transaction = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
@@ -218,6 +236,23 @@ fn migrate(connection: &mut Connection) -> Result<()> {
             .map_err(sqlite_error)?;
     }
     transaction.commit().map_err(sqlite_error)
+}
+
+/// An SQLite failure while the store opens: `invalid_input` with the reason when waiting
+/// cannot help (not a database, read-only, cannot be created), else [`sqlite_error`].
+fn open_error(error: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode;
+    let why = match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => "the outbox file is not an SQLite database",
+        Some(ErrorCode::ReadOnly) => "the outbox file is read-only",
+        Some(ErrorCode::CannotOpen) => {
+            "the outbox file cannot be opened or created (is its directory there and writable?)"
+        }
+        Some(ErrorCode::PermissionDenied) => "the outbox file may not be opened (permission)",
+        Some(ErrorCode::DatabaseCorrupt) => "the outbox file is corrupt",
+        _ => return sqlite_error(error),
+    };
+    Error::invalid_input(format!("{why} ({error})"))
 }
 
 /// An SQLite failure as the crate's error.
@@ -330,8 +365,10 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> StoreFuture<'_, Vec<Job>> {
         let worker = worker.to_owned();
-        let now = millis(now);
-        let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let (now, until, wedged_after) = match claim_bounds(now, lease) {
+            Ok(bounds) => bounds,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |connection| {
             let transaction =
@@ -339,7 +376,7 @@ impl Store for SqliteStore {
             let mut jobs = {
                 let mut statement = transaction.prepare_cached(CLAIM)?;
                 statement
-                    .query_map(params![worker, until, now, limit], job_of)?
+                    .query_map(params![worker, until, now, limit, wedged_after], job_of)?
                     .collect::<rusqlite::Result<Vec<Job>>>()?
             };
             transaction.commit()?;
@@ -349,10 +386,19 @@ impl Store for SqliteStore {
     }
 
     fn record(&self, id: i64, claim: u64, record: Record) -> StoreFuture<'_, bool> {
+        if let Err(error) = check_record(&record) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         self.run(move |connection| write_record(connection, id, claim, &record))
     }
 
     fn record_many(&self, records: Vec<(i64, u64, Record)>) -> StoreFuture<'_, Vec<bool>> {
+        if let Err(error) = records
+            .iter()
+            .try_for_each(|(_, _, record)| check_record(record))
+        {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         self.run(move |connection| {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -415,11 +461,15 @@ impl Store for SqliteStore {
 
     fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
         let scope = scope.to_owned();
+        let until = match stored_millis(until, "pause end") {
+            Ok(until) => until,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
         self.run(move |connection| {
             connection.execute(
                 "INSERT INTO outbox_pauses (scope, until_ms) VALUES (?1, ?2) \
                  ON CONFLICT (scope) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms)",
-                params![scope, millis(until)],
+                params![scope, until],
             )?;
             Ok(())
         })
@@ -483,5 +533,38 @@ impl Store for SqliteStore {
             )?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What no wait can heal is `invalid_input` with its reason, never `transport` (issue 23).
+    #[tokio::test]
+    async fn a_path_no_wait_can_heal_is_invalid_input_with_its_reason() {
+        let dir = std::env::temp_dir().join(format!(
+            "hodoflow-sqlite-open-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a database\n".repeat(100)).unwrap();
+        for (path, says) in [
+            (dir.clone(), "directory"),
+            (std::path::PathBuf::from("/dev/null"), "not a regular file"),
+            (text, "not an SQLite database"),
+            (
+                dir.join("missing").join("o.db"),
+                "cannot be opened or created",
+            ),
+        ] {
+            let error = SqliteStore::open(&path).await.unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{path:?}: {error}");
+            assert!(error.to_string().contains(says), "{path:?}: {error}");
+        }
+        assert!(SqliteStore::open(dir.join("o.db")).await.is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -54,6 +54,11 @@ const CLAIM_RETRY_MAX: Duration = Duration::from_secs(10);
 pub const WEBHOOK_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The default horizon of a JSON:API or Modulify key (documents 000 and 004: 24 hours).
 pub const KEY_HORIZON: Duration = Duration::from_secs(24 * 3600);
+/// The longest lease and horizon a worker accepts: 7 days, the longest a server keeps an
+/// identity (document 001). A job in flight under a lease ending later than this from now was
+/// claimed with a lease no worker can hold: it is taken as expired, claimed again and
+/// `outbox retry` requeues it (a lease of `i64::MAX` milliseconds once wedged an outbox).
+pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Configures the workers of an [`Outbox`]; start them with [`spawn`](Self::spawn) or
 /// [`run_until_idle`](Self::run_until_idle).
@@ -150,7 +155,7 @@ impl WorkerBuilder {
     }
 
     /// How long a claim holds; after it another worker reclaims the job. It must outlast one
-    /// call: at least the client's `max_elapsed` plus one second.
+    /// call: at least the client's `max_elapsed` plus one second; at most [`MAX_LEASE`].
     ///
     /// Default: [`DEFAULT_LEASE`].
     pub fn lease(mut self, lease: Duration) -> Self {
@@ -174,7 +179,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long after its first send a webhook delivery ID may still be sent.
+    /// How long after its first send a webhook delivery ID may still be sent; at most
+    /// [`MAX_LEASE`].
     ///
     /// Default: [`WEBHOOK_HORIZON`], 7 days.
     pub fn webhook_horizon(mut self, horizon: Duration) -> Self {
@@ -182,7 +188,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long after its first send a JSON:API or Modulify key may still be sent.
+    /// How long after its first send a JSON:API or Modulify key may still be sent; at most
+    /// [`MAX_LEASE`].
     ///
     /// Default: [`KEY_HORIZON`], 24 hours.
     pub fn key_horizon(mut self, horizon: Duration) -> Self {
@@ -229,6 +236,17 @@ impl WorkerBuilder {
         }
         if self.poll.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
+        }
+        for (what, value) in [
+            ("lease", self.lease),
+            ("webhook horizon", self.webhook_horizon),
+            ("key horizon", self.key_horizon),
+        ] {
+            if value > MAX_LEASE {
+                return Err(Error::invalid_input(format!(
+                    "the {what} of {value:?} is over the 7-day maximum"
+                )));
+            }
         }
         let fleet: Arc<dyn Fleet> = Arc::new(StoreFleet {
             store: Arc::clone(&self.outbox.store),

@@ -174,6 +174,9 @@ fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
     let mut errors = Vec::new();
     // The first line of each event_id, and its body.
     let mut first_of: HashMap<String, (usize, &[u8])> = HashMap::new();
+    // A UTF-8 byte-order mark, as some editors write, is no part of the first line; a CR
+    // before each LF is trimmed with the line's other whitespace.
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     for (index, line) in text.split(|&b| b == b'\n').enumerate() {
         let number = index + 1;
         let line = line.trim_ascii();
@@ -333,7 +336,7 @@ impl Prepared {
             emit(&settle(finished, &mut in_flight));
         }
         bar.finish_and_clear();
-        crate::redact::eprint(&tally.summary(total, started.elapsed()));
+        crate::redact::eprint_own(&tally.summary(total, started.elapsed()));
         tally.worst
     }
 }
@@ -347,7 +350,7 @@ async fn through_outbox(
     spec: &str,
     plan: crate::outbox::PoolPlan,
 ) -> Exit {
-    let outbox = match crate::outbox::open(spec).await {
+    let outbox = match crate::outbox::open(spec, plan.store_timeout).await {
         Ok(outbox) => outbox,
         Err(report) => {
             report.print(false);
@@ -543,6 +546,19 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skips_a_byte_order_mark_and_accepts_crlf_line_ends() {
+        let text = b"\xEF\xBB\xBF{\"event_id\":\"e-1\",\"body\":{}}\r\n{\"event_id\":\"e-2\",\"body\":[1]}\r\n";
+        let Parsed { events, .. } = parse(text, 1024).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].event_id, "e-1");
+        assert_eq!(events[1].body, b"[1]");
+        assert!(
+            parse(b"x\xEF\xBB\xBF{}", 1024).is_err(),
+            "only a leading mark is skipped"
+        );
+    }
 
     #[test]
     fn parses_events_and_keeps_each_body_byte_for_byte() {

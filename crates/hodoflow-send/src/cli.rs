@@ -74,7 +74,7 @@ pub(crate) struct Cli {
     )]
     pub(crate) max_attempts: u32,
 
-    /// The time budget of one operation, waits included (DUR: 500ms, 30s, 2m, 1h).
+    /// The time budget of one operation, waits included (DUR: 500ms, 30s, 2m, 1h; at most 24h).
     #[arg(
         long,
         env = "HODOFLOW_MAX_ELAPSED",
@@ -82,11 +82,11 @@ pub(crate) struct Cli {
         global = true,
         default_value = "60s",
         value_name = "DUR",
-        value_parser = crate::duration::parse
+        value_parser = crate::duration::parse_call
     )]
     pub(crate) max_elapsed: Duration,
 
-    /// The timeout of one attempt (DUR).
+    /// The timeout of one attempt (DUR, at most 24h).
     #[arg(
         long,
         env = "HODOFLOW_ATTEMPT_TIMEOUT",
@@ -94,9 +94,23 @@ pub(crate) struct Cli {
         global = true,
         default_value = "15s",
         value_name = "DUR",
-        value_parser = crate::duration::parse
+        value_parser = crate::duration::parse_call
     )]
     pub(crate) attempt_timeout: Duration,
+
+    /// The longest wait for a PostgreSQL outbox (DUR): to open a connection, and for each
+    /// store operation. A database that accepts the connection and never answers is a
+    /// transport error (exit 3) after this long, never a hang.
+    #[arg(
+        long,
+        env = "HODOFLOW_STORE_TIMEOUT",
+        hide_env_values = true,
+        global = true,
+        default_value = "10s",
+        value_name = "DUR",
+        value_parser = crate::duration::parse_call
+    )]
+    pub(crate) store_timeout: Duration,
 
     /// Print exactly one JSON object on standard output (batch: one JSON line per event).
     #[arg(long, global = true)]
@@ -340,7 +354,8 @@ pub(crate) struct Batch {
 pub(crate) struct PoolOptions {
     /// How long a worker holds a job it claimed (DUR); a job whose worker died is sent again,
     /// under its same delivery ID, once its lease has ended. It must outlast one call:
-    /// --max-elapsed plus 1 s at least. [default: 120s, or --max-elapsed plus 30s if longer]
+    /// --max-elapsed plus 1 s at least, 168h (7 days) at most. [default: 120s, or --max-elapsed
+    /// plus 30s if longer]
     #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
     pub(crate) lease: Option<Duration>,
     /// The per-trigger limit every worker of the outbox shares, in the store: N/DUR, or off.

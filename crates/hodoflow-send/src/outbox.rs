@@ -3,7 +3,11 @@
 //! `--outbox` names the store: a SQLite file path (created if absent; the embedded default) or a
 //! `postgres://` / `postgresql://` URL (many worker processes on many machines; needs the
 //! `postgres` feature). A password in the URL is added to the redaction set before the store is
-//! opened, so no error or log line shows it.
+//! opened, so no error or log line shows it. A PostgreSQL store waits at most `--store-timeout`
+//! to connect and for each operation. A libpq key/value string (`host=… dbname=…`) is refused
+//! with a hint to write it as a URL (exit 2), before anything is created: it was once taken for a
+//! file name. A SQLite path no wait can heal (a directory, a device, not a database, read-only,
+//! impossible to create) is a `configuration` error, exit 1, with the reason.
 //!
 //! `batch --outbox` stores every event of the file as a job (its delivery ID derived from its
 //! `event_id`, as without `--outbox`), then runs a worker pool until none of them is due or in
@@ -21,8 +25,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hodoflow_retry::Secret;
 use hodoflow_retry::outbox::{Counts, Job, JobState, Outbox, Target};
+use hodoflow_retry::{ErrorKind, Secret};
 use tokio::task::JoinSet;
 
 use crate::cli::{Cli, OutboxCommand, PoolOptions};
@@ -34,13 +38,14 @@ use crate::report::{Exit, Failure, Report};
 /// How many store statements a command keeps going at once while it enqueues or reads jobs.
 const STORE_CONCURRENCY: usize = 16;
 
-/// Opens the outbox `spec` names.
+/// Opens the outbox `spec` names; a PostgreSQL store waits at most `timeout` to connect and
+/// for each operation (`--store-timeout`).
 ///
 /// # Errors
 ///
 /// The report of the failure: a usage error for a URL that is not PostgreSQL's (or PostgreSQL
 /// in a build without it), the store's error otherwise.
-pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
+pub(crate) async fn open(spec: &str, timeout: std::time::Duration) -> Result<Outbox, Report> {
     let spec = spec.trim();
     if spec.is_empty() {
         return Err(usage(
@@ -61,7 +66,7 @@ pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
                 crate::redact::add(&decoded);
             }
         }
-        return postgres(spec).await;
+        return postgres(spec, timeout).await;
     }
     if spec.contains("://") {
         return Err(usage(
@@ -69,16 +74,67 @@ pub(crate) async fn open(spec: &str) -> Result<Outbox, Report> {
              it may hold a password)",
         ));
     }
-    Outbox::sqlite(spec).await.map_err(|e| Report::failed(&e))
+    if looks_like_libpq(spec) {
+        for word in spec.split_whitespace() {
+            if let Some((key, password)) = word.split_once('=')
+                && key.eq_ignore_ascii_case("password")
+            {
+                crate::redact::add(password.trim_matches(['\'', '"']));
+            }
+        }
+        return Err(usage(
+            "--outbox looks like a libpq connection string (host=… dbname=…): write it as a \
+             URL, postgres://user:password@host:port/database (the value is not shown: it may \
+             hold a password; no file was created)",
+        ));
+    }
+    Outbox::sqlite(spec).await.map_err(|e| match e.kind() {
+        // A directory, a device, a file that is not SQLite, a read-only file: no wait heals it.
+        ErrorKind::InvalidInput => Report::failure(Failure::permanent(
+            "configuration",
+            false,
+            format!("configuration: the --outbox file cannot be used: {e}"),
+        )),
+        _ => Report::failed(&e),
+    })
+}
+
+/// Whether `spec` is a libpq key/value connection string, such as
+/// `host=db user=outbox password=… dbname=outbox`, rather than a file path: one of its
+/// whitespace-separated words sets a libpq keyword.
+fn looks_like_libpq(spec: &str) -> bool {
+    const KEYWORDS: [&str; 12] = [
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "sslmode",
+        "connect_timeout",
+        "options",
+        "application_name",
+        "service",
+    ];
+    spec.split_whitespace().any(|word| {
+        word.split_once('=')
+            .is_some_and(|(key, _)| KEYWORDS.contains(&key.trim().to_ascii_lowercase().as_str()))
+    })
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres(url: &str) -> Result<Outbox, Report> {
-    Outbox::postgres(url).await.map_err(|e| Report::failed(&e))
+async fn postgres(url: &str, timeout: std::time::Duration) -> Result<Outbox, Report> {
+    let timeouts = hodoflow_retry::outbox::StoreTimeouts::new()
+        .connect(timeout)
+        .statement(timeout);
+    Outbox::postgres_with(url, timeouts)
+        .await
+        .map_err(|e| Report::failed(&e))
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres(_url: &str) -> Result<Outbox, Report> {
+async fn postgres(_url: &str, _timeout: std::time::Duration) -> Result<Outbox, Report> {
     Err(usage(
         "this hodoflow-send was built without PostgreSQL outboxes (feature postgres); \
          use a SQLite file path",
@@ -94,6 +150,8 @@ fn usage(message: &str) -> Report {
 pub(crate) struct PoolPlan {
     pub(crate) lease: std::time::Duration,
     pub(crate) trigger_limit: Option<hodoflow_retry::TriggerLimit>,
+    /// `--store-timeout`: the longest wait for a PostgreSQL store.
+    pub(crate) store_timeout: std::time::Duration,
 }
 
 impl PoolPlan {
@@ -110,6 +168,7 @@ impl PoolPlan {
                 .map_or(Some(hodoflow_retry::TriggerLimit::DOCUMENTED), |limit| {
                     limit.0
                 }),
+            store_timeout: cli.store_timeout,
         })
     }
 }
@@ -145,7 +204,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         }
         _ => None,
     };
-    let store = match open(spec).await {
+    let store = match open(spec, cli.store_timeout).await {
         Ok(store) => store,
         Err(report) => return finish(report, started, json),
     };
@@ -244,6 +303,14 @@ async fn list(
     Ok(Exit::Success)
 }
 
+/// Whether `job` is in flight under a lease no worker can hold: one ending more than
+/// `MAX_LEASE` (7 days) from now, written before leases were bounded. It is taken as expired:
+/// requeued by `outbox retry`, claimed again by a worker.
+fn wedged(job: &Job) -> bool {
+    let latest = std::time::SystemTime::now().checked_add(hodoflow_retry::outbox::MAX_LEASE);
+    matches!((job.lease_until, latest), (Some(until), Some(latest)) if until > latest)
+}
+
 /// `outbox retry EVENT_ID`.
 async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Report> {
     let refuse = |message: String| Report::failure(Failure::permanent("not_found", false, message));
@@ -253,7 +320,7 @@ async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Repo
         )));
     };
     crate::job_line::remember_secret(&job);
-    if delivered(job.state) || job.state == JobState::InFlight {
+    if delivered(job.state) || (job.state == JobState::InFlight && !wedged(&job)) {
         return Err(Report::failure(Failure::permanent(
             "unprocessable",
             false,

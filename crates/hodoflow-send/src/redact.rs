@@ -14,6 +14,13 @@
 //! own field names are left alone: object keys are redacted only inside `body`, the one place a
 //! server's keys appear. A secret shorter than [`MIN_LEN`] bytes is not redacted: it protects
 //! nothing (it can be guessed) and would turn words such as `ok` into markers.
+//!
+//! Redaction never rewrites the tool's own words: the enumerated fields of a report
+//! ([`OWN_FIELDS`]: `outcome`, `kind`, `state` …) hold only values this tool chose, never a
+//! secret, and are left alone, as are the batch summary's counts. An access token that is, or
+//! is part of, a word the tool prints ([`OWN_WORDS`]) is refused where it is issued
+//! (`client.rs`): a token server issuing `access_token: "accepted"` once made `--json` print
+//! `"outcome":"<redacted>"` and the batch summary `5 <redacted>`.
 
 use std::borrow::Cow;
 use std::io::Write as _;
@@ -27,6 +34,76 @@ pub(crate) const MARKER: &str = "<redacted>";
 
 /// The shortest secret redacted.
 const MIN_LEN: usize = 4;
+
+/// The report fields whose values are this tool's own enumerated words, never redacted.
+const OWN_FIELDS: [&str; 4] = ["outcome", "first_outcome", "kind", "state"];
+
+/// The words this tool prints on its own: outcomes, reported kinds, job and run states, and
+/// the field names of its reports. A secret inside one of them would corrupt its output.
+pub(crate) const OWN_WORDS: &[&str] = &[
+    "accepted",
+    "duplicate",
+    "replayed",
+    "replayed_without_answer",
+    "error",
+    "forbidden",
+    "not_found",
+    "key_reused",
+    "in_progress",
+    "payload_too_large",
+    "unprocessable",
+    "unauthorized",
+    "budget_exhausted",
+    "retry_budget_exhausted",
+    "invalid_input",
+    "transport",
+    "configuration",
+    "internal",
+    "pending",
+    "in_flight",
+    "done",
+    "failed",
+    "needs_reconciliation",
+    "succeeded",
+    "running",
+    "queued",
+    "cancelled",
+    "outcome",
+    "first_outcome",
+    "first_workflow_run_id",
+    "first_attempts",
+    "status",
+    "workflow_run_id",
+    "attempts",
+    "elapsed_ms",
+    "may_have_run",
+    "message",
+    "event_id",
+    "delivery_id",
+    "request_id",
+    "waited_ms",
+    "attempt",
+    "calls",
+    "state",
+    "kind",
+    "body",
+    "key",
+    "effect",
+    "timeout",
+    "closed",
+    "connect",
+    "<redacted>",
+    "redacted",
+    "events",
+    "to retry",
+    "failed for good",
+    "attempts in",
+];
+
+/// Whether `secret` is, or is part of, one of [`OWN_WORDS`].
+pub(crate) fn is_own_word(secret: &str) -> bool {
+    !secret.is_empty() && OWN_WORDS.iter().any(|word| word.contains(secret))
+}
 
 /// The forms of every known secret, longest first.
 static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
@@ -75,7 +152,23 @@ fn report(value: Value) -> Value {
             fields
                 .into_iter()
                 .map(|(key, value)| {
-                    let value = strings(value, key == "body");
+                    if OWN_FIELDS.contains(&key.as_str()) {
+                        return (key, value);
+                    }
+                    let value = match (key.as_str(), value) {
+                        // The error object: its kind is this tool's, its message may quote a
+                        // server.
+                        ("error", Value::Object(fields)) => Value::Object(
+                            fields
+                                .into_iter()
+                                .map(|(name, value)| match OWN_FIELDS.contains(&name.as_str()) {
+                                    true => (name, value),
+                                    false => (name, strings(value, false)),
+                                })
+                                .collect(),
+                        ),
+                        (key, value) => strings(value, key == "body"),
+                    };
                     (key, value)
                 })
                 .collect(),
@@ -122,6 +215,12 @@ pub(crate) fn print_json(value: &impl Serialize) {
 /// Prints `line` on standard error, redacted.
 pub(crate) fn eprint(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{}", text(line));
+}
+
+/// Prints `line`, made only of this tool's own words and counts (a summary), on standard error
+/// as it is: there is no secret in it to redact, and redacting would corrupt it.
+pub(crate) fn eprint_own(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The replacement of [`text`], over an explicit set sorted longest first.
@@ -195,6 +294,44 @@ mod tests {
             value,
             serde_json::json!({"a": ["x <redacted> y", 202], "b": null})
         );
+    }
+
+    #[test]
+    fn a_report_keeps_its_own_enumerated_words_whatever_the_secrets() {
+        // A stand-in for an enumerated word that is also a known secret; the global set is
+        // shared with the other tests, so not a real word of the tool.
+        add("enum_word_SECRET");
+        let value = report(serde_json::json!({
+            "outcome": "enum_word_SECRET",
+            "first_outcome": "enum_word_SECRET",
+            "state": "enum_word_SECRET",
+            "error": {"kind": "enum_word_SECRET", "message": "server said enum_word_SECRET"},
+            "body": {"echo": "enum_word_SECRET"},
+            "attempts": 2,
+        }));
+        assert_eq!(value["outcome"], "enum_word_SECRET");
+        assert_eq!(value["first_outcome"], "enum_word_SECRET");
+        assert_eq!(value["state"], "enum_word_SECRET");
+        assert_eq!(value["error"]["kind"], "enum_word_SECRET");
+        assert_eq!(value["error"]["message"], "server said <redacted>");
+        assert_eq!(value["body"]["echo"], "<redacted>");
+        assert_eq!(value["attempts"], 2);
+    }
+
+    #[test]
+    fn a_secret_inside_an_own_word_is_told_apart() {
+        for word in [
+            "accepted",
+            "ccepte",
+            "budget_exhausted",
+            "in_flight",
+            "<redacted>",
+        ] {
+            assert!(is_own_word(word), "{word}");
+        }
+        for secret in ["hft_abc123", "accepted!", ""] {
+            assert!(!is_own_word(secret), "{secret}");
+        }
     }
 
     #[test]

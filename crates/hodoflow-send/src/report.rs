@@ -28,7 +28,7 @@
 //! | `unprocessable`, `client_error`, `graphql` | `unprocessable` | 1 |
 //! | `unauthorized` | `unauthorized` | 1 |
 //! | `token_exchange` refused with a 4xx other than 429 | `unauthorized` | 1 |
-//! | `token_exchange` answered 2xx or 3xx (no `access_token`, not JSON, a redirect) | `configuration` | 1 |
+//! | `token_exchange` answered 2xx or 3xx (no `access_token`, not JSON, a redirect, an unusable token) | `configuration` | 1 |
 //! | `token_exchange` unanswered, 429 or 5xx | `transport` | 3 |
 //! | `budget_exhausted`, `retry_budget_exhausted`, `server`, `rate_limited` | `budget_exhausted` | 3 |
 //! | `invalid_input` | `invalid_input` | 2 |

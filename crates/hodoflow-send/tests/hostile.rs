@@ -985,3 +985,352 @@ fn random_answers_end_in_a_report_never_a_panic_and_never_print_a_secret() {
     assert!(answers >= 200, "{answers} answers");
     eprintln!("{answers} random answers; exits 0/1/2/3: {exits:?}; batch kinds: {kinds:?}");
 }
+
+/// The audit's traversal forms (issue 23) against the contract server: each write and trigger
+/// is refused as invalid input, exit 2, and the server's ledger shows no request, no exchange,
+/// no run and no write. `write POST /api/json/%2e%2e/%2e%2e/api/v1/webhooks/<TOKEN>` once
+/// passed the write check and executed a webhook delivery there.
+#[test]
+fn dot_segments_never_leave_their_surface_on_the_contract_server() {
+    let contract = support::Contract::start();
+    let token = support::TRIGGER;
+    let writes = [
+        format!("/api/json/%2e%2e/%2e%2e/api/v1/webhooks/{token}"),
+        format!("/api/json/%2E%2E/%2E%2E/api/v1/webhooks/{token}"),
+        format!("/api/json/.%2e/%2e./api/v1/webhooks/{token}"),
+        format!("/api/json/../../api/v1/webhooks/{token}"),
+        "/api/json/../../oauth/token".to_owned(),
+        format!("/api/json/..\\..\\api/v1/webhooks/{token}"),
+    ];
+    for path in &writes {
+        let ran = run(contract
+            .send()
+            .args(["--json", "write", "POST", path, "--key", "traversal"])
+            .args(["--data", "{}"]));
+        assert_eq!(ran.code, 2, "{path}: {ran:?}");
+        assert_eq!(ran.json()["error"]["kind"], "invalid_input", "{path}");
+    }
+    for dots in [".", ".."] {
+        let ran = run(contract
+            .send()
+            .args(["--json", "webhook", dots, "--event-id", "traversal"])
+            .args(["--data", "{}"]));
+        assert_eq!(ran.code, 2, "{dots}: {ran:?}");
+        assert!(!ran.all().contains(token));
+    }
+    let ledger = contract.ledger();
+    assert!(ledger.requests().is_empty(), "{:?}", ledger.requests());
+    assert!(ledger.exchanges().is_empty());
+    assert_eq!(ledger.total_runs(), 0, "no webhook ran");
+    assert_eq!(ledger.total_writes_executed(), 0, "no write ran");
+}
+
+/// A port on 127.0.0.1 that accepts every connection and never answers nor closes one.
+fn silent_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+/// A PostgreSQL outbox that accepts TCP and never answers hung `outbox status` and
+/// `batch --outbox` for more than 150 s, whatever `--max-elapsed` and `connect_timeout` said
+/// (issue 23). Each now ends after `--store-timeout` with a transport error, exit 3.
+#[test]
+fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let port = silent_port();
+    let url = format!("postgres://u:pw_SILENT_db@127.0.0.1:{port}/db?connect_timeout=3");
+    let events = TempFile::new(
+        "silent-postgres.ndjson",
+        b"{\"event_id\":\"e-1\",\"body\":{}}\n",
+    );
+    let events = events.arg();
+    let status = [
+        "--json",
+        "--store-timeout",
+        "1s",
+        "outbox",
+        "--outbox",
+        &url,
+        "status",
+    ];
+    let batch = [
+        "--max-elapsed",
+        "3s",
+        "--store-timeout",
+        "1s",
+        "batch",
+        TRIGGER,
+        "--events",
+        &events,
+        "--outbox",
+        &url,
+    ];
+    for args in [&status[..], &batch[..]] {
+        let started = std::time::Instant::now();
+        let ran = no_secret(run(server.send().args(args)));
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "took {took:?}: {ran:?}");
+        assert_eq!(ran.code, 3, "{args:?}: {ran:?}");
+        assert!(ran.all().contains("connect timeout"), "{ran:?}");
+        assert!(!ran.all().contains("pw_SILENT_db"), "{ran:?}");
+    }
+    assert!(
+        server.requests().is_empty(),
+        "nothing is sent without the outbox"
+    );
+}
+
+/// A duration over its documented maximum is a usage error where it enters, flag or
+/// environment (issue 23: `--max-elapsed 5000000000000h batch … --outbox o.db` was accepted and
+/// wedged the outbox), and nothing is sent or stored.
+#[test]
+fn a_duration_over_its_maximum_is_a_usage_error_and_stores_nothing() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let dir =
+        std::env::temp_dir().join(format!("hodoflow-send-hostile-dur-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let outbox = dir.join("o.db").display().to_string();
+    let events = TempFile::new("dur.ndjson", b"{\"event_id\":\"e-1\",\"body\":{}}\n");
+    let events = events.arg();
+    let batch = ["batch", TRIGGER, "--events", &events, "--outbox", &outbox];
+    for (flag, value) in [
+        ("--max-elapsed", "5000000000000h"),
+        ("--max-elapsed", "25h"),
+        ("--attempt-timeout", "86400001ms"),
+        ("--store-timeout", "25h"),
+        ("--lease", "169h"),
+    ] {
+        let ran = no_secret(run(server
+            .send()
+            .arg("--json")
+            .args(batch)
+            .args([flag, value])));
+        nothing_sent(&server, &ran);
+        assert!(ran.all().contains("maximum"), "{flag} {value}: {ran:?}");
+    }
+    let ran = run(server
+        .send()
+        .env("HODOFLOW_MAX_ELAPSED", "5000000000000h")
+        .args(batch));
+    nothing_sent(&server, &ran);
+    assert!(
+        !std::path::Path::new(&outbox).exists(),
+        "no outbox was created"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An outbox wedged by an old build (a job in flight under a lease ending at `i64::MAX`
+/// milliseconds, written directly into the SQLite file) recovers: `outbox retry` requeues it
+/// instead of refusing it as in flight, and a worker takes a wedged lease as expired.
+#[test]
+fn a_wedged_outbox_recovers_through_retry_and_the_worker() {
+    let contract = support::Contract::start();
+    let dir = std::env::temp_dir().join(format!(
+        "hodoflow-send-hostile-wedge-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let outbox = dir.join("o.db").display().to_string();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let stored = hodoflow_retry::outbox::Outbox::sqlite(&outbox)
+            .await
+            .unwrap();
+        for event in ["wedged-1", "wedged-2"] {
+            stored
+                .enqueue(
+                    event,
+                    hodoflow_retry::outbox::Target::webhook(support::TRIGGER),
+                    "{}",
+                )
+                .await
+                .unwrap();
+        }
+    });
+    let db = rusqlite::Connection::open(&outbox).unwrap();
+    let wedged = db
+        .execute(
+            "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = 'old-build', \
+             lease_until = 9223372036854775807, next_at = 9223372036854775807, \
+             claim = claim + 1, first_sent_at = created_at",
+            [],
+        )
+        .unwrap();
+    assert_eq!(wedged, 2);
+    drop(db);
+
+    let retry = run(contract
+        .send()
+        .args(["--json", "outbox", "--outbox", &outbox, "retry", "wedged-1"]));
+    assert_eq!(retry.code, 0, "a wedged job is requeued: {retry:?}");
+    let worker =
+        run(contract
+            .send()
+            .args(["outbox", "--outbox", &outbox, "worker", "--until-idle"]));
+    assert_eq!(worker.code, 0, "{worker:?}");
+    let status = run(contract
+        .send()
+        .args(["--json", "outbox", "--outbox", &outbox, "status"]));
+    assert_eq!(status.code, 0, "{status:?}");
+    let counts = status.json();
+    assert_eq!(counts["accepted"], 2, "{counts}");
+    assert_eq!(contract.ledger().total_runs(), 2, "each event ran once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23: a token server issuing `access_token: "accepted"` made `--json` print
+/// `"outcome":"<redacted>"`; one issuing a token with CR/LF, NUL or ESC gave 12 exchanges over
+/// 58 s, then exit 3. Each is now refused at its first exchange as an unusable token
+/// (`configuration`, exit 1: waiting cannot heal it), nothing is sent to the API, and the
+/// report's own words are intact.
+#[test]
+fn an_unusable_access_token_is_a_configuration_error_at_once() {
+    for token in [
+        "accepted",
+        "budget_exhausted",
+        "ok",
+        "tok-0001\r\nX-Injected: 1",
+        "tok-0001\u{0}padding",
+        "\u{1b}[31mtoken-with-escape",
+    ] {
+        let issued = token.to_owned();
+        let server = Hostile::raw(move |request, _| {
+            if request.is_token_exchange() {
+                return Reply::json(
+                    200,
+                    &serde_json::json!({"access_token": issued, "token_type": "Bearer",
+                                        "expires_in": 3600}),
+                );
+            }
+            Reply::accepted()
+        });
+        let started = std::time::Instant::now();
+        let ran = no_secret(run(server.send().env("HODOFLOW_MAX_ELAPSED", "20s").args(
+            [
+                "--json",
+                "webhook",
+                TRIGGER,
+                "--event-id",
+                "e-1",
+                "--data",
+                "{}",
+            ],
+        )));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{token:?}: at once"
+        );
+        assert_eq!(ran.code, 1, "{token:?}: {ran:?}");
+        let report = ran.json();
+        assert_eq!(report["outcome"], "error", "{token:?}: {report}");
+        assert_eq!(
+            report["error"]["kind"], "configuration",
+            "{token:?}: {report}"
+        );
+        let message = report["error"]["message"].as_str().unwrap();
+        assert!(message.contains("unusable token"), "{message}");
+        assert!(
+            !ran.stdout.contains("<redacted>"),
+            "{token:?}: {}",
+            ran.stdout
+        );
+        let requests = server.requests();
+        assert_eq!(
+            requests.len(),
+            1,
+            "one exchange, nothing else: {requests:?}"
+        );
+        assert!(requests[0].is_token_exchange());
+    }
+}
+
+/// Issue 23: an `--outbox` that no wait can heal was reported `[transport]`, exit 3. A
+/// directory, a device, a file that is not SQLite and a file in a missing directory are now a
+/// `configuration` error, exit 1, with the reason; a libpq connection string is refused with a
+/// hint to write a `postgres://` URL, exit 2, and no file named after it (password included) is
+/// created. Nothing is sent.
+#[test]
+fn an_outbox_that_cannot_heal_is_a_configuration_error_with_its_reason() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let dir =
+        std::env::temp_dir().join(format!("hodoflow-send-hostile-box-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_sqlite = dir.join("notes.txt");
+    std::fs::write(&not_sqlite, "these are notes, not a database\n".repeat(200)).unwrap();
+    let events = TempFile::new("box.ndjson", b"{\"event_id\":\"e-1\",\"body\":{}}\n");
+    let events = events.arg();
+    for (outbox, says) in [
+        (dir.display().to_string(), "directory"),
+        ("/dev/null".to_owned(), "not a regular file"),
+        (not_sqlite.display().to_string(), "not an SQLite database"),
+        (
+            dir.join("missing").join("o.db").display().to_string(),
+            "cannot be opened or created",
+        ),
+    ] {
+        let status = run(server
+            .send()
+            .args(["--json", "outbox", "--outbox", &outbox, "status"]));
+        let batch = run(server.send().args([
+            "--json", "batch", TRIGGER, "--events", &events, "--outbox", &outbox,
+        ]));
+        for ran in [status, batch] {
+            assert_eq!(ran.code, 1, "{outbox}: {ran:?}");
+            assert!(ran.all().contains("configuration"), "{outbox}: {ran:?}");
+            assert!(ran.all().contains(says), "{outbox}: {ran:?}");
+            assert!(!ran.all().contains("[transport]"), "{outbox}: {ran:?}");
+        }
+    }
+    let libpq = "host=127.0.0.1 user=u password=pw_LIBPQ_secret dbname=x";
+    let ran = no_secret(run(server
+        .send()
+        .current_dir(&dir)
+        .args(["--json", "outbox", "--outbox", libpq, "status"])));
+    assert_eq!(ran.code, 2, "{ran:?}");
+    assert!(ran.all().contains("postgres://"), "{ran:?}");
+    assert!(!ran.all().contains("pw_LIBPQ_secret"), "{ran:?}");
+    let created: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        created,
+        vec![std::ffi::OsString::from("notes.txt")],
+        "no file created"
+    );
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23: an events file that starts with a UTF-8 byte-order mark was refused with a JSON
+/// parse error at line 1, column 1; it is now read, with CRLF line ends too.
+#[test]
+fn an_events_file_with_a_byte_order_mark_and_crlf_is_delivered() {
+    let server = Hostile::start(|_, _| Reply::accepted());
+    let events = TempFile::new(
+        "bom.ndjson",
+        b"\xEF\xBB\xBF{\"event_id\":\"e-1\",\"body\":{}}\r\n{\"event_id\":\"e-2\",\"body\":{}}\r\n",
+    );
+    let ran = no_secret(run(server.send().args([
+        "--json",
+        "batch",
+        TRIGGER,
+        "--events",
+        &events.arg(),
+    ])));
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let lines = ran.json_lines();
+    assert_eq!(lines.len(), 2, "{ran:?}");
+    assert!(
+        lines.iter().all(|line| line["outcome"] == "accepted"),
+        "{ran:?}"
+    );
+}
