@@ -73,7 +73,10 @@ impl Budget {
     /// between such attempts, growing with the backoff) bounds how many there can be. So a server
     /// that sheds load with `503` or `429` and `Retry-After` for longer than five answers does not
     /// cost the operation; see [`count_paced_attempts`](Self::count_paced_attempts) to count them.
-    /// `max_attempts(1)` turns retrying off: one request, paced or not.
+    /// Nor is a probe the service refused: while the client's retry budget holds calls because
+    /// the service is down, one held attempt at a time goes as its probe, and a refusal only
+    /// tells it the outage goes on (see [`RetryBudget`](crate::RetryBudget)); the probe pace
+    /// bounds that load. `max_attempts(1)` turns retrying off: one request, paced or not.
     ///
     /// Default: 5 attempts, the first included. At least 1.
     pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
@@ -116,7 +119,8 @@ impl Budget {
     /// back, at the server's pace, until [`max_elapsed`](Self::max_elapsed) runs out (issue 18:
     /// with every shed answer spending one of five attempts, a call outlived only 5 to 8 s of
     /// shedding, and a fleet lost 24,215 events to triggers that ended within the budget). Set
-    /// `true` for a hard cap on requests per operation whatever the server says.
+    /// `true` for a hard cap on requests per operation whatever the server says: refused probes
+    /// of the retry budget then count too.
     ///
     /// # Examples
     ///
@@ -245,11 +249,12 @@ impl Deadline {
         self.budget.max_attempts.saturating_sub(made)
     }
 
-    /// Whether a retried attempt counts against `max_attempts`: not when the server `paced` it
-    /// (a `Retry-After` the next attempt waits for), unless retrying is off or paced attempts
-    /// are counted (see [`Budget::max_attempts`]).
-    pub(crate) fn counts(&self, paced: bool) -> bool {
-        !paced || self.budget.count_paced_attempts || self.budget.max_attempts == 1
+    /// Whether a retried attempt counts against `max_attempts`: not when it was `free` (the
+    /// server paced it with `Retry-After`, or it was the retry budget's probe and the service
+    /// refused it), unless retrying is off or paced attempts are counted (see
+    /// [`Budget::max_attempts`]).
+    pub(crate) fn counts(&self, free: bool) -> bool {
+        !free || self.budget.count_paced_attempts || self.budget.max_attempts == 1
     }
 
     /// Whether `wait`, starting at `now`, may be slept. A wait that would end at or past the end

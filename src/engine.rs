@@ -162,7 +162,8 @@ impl Engine {
         // credential itself is refused.
         let mut reexchanged = false;
         let mut retries = 0;
-        // Attempts that count against `max_attempts`: those the server paced count by time.
+        // Attempts that count against `max_attempts`: those the server paced, and refused
+        // probes, count by time.
         let mut counted = 0;
         // Retry tokens this call took, refunded if it succeeds.
         let mut spent = 0;
@@ -268,6 +269,7 @@ impl Engine {
             if let (Some(fleet), Some(wait)) = (&policy.fleet, closed_for) {
                 fleet.slow_down(wait).await;
             }
+            let probe = ticket.is_probe();
             self.retry_budget
                 .answered(ticket, answer.status(), retry_after);
             let mut verdict = classify(request.surface, &answer);
@@ -291,8 +293,11 @@ impl Engine {
                 );
                 return Err(stopped(request, &answer, attempts).redacting(secret(&token)));
             }
-            let paced = retry_after.is_some_and(|wait| wait >= RetryBudget::FREE_AFTER_RETRY_AFTER);
-            if verdict == Verdict::ReexchangeOnce || deadline.counts(paced) {
+            // A probe the service refused only told the client it is still down: the call keeps
+            // its attempt, and the probe pace bounds its load (`retry_budget.rs`).
+            let free = probe
+                || retry_after.is_some_and(|wait| wait >= RetryBudget::FREE_AFTER_RETRY_AFTER);
+            if verdict == Verdict::ReexchangeOnce || deadline.counts(free) {
                 counted += 1;
             }
             let next = match verdict {
@@ -343,7 +348,6 @@ impl Engine {
                     paced: reason == WaitReason::RetryAfter
                         && retry_after
                             .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
-                    last: deadline.attempts_left(counted) == 1,
                 }
             };
             let cause = RetryCause::of(answer.status(), answer.transport(), profile.in_progress);

@@ -36,16 +36,17 @@
 //!    [`RetryBudget::DOWN_AT`] or more in either horizon (at most a quarter accepted, over at least
 //!    20 answers) the service is down, and every attempt, **first attempts included**, holds
 //!    instead of sending. **A hold is decided by time, not by a count of refused probes**:
-//!    - a held attempt keeps holding, sending nothing, up to its own deadline less one attempt's
-//!      time (the attempt timeout, at most a quarter of the call's budget), so it rides out any
-//!      blip its budget could. Then it is due: it goes as the probe when nothing else is in
-//!      flight and the next probe is due, at the probes' pace below, even as a call's final
-//!      attempt (its last chance: a sequential sender's held call, or a pool whose calls are all
-//!      on their final attempt), and is refused with `retry_budget_exhausted`, nothing sent,
-//!      only when its time runs out first. So a wave of calls that began holding together
-//!      spends one request each probe interval, not one each (a storm of 200 calls in a 10 s
-//!      outage sent 1.64 requests a call when due calls went one every 100 ms), and the first
-//!      due probe accepted after a blip releases the rest through the ramp;
+//!    - a held attempt keeps holding, sending nothing, until it is the probe (below), the ramp
+//!      releases it, or its time runs out: it is refused with `retry_budget_exhausted`, nothing
+//!      sent, once less than half an attempt's time is left, so it rides out any blip its
+//!      budget could. Any held attempt may be the probe, **a call's final attempt included: a
+//!      probe the service refuses does not spend the call's attempt** (the engine does not
+//!      count it against `Budget::max_attempts`). So a sequential sender, or a pool whose calls
+//!      are all on their final attempt, sees a heal within a probe interval (a sequential
+//!      sender used to hold its final attempt to its deadline less one attempt's time, and a
+//!      1.5 s blip stalled it for 45 s), and a wave of calls that began holding together spends
+//!      one request a probe interval, not one each (`storm`: 1.64 requests an operation when
+//!      each held call spent a last chance at its deadline);
 //!    - or sooner, once the service has been down for longer than the call's **whole budget**
 //!      and the newest probe was refused: no blip this call could ride out is going on, so a
 //!      sender's backlog ends as "send later" instead of holding wave after wave;
@@ -102,7 +103,9 @@
 //! # Limits
 //!
 //! The hold keeps a call's attempt count for after the outage: a call held for 40 s still has
-//! its attempts when it is released. A call's budget (`Budget::max_elapsed`) is still the bound
+//! its attempts when it is released, and the probes it sent meanwhile, refused, did not spend
+//! them: in an outage a held call's requests are bounded by the probe rate and its time, not by
+//! `max_attempts` (set `Budget::count_paced_attempts(true)` for a hard cap on requests). A call's budget (`Budget::max_elapsed`) is still the bound
 //! on how long it lasts. Each client decides alone: a fleet of many processes on one credential
 //! shares no hold (the outbox's workers share the credential's pause through their store).
 
@@ -308,8 +311,7 @@ impl RetryBudget {
             return Ok(shared.ticket(cost, None, shared.clock.now()));
         }
         let first = admission == Admission::First;
-        let last = matches!(admission, Admission::Retry { last: true, .. });
-        shared.admit_slow(cost, first, last, limits).await
+        shared.admit_slow(cost, first, limits).await
     }
 
     /// How long the service has been down, as this budget's answers tell: `None` while it is up
@@ -403,12 +405,8 @@ pub(crate) enum Admission {
     /// The attempt after a token re-exchange: free.
     Reexchange,
     /// A retry. `paced` when it follows a `Retry-After` of at least
-    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`]; `last` when it is the call's final attempt.
-    Retry {
-        after_timeout: bool,
-        paced: bool,
-        last: bool,
-    },
+    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`].
+    Retry { after_timeout: bool, paced: bool },
 }
 
 /// An admitted attempt; answer it with [`RetryBudget::answered`]. Dropped unanswered (the call
@@ -431,7 +429,6 @@ impl Ticket {
     }
 
     /// Whether this attempt goes as the client's probe while the service is down.
-    #[cfg(test)]
     pub(crate) fn is_probe(&self) -> bool {
         self.admitted
             .as_ref()
@@ -904,7 +901,6 @@ impl Shared {
         self: &Arc<Self>,
         cost: u32,
         first: bool,
-        last: bool,
         limits: Limits,
     ) -> Result<Ticket, Refusal> {
         let started = self.clock.now();
@@ -920,7 +916,7 @@ impl Shared {
                 .waiting
                 .load(Ordering::Relaxed)
                 .saturating_sub(u64::from(waiting.is_some()));
-            let wait = match self.step(cost, first, last, started, limits, &mut hold, waiting_too) {
+            let wait = match self.step(cost, first, started, limits, &mut hold, waiting_too) {
                 Step::Go(ticket) => return Ok(ticket),
                 Step::Refuse(refusal) => {
                     self.local_rejections.fetch_add(1, Ordering::Relaxed);
@@ -950,7 +946,6 @@ impl Shared {
         self: &Arc<Self>,
         cost: u32,
         first: bool,
-        last: bool,
         started: Instant,
         limits: Limits,
         hold: &mut Hold,
@@ -979,7 +974,7 @@ impl Shared {
             hold.released = true;
         }
         if !hold.released && state.down(now) {
-            match self.hold(&mut state, now, waited, last, limits, hold) {
+            match self.hold(&mut state, now, waited, limits, hold) {
                 Held::Released => {}
                 Held::Probe => {
                     state.probes.sent += 1;
@@ -1041,7 +1036,6 @@ impl Shared {
         state: &mut State,
         now: Instant,
         waited: Duration,
-        last: bool,
         limits: Limits,
         hold: &mut Hold,
     ) -> Held {
@@ -1067,9 +1061,11 @@ impl Shared {
             }
         }
         // A probe goes only when nothing else is in flight: answers still on their way are
-        // evidence too, and a probe sent among them would meet the same blip. A call's final
-        // attempt is never spent as a probe: it is kept for after the outage.
-        if !last && now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
+        // evidence too, and a probe sent among them would meet the same blip. Any held attempt
+        // may be the probe, a call's final attempt included: a refused probe does not spend
+        // the call's attempt (the engine does not count it), so a sequential sender, or a pool
+        // whose calls are all on their final attempt, still sees the heal.
+        if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
             return Held::Probe;
         }
         let down_for = state.down_for(now);
@@ -1080,19 +1076,13 @@ impl Shared {
                 budget: limits.rides_out,
             });
         }
-        // Its hold is over, with one attempt's time left: it is due. It goes as the probe when
-        // nothing else is in flight and the next probe is due, at the probes' pace for the
-        // outage's age, final attempt or not (its last chance: a sequential sender, or a pool
-        // whose calls are all on their final attempt, rides out a blip as long as its budget
-        // allows, and the first accepted probe releases the others through the ramp); it is
-        // refused only when its time runs out first, so a wave that began holding together
-        // spends one request a probe interval, not one each.
+        // Its hold is over, with one attempt's time left: it is due. It still goes as the probe
+        // when its turn comes (above), at the probes' pace for the outage's age, and is refused
+        // only when its time runs out first: a wave that began holding together spends one
+        // request a probe interval, not one each.
         let held_left = limits.hold.saturating_sub(waited);
         if held_left.is_zero() {
             let due_at = state.probes.next_at;
-            if now >= due_at && self.in_flight.load(Ordering::Acquire) == 0 {
-                return Held::Probe;
-            }
             let due_left = limits.due.saturating_sub(waited);
             if due_left.is_zero() {
                 return Held::Refuse(Refusal::Down {
@@ -1220,12 +1210,10 @@ mod tests {
     const RETRY: Admission = Admission::Retry {
         after_timeout: false,
         paced: false,
-        last: false,
     };
     const TIMEOUT_RETRY: Admission = Admission::Retry {
         after_timeout: true,
         paced: false,
-        last: false,
     };
     const LONG: Duration = Duration::from_secs(30);
     const OK: Option<StatusCode> = Some(StatusCode::ACCEPTED);
@@ -1263,7 +1251,6 @@ mod tests {
         let free = Admission::Retry {
             after_timeout: false,
             paced: true,
-            last: false,
         };
         for _ in 0..count {
             let ticket = budget.admit(free, Limits::of(LONG)).await.unwrap();
@@ -1525,30 +1512,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_final_attempt_is_never_spent_as_a_probe() {
+    async fn a_held_retry_goes_as_the_probe_when_one_is_due_and_waits_otherwise() {
         let budget = RetryBudget::new();
         answer(&budget, 30, DOWN).await;
         tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
-        let last = Admission::Retry {
+        let retry = Admission::Retry {
             after_timeout: false,
             paced: false,
-            last: true,
         };
-        let hold = Duration::from_secs(10);
+        let call = limits(Duration::from_secs(10), Duration::from_secs(40));
         let started = Instant::now();
-        let ticket = budget
-            .admit(last, limits(hold, Duration::from_secs(40)))
-            .await
-            .expect("its last chance, as the probe");
+        // Any held attempt may be the probe, a call's final one included: the engine does not
+        // count a refused probe against the call's attempts.
+        let probe = budget.admit(retry, call).await.expect("the probe");
+        assert_eq!(started.elapsed(), Duration::ZERO, "a probe was due");
+        assert!(probe.is_probe());
+        budget.answered(probe, DOWN, None);
+        let next = budget.admit(retry, call).await.expect("the next probe");
         assert_eq!(
             started.elapsed(),
-            hold,
-            "held to the end of its hold, sending nothing"
+            RetryBudget::PROBE_INTERVAL,
+            "held, sending nothing, until the next probe was due"
         );
-        assert!(
-            ticket.is_probe(),
-            "nothing else in flight at the end of its hold"
-        );
+        assert!(next.is_probe());
     }
 
     #[tokio::test(start_paused = true)]
@@ -1686,7 +1672,6 @@ mod tests {
         let paced = Admission::Retry {
             after_timeout: false,
             paced: true,
-            last: false,
         };
         for _ in 0..10 {
             assert_eq!(take(&budget, paced).await, Ok(0));

@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use hodoflow_retry::{
     Answer, AttemptFuture, AttemptResult, AttemptTransport, Budget, DeliveryId, ErrorKind,
-    IdempotencyKey, Outgoing, RetryingClient, TransportKind, WaitReason, WebhookOutcome,
+    IdempotencyKey, Outgoing, RetryBudget, RetryingClient, TransportKind, WaitReason,
+    WebhookOutcome,
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::time::Instant;
@@ -335,12 +336,21 @@ async fn count_paced_attempts_keeps_max_attempts_a_hard_cap() {
 #[tokio::test(start_paused = true)]
 async fn answers_without_retry_after_still_spend_the_attempts() {
     // 503 without `Retry-After`, and with one shorter than a second: the client's own schedule.
+    // Without the retry budget, whose refused probes are free (the service found down after
+    // four answers, the fifth attempt would probe until the script runs out).
     let script = Script::new(
         [Reply::Status(503, None); 3]
             .into_iter()
             .chain([Reply::Status(503, Some(RetryAfter::Seconds(0))); 9]),
     );
-    let error = client(&script, Budget::new())
+    let client = RetryingClient::builder("http://127.0.0.1:9")
+        .bearer_token("t0k3n")
+        .retry_budget(RetryBudget::disabled())
+        .transport(Scripted(script.clone()))
+        .seed(7)
+        .build()
+        .unwrap();
+    let error = client
         .deliver("trigger-token", "{}")
         .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
             "event-1",
@@ -369,4 +379,34 @@ async fn one_attempt_is_one_request_even_when_the_server_paces_it() {
     assert_eq!(error.attempts().len(), 1);
     assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
     assert_eq!(script.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_call_in_a_sustained_outage_probes_at_the_probe_pace_until_its_time_runs_out() {
+    // 503 without `Retry-After` for good: after four answers the service is down, and the call's
+    // held fifth attempt goes as the client's probe, over and over, each refusal free: its load
+    // is the probe rate (every 100 ms for 2 s, then a tenth of the outage's age), never a burst.
+    let script = Script::new([Reply::Status(503, None); 1_000]);
+    let budget = Budget::new().max_elapsed(Duration::from_secs(20));
+    let started = Instant::now();
+    let error = client(&script, budget)
+        .deliver("trigger-token", "{}")
+        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+            "event-1",
+        )))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_retryable(), "{error}");
+    assert!(!error.may_have_run());
+    assert!(started.elapsed() <= Duration::from_secs(20));
+    let sent = script.seen.lock().unwrap().len();
+    assert!(sent > 5, "probes beyond max_attempts: {sent}");
+    // 4 attempts, about 20 probes in the outage's first 2 s, then 10 ln(age / 2 s) more.
+    assert!(sent <= 45, "{sent} requests in 20 s");
+    let gaps = gaps(&script);
+    assert!(
+        gaps[4..].iter().all(|gap| *gap >= Duration::from_millis(100)),
+        "never two probes within 100 ms: {gaps:?}"
+    );
 }

@@ -19,7 +19,7 @@ pub(super) const SHORT: usize = 5;
 pub(super) const K: f64 = 2.0;
 /// Fewer answered attempts than this in a horizon say nothing: a ratio of 0. Four, so a
 /// sequential sender whose first call met four refusals in a row (and no accept in two minutes)
-/// holds its final attempt instead of spending it; a client with accepts in its history needs
+/// holds its next attempt and probes instead of spending it; a client with accepts in its history needs
 /// three refusals for each accept to be down.
 pub(super) const MIN_SAMPLE: u32 = 4;
 
