@@ -406,7 +406,9 @@ async fn a_held_call_in_a_sustained_outage_probes_at_the_probe_pace_until_its_ti
     assert!(sent <= 45, "{sent} requests in 20 s");
     let gaps = gaps(&script);
     assert!(
-        gaps[4..].iter().all(|gap| *gap >= Duration::from_millis(100)),
+        gaps[4..]
+            .iter()
+            .all(|gap| *gap >= Duration::from_millis(100)),
         "never two probes within 100 ms: {gaps:?}"
     );
 }

@@ -76,7 +76,7 @@
 //!   but is metastable with 1,000 or more small open-loop senders: its budget decides per client.
 //! - With shedding (503 + `Retry-After`), nobody is metastable. The SDK lost 24,215 events in
 //!   long deep drops while each shed answer spent one of its 5 attempts; since paced attempts
-//!   count against the call's time only, it loses 654, in the 20-30 s drops of 60-80 %, where
+//!   count against the call's time only, it loses 642, in the 20-30 s drops of 60-80 %, where
 //!   document 001's backoff on 503 outgrows the 60 s budget.
 //!
 //! # Running
