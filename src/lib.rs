@@ -115,6 +115,7 @@ mod request;
 mod retry_budget;
 mod run;
 mod schedule;
+mod signing;
 mod stats;
 mod transport;
 mod trigger_limit;
@@ -149,6 +150,7 @@ pub use schedule::BackoffCrateSchedule;
 #[cfg(feature = "backon")]
 pub use schedule::BackonSchedule;
 pub use schedule::Schedule;
+pub use signing::{MIN_SECRET_BYTES, SigningSecret};
 pub use stats::{Retries, Stats};
 pub use transport::{AttemptFuture, AttemptTransport, Outgoing};
 pub use trigger_limit::TriggerLimit;
