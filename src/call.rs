@@ -396,11 +396,11 @@ fn refused_signature(error: Error, signer: &Signer) -> Error {
         return error;
     }
     let secrets = match signer.len() {
-        1 => "the signing secret",
-        _ => "the signing secrets",
+        1 => "the signing secret with fingerprint",
+        _ => "the signing secrets with fingerprints",
     };
     error.with_note(format!(
-        "; the trigger refused the signatures of {secrets} with fingerprint {}: a retry signed with the same secret cannot succeed, check the trigger's secret",
+        "; the trigger refused the signatures of {secrets} {}",
         signer.fingerprints()
     ))
 }

@@ -132,7 +132,7 @@ async fn a_wrong_secret_stops_after_one_422_naming_its_fingerprint_and_never_the
     let fingerprint = SigningSecret::new(WRONG).unwrap().fingerprint();
     assert!(message.contains(&fingerprint), "{message}");
     assert!(
-        message.contains("a retry signed with the same secret cannot succeed"),
+        message.contains("a re-signed retry with the same secret cannot succeed"),
         "{message}"
     );
     let ledger = server.ledger();
