@@ -17,7 +17,7 @@ use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
-use crate::profile::hodoflow::WEBHOOKS_PREFIX;
+use crate::profile::hodoflow::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::{FixedRequest, check_trigger_token, is_path_segment};
 use crate::schedule::{Schedule, SharedSchedule};
@@ -404,6 +404,3 @@ fn refused_signature(error: Error, signer: &Signer) -> Error {
         signer.fingerprints()
     ))
 }
-
-/// The runtime body of a trigger that refused a delivery's authentication (document 001).
-const UNSUPPORTED_AUTHENTICATION: &str = "Unsupported trigger authentication";
