@@ -367,6 +367,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_seed_file_trigger_may_carry_signing_secrets() {
+        let seed: TriggerSeed = serde_json::from_str(
+            r#"{"token":"trg_1","organization":"acme","signing_secrets":["whsec_old","whsec_new"]}"#,
+        )
+        .unwrap();
+        assert_eq!(seed.signing_secrets, ["whsec_old", "whsec_new"]);
+        let plain: TriggerSeed =
+            serde_json::from_str(r#"{"token":"trg_2","organization":"acme"}"#).unwrap();
+        assert!(plain.signing_secrets.is_empty(), "unsigned by default");
+    }
+
+    #[test]
     fn debug_never_prints_a_client_secret_or_trigger_token() {
         let client = format!("{:?}", ClientSeed::new("svc", "s3cr3t", "acme"));
         let trigger = format!(
