@@ -61,6 +61,9 @@ pub(crate) fn delivery_identity(
     format!("hash:{hex}")
 }
 
+/// The largest skew a [`FaultAction::SkewedClock`] applies: 100 years.
+const MAX_SKEW_SECS: u64 = 100 * 365 * 24 * 3600;
+
 /// The secret a [`FaultAction::RotatedSecret`] rotates in: no sender holds it.
 const ROTATED_IN: &str = "whsec_cm90YXRlZC1pbi1ieS10aGUtY29udHJhY3Qtc2VydmVy";
 
@@ -183,7 +186,8 @@ async fn handle(
                 &rotated[..]
             }
             Some(FaultAction::SkewedClock { skew_secs }) => {
-                let skew = Duration::from_secs(skew_secs.unsigned_abs());
+                // Clamped, so that no fault sent to the control endpoint overflows the clock.
+                let skew = Duration::from_secs(skew_secs.unsigned_abs().min(MAX_SKEW_SECS));
                 check_at = if *skew_secs >= 0 {
                     now + skew
                 } else {

@@ -239,6 +239,21 @@ async fn a_skewed_clock_refuses_a_fresh_signature_and_a_rotated_secret_a_valid_o
 }
 
 #[tokio::test]
+async fn a_skew_of_any_size_refuses_without_overflowing_the_clock() {
+    let (clock, builder) = clocked();
+    let (server, caller) = signed(builder, &[SECRET]).await;
+    let now = unix(clock.now());
+    for skew in [i64::MAX, i64::MIN] {
+        server.inject(Fault::skewed_clock(skew).on("POST", "/api/v1/webhooks/"));
+        assert_refused(&deliver_signed(&caller, "evt-1", SECRET, now).await);
+    }
+    assert_eq!(
+        verdicts(&server),
+        [SignatureVerdict::Stale, SignatureVerdict::Future]
+    );
+}
+
+#[tokio::test]
 async fn an_unsigned_trigger_ignores_the_signature_headers() {
     let (server, caller) = support::demo().await;
 
