@@ -285,7 +285,7 @@ fn a_malformed_client_secret_is_an_error_at_build_time_that_never_quotes_it() {
     }
 }
 
-/// Waits `0` before each retry: the wait the test chose.
+/// Waits the same time before every retry: the wait the test chose.
 #[derive(Debug)]
 struct Steady(Duration);
 
