@@ -17,10 +17,11 @@ use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::outcome::{Delivery, Response, WebhookOutcome};
-use crate::profile::hodoflow::WEBHOOKS_PREFIX;
+use crate::profile::hodoflow::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::{FixedRequest, check_trigger_token, is_path_segment};
 use crate::schedule::{Schedule, SharedSchedule};
+use crate::signing::Signer;
 use crate::transport::Http;
 use crate::trigger_limit::TriggerKey;
 
@@ -178,6 +179,8 @@ pub struct Delivering<'a> {
     headers: HeaderMap,
     legacy_org: Option<String>,
     policy: Policy,
+    /// This delivery's own signing secrets; `None`: the client's.
+    signing_secrets: Option<Vec<Secret>>,
 }
 
 impl fmt::Debug for Delivering<'_> {
@@ -188,6 +191,10 @@ impl fmt::Debug for Delivering<'_> {
             .field("id", &self.id)
             .field("legacy_org", &self.legacy_org)
             .field("policy", &self.policy)
+            .field(
+                "signing_secrets",
+                &self.signing_secrets.as_ref().map(Vec::len),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -202,7 +209,35 @@ impl<'a> Delivering<'a> {
             headers: HeaderMap::new(),
             legacy_org: None,
             policy: client.inner.policy.clone(),
+            signing_secrets: None,
         }
+    }
+
+    /// Signs this delivery with `secret` instead of the client's secrets: for a sender that
+    /// holds one secret per trigger. Called again, it adds a secret (a rotation), as
+    /// [`signing_secrets`](Self::signing_secrets) does. See
+    /// [`ClientBuilder::signing_secret`](crate::ClientBuilder::signing_secret).
+    ///
+    /// Default: the client's signing secrets, if any.
+    pub fn signing_secret(mut self, secret: impl Into<Secret>) -> Self {
+        self.signing_secrets
+            .get_or_insert_with(Vec::new)
+            .push(secret.into());
+        self
+    }
+
+    /// Signs this delivery with each of `secrets` instead of the client's secrets (every
+    /// attempt sends one signature per secret); an empty list sends this delivery unsigned. A
+    /// malformed secret is an `invalid_input` error from [`send`](Self::send), before anything
+    /// is sent.
+    ///
+    /// Default: the client's signing secrets, if any.
+    pub fn signing_secrets<S: Into<Secret>>(
+        mut self,
+        secrets: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.signing_secrets = Some(secrets.into_iter().map(Into::into).collect());
+        self
     }
 
     /// The stable delivery ID of this event, sent as `Idempotency-Key` (or as the provider
@@ -279,9 +314,11 @@ impl<'a> Delivering<'a> {
     /// # Errors
     ///
     /// Before anything is sent: `payload_too_large` over the client's body limit,
-    /// `invalid_input` for a malformed trigger token or route, or a missing delivery ID. After:
-    /// an [`Error`] whose [`may_have_run`](Error::may_have_run) says whether the delivery may
-    /// have started a run.
+    /// `invalid_input` for a malformed trigger token, route or signing secret, or a missing
+    /// delivery ID. After: an [`Error`] whose [`may_have_run`](Error::may_have_run) says whether
+    /// the delivery may have started a run. A signed delivery the trigger refuses with `422
+    /// Unsupported trigger authentication` stops after that one attempt (a retry signed with
+    /// the same secrets cannot succeed), and the error names each secret's fingerprint.
     pub async fn send(self) -> Result<Delivery> {
         let inner = &self.client.inner;
         if self.body.len() > inner.webhook_body_limit {
@@ -319,14 +356,51 @@ impl<'a> Delivering<'a> {
             }
             None => format!("{WEBHOOKS_PREFIX}{token}"),
         };
+        let signer = match &self.signing_secrets {
+            Some(secrets) => Signer::parse(secrets)?,
+            None => inner.signer.clone(),
+        };
         let trigger = TriggerKey::of(token);
-        let request =
-            FixedRequest::webhook(&inner.base, &path, trigger, &id, self.body, &self.headers)?;
+        let request = FixedRequest::webhook(
+            &inner.base,
+            &path,
+            trigger,
+            &id,
+            self.body,
+            &self.headers,
+            signer,
+        )?;
         let answered = inner
             .engine
             .run(&request, self.policy, &mut Http(&inner.http))
-            .await?;
+            .await
+            .map_err(|error| match &request.signer {
+                Some(signer) => refused_signature(error, signer),
+                None => error,
+            })?;
         let outcome = WebhookOutcome::from_body(&answered.body);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }
+}
+
+/// The error of a signed delivery, naming the secrets' fingerprints when the trigger refused
+/// their signatures (`422 Unsupported trigger authentication`).
+fn refused_signature(error: Error, signer: &Signer) -> Error {
+    let refused = error.status() == Some(http::StatusCode::UNPROCESSABLE_ENTITY)
+        && error.body().is_some_and(|body| {
+            crate::classify::error_codes(crate::Surface::Webhook, body)
+                .iter()
+                .any(|code| code == UNSUPPORTED_AUTHENTICATION)
+        });
+    if !refused {
+        return error;
+    }
+    let secrets = match signer.len() {
+        1 => "the signing secret with fingerprint",
+        _ => "the signing secrets with fingerprints",
+    };
+    error.with_note(format!(
+        "; the trigger refused the signatures of {secrets} {}",
+        signer.fingerprints()
+    ))
 }

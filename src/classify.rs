@@ -433,6 +433,24 @@ mod tests {
     }
 
     #[test]
+    fn an_unsupported_trigger_authentication_stops_saying_a_re_signed_retry_cannot_succeed() {
+        let refused = answer(422, r#"{"error":"Unsupported trigger authentication"}"#);
+        assert_eq!(classify(Surface::Webhook, &refused), Stop(Unprocessable));
+        let error = final_error(Surface::Webhook, &refused, SystemTime::now());
+        assert_eq!(
+            error.to_string(),
+            "unprocessable request (422 Unsupported trigger authentication): fix the trigger's authentication or the signing secret; a re-signed retry with the same secret cannot succeed"
+        );
+        let failed = answer(422, r#"{"error":"Processing failed"}"#);
+        let error = final_error(Surface::Webhook, &failed, SystemTime::now());
+        assert!(
+            error
+                .to_string()
+                .ends_with("fix payload or trigger configuration")
+        );
+    }
+
+    #[test]
     fn final_error_names_a_missing_webhook_trigger() {
         let answer = answer(404, r#"{"error":"Trigger not found"}"#);
         let error = final_error(Surface::Webhook, &answer, SystemTime::now());

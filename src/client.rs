@@ -21,6 +21,7 @@ use crate::rate::{RateBudget, RateGate};
 use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
 use crate::schedule::{Schedule, SharedSchedule};
+use crate::signing::Signer;
 use crate::stats::{Counters, Stats};
 use crate::transport::{self, AttemptTransport, Sender};
 use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
@@ -61,6 +62,7 @@ pub struct ClientBuilder {
     transport: Option<Arc<dyn AttemptTransport>>,
     http2_prior_knowledge: bool,
     seed: Option<u64>,
+    signing_secrets: Vec<Secret>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -74,6 +76,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("retry_budget", &self.retry_budget)
             .field("trigger_limit", &self.trigger_limit)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
+            .field("signing_secrets", &self.signing_secrets.len())
             .finish_non_exhaustive()
     }
 }
@@ -103,6 +106,7 @@ impl ClientBuilder {
             transport: None,
             http2_prior_knowledge: false,
             seed: None,
+            signing_secrets: Vec::new(),
         }
     }
 
@@ -279,6 +283,51 @@ impl ClientBuilder {
         self
     }
 
+    /// Signs every webhook delivery of this client with `secret`, a Standard Webhooks secret
+    /// (`whsec_` followed by the base64 of at least 24 bytes), for triggers that demand signed
+    /// deliveries (CONTRACT.md, "Signed deliveries"). Every attempt carries `webhook-id` (the
+    /// delivery ID), `webhook-timestamp` (when that attempt is sent) and `webhook-signature`,
+    /// made again for each attempt over the same body bytes, so a retry minutes later is never
+    /// stale. Called again, it adds a secret, as [`signing_secrets`](Self::signing_secrets)
+    /// does. Writes, reads and GraphQL are never signed.
+    ///
+    /// The secret is never logged, nor shown in `Debug` or in an error: those name it by its
+    /// [fingerprint](crate::SigningSecret::fingerprint).
+    ///
+    /// Default: none; deliveries are unsigned. A delivery may override it with
+    /// [`Delivering::signing_secrets`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hodoflow_retry::RetryingClient;
+    ///
+    /// let client = RetryingClient::builder("https://hodoflow.example")
+    ///     .client_credentials("sender-1", "s3cr3t")
+    ///     .signing_secret("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), hodoflow_retry::Error>(())
+    /// ```
+    pub fn signing_secret(mut self, secret: impl Into<Secret>) -> Self {
+        self.signing_secrets.push(secret.into());
+        self
+    }
+
+    /// Signs every webhook delivery with each of `secrets`: during a key rotation the old and
+    /// the new secret both sign, and every attempt sends both signatures, space-separated, so a
+    /// trigger holding either accepts it. Replaces the secrets set before; an empty list turns
+    /// signing off. See [`signing_secret`](Self::signing_secret).
+    ///
+    /// Default: none; deliveries are unsigned.
+    pub fn signing_secrets<S: Into<Secret>>(
+        mut self,
+        secrets: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.signing_secrets = secrets.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Seeds the draws of this client's jitter (backoff, the gate's spread), so the same calls
     /// against the same answers wait the same times: for tests and simulations. The retry
     /// budget has a seed of its own ([`RetryBudgetBuilder::seed`](crate::RetryBudgetBuilder::seed)).
@@ -295,9 +344,12 @@ impl ClientBuilder {
     ///
     /// An `invalid_input` error when the base URL is not an http(s) URL with a host, or holds a
     /// user name, password, query or fragment; when no exchanger or client credentials are set,
-    /// the budget is invalid, the answer limit or the poll interval is zero.
+    /// the budget is invalid, the answer limit or the poll interval is zero; when a signing
+    /// secret is not `whsec_` followed by the base64 of at least 24 bytes (the error does not
+    /// quote it).
     pub fn build(self) -> Result<RetryingClient> {
         let base = endpoint::base_url(&self.base_url, "the base URL")?;
+        let signer = Signer::parse(&self.signing_secrets)?;
         self.policy.budget.validate()?;
         if self.answer_limit == 0 {
             return Err(Error::invalid_input("max_answer_bytes must be at least 1"));
@@ -364,6 +416,7 @@ impl ClientBuilder {
                 policy: self.policy,
                 webhook_body_limit: self.webhook_body_limit,
                 poll_interval: self.poll_interval,
+                signer,
             }),
         })
     }
@@ -388,6 +441,8 @@ pub(crate) struct Inner {
     pub(crate) policy: Policy,
     pub(crate) webhook_body_limit: usize,
     pub(crate) poll_interval: Duration,
+    /// The secrets every delivery is signed with, unless it sets its own.
+    pub(crate) signer: Option<Signer>,
 }
 
 impl RetryingClient {

@@ -246,6 +246,12 @@ impl Error {
         self
     }
 
+    /// Adds `note` to the end of the message. Never put a secret in it.
+    pub(crate) fn with_note(mut self, note: impl fmt::Display) -> Self {
+        self.0.message = Cow::Owned(format!("{}{note}", self.0.message));
+        self
+    }
+
     /// Replaces `secret` wherever the message quotes it, as it does when a server echoes a
     /// token in an error code. The body is the server's own text and stays as it came.
     pub(crate) fn redacting(mut self, secret: &str) -> Self {

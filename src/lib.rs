@@ -8,7 +8,9 @@
 //! [`Schedule`] of your own) and the server's `Retry-After`; a [`Budget`] caps attempts and
 //! elapsed time; tokens come from a [`TokenExchanger`] such as [`ClientCredentials`]. Outcomes
 //! are typed ([`Delivery`], [`Response`]) and so is the one [`Error`], which says whether the
-//! operation [may have run](Error::may_have_run).
+//! operation [may have run](Error::may_have_run). A delivery to a trigger that demands signatures
+//! is signed again on every attempt, as it is sent, over the same bytes (Standard Webhooks v1;
+//! [`ClientBuilder::signing_secret`], [`SigningSecret`]).
 //!
 //! The same engine serves Modulify's method API (document 004) through [`ModulifyClient`]: the
 //! catalogue decides per method whether a call carries a key, and document 004's table (a 422 on
@@ -115,6 +117,7 @@ mod request;
 mod retry_budget;
 mod run;
 mod schedule;
+mod signing;
 mod stats;
 mod transport;
 mod trigger_limit;
@@ -149,6 +152,7 @@ pub use schedule::BackoffCrateSchedule;
 #[cfg(feature = "backon")]
 pub use schedule::BackonSchedule;
 pub use schedule::Schedule;
+pub use signing::{MIN_SECRET_BYTES, SigningSecret};
 pub use stats::{Retries, Stats};
 pub use transport::{AttemptFuture, AttemptTransport, Outgoing};
 pub use trigger_limit::TriggerLimit;

@@ -473,6 +473,7 @@ impl Middleware for RetryMiddleware {
             body,
             identity: key.as_ref().map(|key| key.as_str().to_owned()),
             trigger,
+            signer: None,
         };
         let version = req.version();
         let mut transport = ThroughNext {

@@ -3,7 +3,9 @@
 //! Method, URL, body bytes and every header but `Authorization` are fixed
 //! here and cloned by handle on each attempt (the body is a [`Bytes`], so a
 //! clone shares the bytes and nothing is ever re-serialized). Only the bearer
-//! token may change between attempts, after a re-exchange.
+//! token may change between attempts, after a re-exchange, and, on a signed
+//! delivery, `webhook-timestamp` and `webhook-signature`, made for each attempt
+//! over the same bytes (`signing.rs`).
 
 use std::borrow::Cow;
 
@@ -17,6 +19,7 @@ use crate::profile::Surface;
 use crate::profile::hodoflow::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
 use crate::profile::modulify;
 use crate::redact::redact_path;
+use crate::signing::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::trigger_limit::TriggerKey;
 
 /// The JSON:API media type of write bodies.
@@ -38,6 +41,8 @@ pub(crate) struct FixedRequest {
     /// Whose rate limit a 429 speaks for.
     /// The webhook trigger, for its limiter; `None` on the API.
     pub(crate) trigger: Option<TriggerKey>,
+    /// The secrets a signed delivery's every attempt is signed with; `None`: unsigned.
+    pub(crate) signer: Option<Signer>,
 }
 
 /// Shows the route, never the URL (it may hold a trigger token) or the body.
@@ -49,6 +54,7 @@ impl std::fmt::Debug for FixedRequest {
             .field("route", &self.route)
             .field("identity", &self.identity)
             .field("body", &crate::redact::BodyLen(self.body.len()))
+            .field("signer", &self.signer)
             .finish_non_exhaustive()
     }
 }
@@ -238,6 +244,14 @@ fn content_type(headers: &mut HeaderMap, default: &'static str) {
 }
 
 impl FixedRequest {
+    /// Signs this attempt of a signed delivery into `headers` at `now`; nothing for any other
+    /// request.
+    pub(crate) fn sign(&self, headers: &mut HeaderMap, now: std::time::SystemTime) {
+        if let (Some(signer), Some(id)) = (&self.signer, &self.identity) {
+            signer.sign(headers, id, &self.body, now);
+        }
+    }
+
     /// The trigger token of a delivery, the last segment of its path; a secret, never logged.
     pub(crate) fn trigger_token(&self) -> Option<&str> {
         self.trigger
@@ -277,6 +291,7 @@ impl FixedRequest {
             body,
             identity: Some(key.as_str().to_owned()),
             trigger: None,
+            signer: None,
         })
     }
 
@@ -304,6 +319,7 @@ impl FixedRequest {
             body: Bytes::new(),
             identity: None,
             trigger: None,
+            signer: None,
         })
     }
 
@@ -321,6 +337,7 @@ impl FixedRequest {
             body,
             identity: None,
             trigger: None,
+            signer: None,
         })
     }
 
@@ -355,6 +372,7 @@ impl FixedRequest {
             body,
             identity: key.map(|key| key.as_str().to_owned()),
             trigger: None,
+            signer: None,
         })
     }
 
@@ -370,10 +388,11 @@ impl FixedRequest {
             body: Bytes::new(),
             identity: None,
             trigger: None,
+            signer: None,
         })
     }
 
-    /// A webhook delivery to a trigger, identified by `id`.
+    /// A webhook delivery to a trigger, identified by `id`, signed when `signer` is set.
     ///
     /// `path` holds the trigger token: it is only ever logged as `route`, redacted.
     pub(crate) fn webhook(
@@ -383,12 +402,25 @@ impl FixedRequest {
         id: &DeliveryId,
         body: Bytes,
         extra: &HeaderMap,
+        signer: Option<Signer>,
     ) -> Result<Self> {
         Surface::Webhook.profile().vendor.keys.check(id.key())?;
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;
         headers.insert(id.header().header_name(), id.key().to_header_value());
+        if signer.is_some() {
+            // A relay's own signature headers would be sent beside, or instead of, ours.
+            for name in [WEBHOOK_ID, WEBHOOK_TIMESTAMP, WEBHOOK_SIGNATURE] {
+                if headers.contains_key(&name) {
+                    return Err(Error::invalid_input(format!(
+                        "a signed delivery sets {name} itself: do not pass it as a header"
+                    )));
+                }
+            }
+            // The one signed header that is the same on every attempt.
+            headers.insert(WEBHOOK_ID, id.key().to_header_value());
+        }
         content_type(&mut headers, "application/json");
         Ok(Self {
             surface: Surface::Webhook,
@@ -399,6 +431,7 @@ impl FixedRequest {
             body,
             identity: Some(id.key().as_str().to_owned()),
             trigger: Some(trigger),
+            signer,
         })
     }
 }
@@ -466,6 +499,7 @@ mod tests {
                 &DeliveryId::new(key),
                 Bytes::new(),
                 &HeaderMap::new(),
+                None,
             );
             assert!(delivery.is_err());
         }
@@ -637,6 +671,7 @@ mod tests {
             &id,
             Bytes::from_static(b"{}"),
             &HeaderMap::new(),
+            None,
         )
         .unwrap();
         assert!(!request.route.contains("trg_secret"));

@@ -89,13 +89,9 @@ impl Transport for Http<'_> {
                 }
             }
             Sender::Custom(transport) => {
-                let mut headers = request.headers.clone();
-                if let Some(authorization) = authorization {
-                    headers.insert(AUTHORIZATION, authorization);
-                }
                 let outgoing = Outgoing {
                     request,
-                    headers,
+                    headers: headers_of(request, authorization),
                     timeout,
                 };
                 // The engine keeps the attempt timeout: an unfinished send is dropped, and the
@@ -162,7 +158,8 @@ pub trait AttemptTransport: Send + Sync + fmt::Debug + 'static {
 
 /// One attempt as a custom [`AttemptTransport`] sends it: the fixed method, URL, headers
 /// (`Authorization` included when the client holds the token) and body bytes, the same on
-/// every attempt of the operation.
+/// every attempt of the operation; a signed delivery's `webhook-timestamp` and
+/// `webhook-signature` are made for each attempt as it is handed over.
 pub struct Outgoing<'a> {
     request: &'a FixedRequest,
     headers: HeaderMap,
@@ -221,13 +218,23 @@ pub(crate) fn attempt(
     timeout: Duration,
 ) -> reqwest::Request {
     let mut attempt = reqwest::Request::new(request.method.clone(), request.url.clone());
-    *attempt.headers_mut() = request.headers.clone();
-    if let Some(authorization) = authorization {
-        attempt.headers_mut().insert(AUTHORIZATION, authorization);
-    }
+    *attempt.headers_mut() = headers_of(request, authorization);
     *attempt.body_mut() = Some(request.body.clone().into());
     *attempt.timeout_mut() = Some(timeout);
     attempt
+}
+
+/// The headers of one attempt of `request`: its fixed headers, `authorization` when the engine
+/// holds the token, and on a signed delivery this attempt's timestamp and signature, made now.
+fn headers_of(request: &FixedRequest, authorization: Option<HeaderValue>) -> HeaderMap {
+    let mut headers = request.headers.clone();
+    if let Some(authorization) = authorization {
+        headers.insert(AUTHORIZATION, authorization);
+    }
+    if request.signer.is_some() {
+        request.sign(&mut headers, crate::clock::wall_now());
+    }
+    headers
 }
 
 /// Reads `response` into an [`Answer`], at most `limit` bytes of its body.

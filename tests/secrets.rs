@@ -1,5 +1,5 @@
-//! No bearer token, client secret, trigger token or request body reaches any
-//! trace output, at any level, through a run with faults and retries.
+//! No bearer token, client secret, trigger token, signing secret, webhook signature or request
+//! body reaches any trace output, at any level, through a run with faults and retries.
 
 mod support;
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 use hodoflow_mock::{ClientSeed, DEMO_MODULIFY_TOKEN, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
     Backoff, Budget, ClientCredentials, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient,
-    TriggerLimit,
+    SigningSecret, TriggerLimit,
 };
 use support::{Captured, Recording};
 
@@ -188,5 +188,107 @@ async fn trace_output_at_trace_level_holds_no_modulify_token_or_body() {
     for secret in [DEMO_MODULIFY_TOKEN, secret_prompt] {
         assert!(!text.contains(secret), "{secret} logged");
         assert!(!format!("{error} {error:?}").contains(secret));
+    }
+}
+
+#[tokio::test]
+async fn signing_secrets_and_signatures_reach_no_trace_error_or_debug_output() {
+    const SIGNING_SECRET: &str = "whsec_U0lHTklOR19TRUNSRVRfbmV2ZXJfbG9nZ2VkXzE=";
+    const NEXT_SECRET: &str = "whsec_U0lHTklOR19TRUNSRVRfbmV2ZXJfbG9nZ2VkXzI=";
+    const WRONG_SECRET: &str = "whsec_V1JPTkdfU0lHTklOR19TRUNSRVRfbmV2ZXJfbG9nZ2Vk";
+    let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
+    let server = MockServer::builder()
+        .client(ClientSeed::new("sender-1", CLIENT_SECRET, "acme"))
+        .trigger(TriggerSeed::new(TRIGGER_TOKEN, "acme").signing_secret(NEXT_SECRET))
+        .start()
+        .await
+        .unwrap();
+    let builder = RetryingClient::builder(server.base_url())
+        .client_credentials("sender-1", CLIENT_SECRET)
+        .signing_secrets([SIGNING_SECRET, NEXT_SECRET])
+        .backoff(Backoff::new().base(Duration::from_millis(2)));
+    let shown_builder = format!("{builder:?}");
+    let client = builder.build().unwrap();
+    let id = |op: &str| DeliveryId::new(IdempotencyKey::from_operation_id(op));
+
+    // A 503 from the handler, a lost 202, then a wrong secret refused.
+    server.inject(Fault::fail_execution(503).on("POST", "/api/v1/webhooks/"));
+    server.inject(Fault::execute_then_close().on("POST", "/api/v1/webhooks/"));
+    let delivery = client
+        .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
+        .delivery_id(id("signed-1"))
+        .send()
+        .await
+        .unwrap();
+    let pending = client
+        .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
+        .delivery_id(id("signed-2"))
+        .signing_secret(WRONG_SECRET);
+    let shown_pending = format!("{pending:?}");
+    let error = pending.send().await.unwrap_err();
+    let malformed = client
+        .deliver(TRIGGER_TOKEN, WEBHOOK_BODY)
+        .delivery_id(id("signed-3"))
+        .signing_secret("whsec_U0lHTklOR19TRUNSRVRfc2hvcnQ")
+        .send()
+        .await
+        .unwrap_err();
+    let secret = SigningSecret::new(SIGNING_SECRET).unwrap();
+    tracing::error!(
+        ?delivery,
+        ?error,
+        %error,
+        ?malformed,
+        %malformed,
+        ?client,
+        %secret,
+        ?secret,
+        shown_builder,
+        shown_pending,
+        "caller logs everything it has"
+    );
+    drop(_guard);
+
+    let output = captured.text();
+    assert_eq!(delivery.attempts().len(), 3, "{delivery:?}");
+    assert!(
+        output.contains("attempt will be retried"),
+        "the attempts were traced"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains(&SigningSecret::new(WRONG_SECRET).unwrap().fingerprint())
+    );
+    let ledger = server.ledger();
+    let signatures: Vec<String> = ledger
+        .signed_deliveries()
+        .iter()
+        .flat_map(|record| {
+            let value = record.headers()["webhook-signature"].to_str().unwrap();
+            value
+                .split(' ')
+                .map(|s| s.trim_start_matches("v1,").to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        signatures.len(),
+        2 * 3 + 1,
+        "three attempts of two signatures, then one"
+    );
+    let mut hidden = vec![
+        SIGNING_SECRET,
+        NEXT_SECRET,
+        WRONG_SECRET,
+        "U0lHTklOR19TRUNSRVRf",
+        "V1JPTkdfU0lHTklOR19TRUNSRVRf",
+        TRIGGER_TOKEN,
+        CLIENT_SECRET,
+        "BODY_SECRET",
+    ];
+    hidden.extend(signatures.iter().map(String::as_str));
+    for secret in hidden {
+        assert!(!output.contains(secret), "the output shows {secret}");
     }
 }

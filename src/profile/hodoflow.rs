@@ -25,6 +25,9 @@ pub(crate) const GRAPHQL_PATH: &str = "/api/graphql";
 /// Webhook triggers, `POST /api/v1/webhooks/<trigger_token>` (and the legacy
 /// `/api/v1/webhooks/<org_domain>/<trigger_token>`).
 pub(crate) const WEBHOOKS_PREFIX: &str = "/api/v1/webhooks/";
+/// The runtime body of a `422` from a trigger that refused a delivery's authentication, such as
+/// its signature (document 001; CONTRACT.md, "Signed deliveries").
+pub(crate) const UNSUPPORTED_AUTHENTICATION: &str = "Unsupported trigger authentication";
 
 /// What documents 000 and 001 fix for every Hodoflow surface.
 pub(crate) static HODOFLOW: Vendor = Vendor {
@@ -163,7 +166,8 @@ const WEBHOOK_DELIVERIES: &[Rule] = &[
     rule(Status(&[403]),                                  Stop(Forbidden),        "Grant webhooks; do not retry unchanged"), // Insufficient scope
     rule(Status(&[404]),                                  Stop(NotFound),         "Confirm token and active workflow; do not retry unchanged"), // Trigger not found
     rule(Status(&[413]),                                  Stop(PayloadTooLarge),  "Reduce the body; a byte-identical retry cannot succeed"), // Request body too large
-    rule(Status(&[422]),                                  Stop(Unprocessable),    "Fix payload or trigger configuration"), // Processing failed, Unsupported trigger authentication
+    rule(Status(&[422]),                                  Stop(Unprocessable),    "Fix payload or trigger configuration"), // Processing failed
+    rule(Code(&[422], UNSUPPORTED_AUTHENTICATION),        Stop(Unprocessable),    "Fix the trigger's authentication or the signing secret; a re-signed retry with the same secret cannot succeed"),
     rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait the response's Retry-After, then retry with the same ID"), // Rate limit exceeded
     rule(Status(&[503]),                                  RetryAfterBackoff,      "Wait Retry-After, back off, and retry with the same ID"), // Processing temporarily unavailable
     rule(Status(&[500, 502, 504]),                        RetryAfterBackoff,      "Exponential backoff with jitter; retry with the same ID"),

@@ -46,6 +46,9 @@ struct Cli {
     /// How many deliveries `count` sends, one after another.
     #[arg(long, hide = true, default_value_t = 0)]
     requests: u64,
+    /// Whether `count`'s SDK signs every delivery (`overhead_signed`).
+    #[arg(long, hide = true)]
+    signed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,6 +67,8 @@ enum ProtocolArg {
 enum What {
     #[value(name = "overhead")]
     Overhead,
+    #[value(name = "overhead_signed")]
+    OverheadSigned,
     #[value(name = "storm")]
     Storm,
     #[value(name = "lost_202")]
@@ -109,6 +114,7 @@ impl What {
     fn scenarios(self) -> Vec<Scenario> {
         match self {
             What::Overhead => vec![Scenario::Overhead],
+            What::OverheadSigned => vec![Scenario::OverheadSigned],
             What::Storm => vec![Scenario::Storm],
             What::Lost202 => vec![Scenario::Lost202],
             What::RetryAfter => vec![Scenario::RetryAfter],
@@ -151,7 +157,7 @@ fn main() -> ExitCode {
         HolderArg::Reqwest => Holder::Reqwest,
     };
     if cli.what == What::Count {
-        let counted = hodoflow_bench::count_requests(holder, &cli.url, cli.requests);
+        let counted = hodoflow_bench::count_requests(holder, cli.signed, &cli.url, cli.requests);
         return match runtime.block_on(counted) {
             Ok(0) => ExitCode::SUCCESS,
             Ok(failed) => {

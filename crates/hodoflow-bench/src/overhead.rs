@@ -11,6 +11,12 @@
 //! machine is noisy, the client's instructions per request are counted too, with callgrind
 //! (`apt-get install valgrind`), in a child process at two request counts. Target:
 //! SDK/reqwest >= 0.98 (median ratio).
+//!
+//! `overhead_signed` is the same comparison between the SDK signing every delivery (issue 20:
+//! a Standard Webhooks HMAC-SHA256 over each attempt, made when it is sent) and the SDK
+//! unsigned, against identical unsigned servers, so that the ratio is the sender's cost of
+//! signing alone (an unsigned trigger ignores the headers; verifying is the receiver's cost).
+//! Target: signed/unsigned >= 0.95.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -19,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hodoflow_mock::DEMO_TRIGGER_TOKEN;
+use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
 use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
 use http::StatusCode;
 use tokio::process::Command;
@@ -36,6 +42,12 @@ const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711,"carrier":"dhl"
 /// The SDK's ratio to reqwest must be at least this.
 const TARGET_RATIO: f64 = 0.98;
 
+/// The signing SDK's ratio to the unsigned SDK must be at least this (issue 20).
+const TARGET_SIGNED_RATIO: f64 = 0.95;
+
+/// The secret of the signed side (24 bytes): the `standardwebhooks` crate's test secret.
+const SIGNING_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
 /// One side of the comparison.
 #[derive(Debug, Clone)]
 enum Peer {
@@ -43,16 +55,72 @@ enum Peer {
     Reqwest(Sender),
 }
 
-/// The two sides, by index: `SIDES[0]` is the SDK.
-const SIDES: [&str; 2] = ["sdk", "reqwest"];
+/// A client a comparison measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The SDK with its defaults.
+    Sdk,
+    /// The SDK with its defaults, signing every delivery.
+    SdkSigned,
+    /// Plain reqwest, as the SDK builds it.
+    Reqwest,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Sdk => "sdk",
+            Side::SdkSigned => "sdk_signed",
+            Side::Reqwest => "reqwest",
+        }
+    }
+
+    /// The `count` child's holder and whether it signs.
+    fn holder(self) -> (Holder, bool) {
+        match self {
+            Side::Sdk => (Holder::Sdk, false),
+            Side::SdkSigned => (Holder::Sdk, true),
+            Side::Reqwest => (Holder::Reqwest, false),
+        }
+    }
+}
+
+/// A comparison: its report's name, its two sides (the ratio is the first's rate over the
+/// second's) and the least ratio it targets.
+#[derive(Debug, Clone, Copy)]
+struct Comparison {
+    name: &'static str,
+    sides: [Side; 2],
+    target: f64,
+}
+
+/// `overhead`: the SDK against plain reqwest.
+const OVERHEAD: Comparison = Comparison {
+    name: "overhead",
+    sides: [Side::Sdk, Side::Reqwest],
+    target: TARGET_RATIO,
+};
+
+/// `overhead_signed`: the SDK signing every delivery against the SDK unsigned.
+const OVERHEAD_SIGNED: Comparison = Comparison {
+    name: "overhead_signed",
+    sides: [Side::SdkSigned, Side::Sdk],
+    target: TARGET_SIGNED_RATIO,
+};
 
 impl Peer {
     /// A fresh client of `side` for the server at `base`.
-    async fn connect(side: usize, base: &str) -> Result<Self> {
-        Ok(if side == 0 {
-            Peer::Sdk(peers::sdk(base, Backoff::default(), RetryBudget::new())?)
-        } else {
-            Peer::Reqwest(Sender::plain(base).await?)
+    async fn connect(side: Side, base: &str) -> Result<Self> {
+        Ok(match side {
+            Side::Sdk => Peer::Sdk(peers::sdk(base, Backoff::default(), RetryBudget::new())?),
+            // The same defaults as `peers::sdk`, and a signing secret.
+            Side::SdkSigned => Peer::Sdk(
+                RetryingClient::builder(base)
+                    .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+                    .signing_secret(SIGNING_SECRET)
+                    .build()?,
+            ),
+            Side::Reqwest => Peer::Reqwest(Sender::plain(base).await?),
         })
     }
 
@@ -117,8 +185,9 @@ async fn batch(
     (started.elapsed(), failed.load(Ordering::Relaxed))
 }
 
-/// Runs `requests` deliveries of `holder`'s client one after another, after its token
-/// exchange, against the contract server at `base_url`; returns how many failed.
+/// Runs `requests` deliveries of `holder`'s client (the SDK signing each when `signed`) one
+/// after another, after its token exchange, against the contract server at `base_url`; returns
+/// how many failed.
 ///
 /// This is the bench binary's hidden `count` mode: the overhead scenario runs it under
 /// `valgrind --tool=callgrind` at two request counts, against a server in its own process, and
@@ -127,8 +196,18 @@ async fn batch(
 /// # Errors
 ///
 /// When the client cannot be built or its token exchange fails.
-pub async fn count_requests(holder: Holder, base_url: &str, requests: u64) -> Result<u64> {
-    let peer = Peer::connect(if holder == Holder::Sdk { 0 } else { 1 }, base_url).await?;
+pub async fn count_requests(
+    holder: Holder,
+    signed: bool,
+    base_url: &str,
+    requests: u64,
+) -> Result<u64> {
+    let side = match (holder, signed) {
+        (Holder::Reqwest, _) => Side::Reqwest,
+        (_, false) => Side::Sdk,
+        (_, true) => Side::SdkSigned,
+    };
+    let peer = Peer::connect(side, base_url).await?;
     let ids = Arc::new(AtomicU64::new(0));
     let (_, failed) = batch(&peer, 1, requests, &ids).await;
     Ok(failed)
@@ -150,11 +229,12 @@ fn collected(stderr: &str) -> Option<u64> {
 /// `counted`); returns the instructions callgrind collected.
 async fn count_in_child(
     exe: &Path,
-    holder: Holder,
+    side: Side,
     base_url: &str,
     requests: u64,
     counted: bool,
 ) -> Result<Option<u64>> {
+    let (holder, signed) = side.holder();
     let mut command = if counted {
         let mut command = Command::new("valgrind");
         command
@@ -167,6 +247,7 @@ async fn count_in_child(
     let output = command
         .args(["count", "--holder", holder.name(), "--url", base_url])
         .args(["--requests", &requests.to_string()])
+        .args(signed.then_some("--signed"))
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output()
@@ -184,12 +265,13 @@ async fn count_in_child(
     })?))
 }
 
-/// Instructions per request of each side, from callgrind; the JSON figure.
-async fn instructions(size: Size, exe: &Path) -> Result<serde_json::Value> {
+/// Instructions per request of each side of `comparison`, from callgrind; the JSON figure.
+async fn instructions(size: Size, exe: &Path, comparison: Comparison) -> Result<serde_json::Value> {
     let counted = size == Size::Full;
     if counted && !valgrind_runs().await {
         eprintln!(
-            "overhead: valgrind not found; instructions not counted (apt-get install valgrind)"
+            "{}: valgrind not found; instructions not counted (apt-get install valgrind)",
+            comparison.name
         );
         return Ok(serde_json::json!({
             "counted": false,
@@ -200,11 +282,12 @@ async fn instructions(size: Size, exe: &Path) -> Result<serde_json::Value> {
     let server = server::start().await?;
     let mut figures = serde_json::Map::new();
     let mut per_request = [0.0; 2];
-    for (side, holder) in [Holder::Sdk, Holder::Reqwest].into_iter().enumerate() {
+    let name = comparison.name;
+    for (at, side) in comparison.sides.into_iter().enumerate() {
         let mut totals = Vec::new();
         for n in requests {
-            let total = count_in_child(exe, holder, &server.base_url(), n, counted).await?;
-            eprintln!("overhead: callgrind {} x{n}: {total:?}", holder.name());
+            let total = count_in_child(exe, side, &server.base_url(), n, counted).await?;
+            eprintln!("{name}: callgrind {} x{n}: {total:?}", side.name());
             totals.push(total);
         }
         let each = match (totals[0], totals[1]) {
@@ -213,9 +296,9 @@ async fn instructions(size: Size, exe: &Path) -> Result<serde_json::Value> {
             }
             _ => None,
         };
-        per_request[side] = each.unwrap_or(0.0);
+        per_request[at] = each.unwrap_or(0.0);
         figures.insert(
-            holder.name().to_owned(),
+            side.name().to_owned(),
             serde_json::json!({
                 "instructions_per_request": each.map(|n| round(n, 0)),
                 "instructions_total": totals,
@@ -225,7 +308,11 @@ async fn instructions(size: Size, exe: &Path) -> Result<serde_json::Value> {
     }
     figures.insert("counted".to_owned(), counted.into());
     figures.insert(
-        "sdk_over_reqwest".to_owned(),
+        format!(
+            "{}_over_{}",
+            comparison.sides[0].name(),
+            comparison.sides[1].name()
+        ),
         if counted && per_request[1] > 0.0 {
             round(per_request[0] / per_request[1], 3).into()
         } else {
@@ -258,11 +345,21 @@ fn spread(ratios: &[f64]) -> serde_json::Value {
 }
 
 pub(crate) async fn run(size: Size, exe: &Path) -> Result<Report> {
+    compare(size, exe, OVERHEAD).await
+}
+
+/// `overhead_signed`: the SDK signing every delivery against the SDK unsigned.
+pub(crate) async fn run_signed(size: Size, exe: &Path) -> Result<Report> {
+    compare(size, exe, OVERHEAD_SIGNED).await
+}
+
+async fn compare(size: Size, exe: &Path, comparison: Comparison) -> Result<Report> {
     let runs = size.pick(9, 1);
     let warmup = size.pick(1_000, 10);
     let ids = Arc::new(AtomicU64::new(0));
+    let [first, second] = comparison.sides;
 
-    let mut report = Report::new("overhead");
+    let mut report = Report::new(comparison.name);
     report.param("pairs", runs);
     report.param("warmup_requests_per_run", warmup);
     report.param("body_bytes", BODY.len());
@@ -274,18 +371,30 @@ pub(crate) async fn run(size: Size, exe: &Path) -> Result<Report> {
         "sdk_config",
         "defaults (backoff 500 ms..30 s, retry budget 500 tokens)",
     );
-    report.param(
-        "reqwest_config",
-        "reqwest 0.13 rustls, default pool, redirects off, retry::never() (as the SDK builds it)",
-    );
+    if comparison.sides.contains(&Side::Reqwest) {
+        report.param(
+            "reqwest_config",
+            "reqwest 0.13 rustls, default pool, redirects off, retry::never() (as the SDK builds it)",
+        );
+    }
+    if comparison.sides.contains(&Side::SdkSigned) {
+        report.param(
+            "sdk_signed_config",
+            "the same defaults and one 24-byte whsec_ signing secret: every attempt carries webhook-id, webhook-timestamp and a v1 HMAC-SHA256 webhook-signature; the servers' trigger is unsigned (it ignores them), so only the sender's signing is measured",
+        );
+    }
     report.param(
         "interleaving",
-        "pair i is one SDK run and one reqwest run back to back, the order alternating (SDK first in even pairs); ratio of pair i = SDK rate / reqwest rate; the target is held against the median over the pairs",
+        format!(
+            "pair i is one {a} run and one {b} run back to back, the order alternating ({a} first in even pairs); ratio of pair i = {a} rate / {b} rate; the target is held against the median over the pairs",
+            a = first.name(),
+            b = second.name()
+        ),
     );
     report.param(
         "instructions",
         format!(
-            "valgrind --tool=callgrind --callgrind-out-file=/dev/null hodoflow-bench count --holder sdk|reqwest --url URL --requests N, for N = {} and {}, at concurrency 1 against a contract server in the parent process: (instructions at {} - at {}) / {}, all of the client process's threads",
+            "valgrind --tool=callgrind --callgrind-out-file=/dev/null hodoflow-bench count --holder sdk|reqwest [--signed] --url URL --requests N, for N = {} and {}, at concurrency 1 against a contract server in the parent process: (instructions at {} - at {}) / {}, all of the client process's threads",
             COUNTED_REQUESTS[0],
             COUNTED_REQUESTS[1],
             COUNTED_REQUESTS[1],
@@ -302,24 +411,21 @@ pub(crate) async fn run(size: Size, exe: &Path) -> Result<Report> {
             let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
             for side in order {
                 let server = server::start().await?;
-                let peer = Peer::connect(side, &server.base_url()).await?;
+                let peer = Peer::connect(comparison.sides[side], &server.base_url()).await?;
                 let (_, warm_failed) = batch(&peer, concurrency, warmup, &ids).await;
                 let (took, failed) = batch(&peer, concurrency, count, &ids).await;
                 failures += warm_failed + failed;
                 let rate = count as f64 / took.as_secs_f64();
                 eprintln!(
-                    "overhead: c={concurrency} pair {} {}: {rate:.0} req/s",
+                    "{}: c={concurrency} pair {} {}: {rate:.0} req/s",
+                    comparison.name,
                     run + 1,
-                    SIDES[side]
+                    comparison.sides[side].name()
                 );
                 rates[side].push(rate);
             }
         }
-        let ratios: Vec<f64> = rates[0]
-            .iter()
-            .zip(&rates[1])
-            .map(|(sdk, reqwest)| sdk / reqwest)
-            .collect();
+        let ratios: Vec<f64> = rates[0].iter().zip(&rates[1]).map(|(a, b)| a / b).collect();
         let ratio = round(median(&ratios), 3);
         report.param(&format!("requests_per_run_c{concurrency}"), count);
         report.figure(&format!("ratio_c{concurrency}"), ratio);
@@ -328,26 +434,20 @@ pub(crate) async fn run(size: Size, exe: &Path) -> Result<Report> {
             &format!("ratio_pairs_c{concurrency}"),
             ratios.iter().map(|r| round(*r, 3)).collect::<Vec<_>>(),
         );
-        report.figure(
-            &format!("sdk_rps_median_c{concurrency}"),
-            round(median(&rates[0]), 0),
-        );
-        report.figure(
-            &format!("reqwest_rps_median_c{concurrency}"),
-            round(median(&rates[1]), 0),
-        );
-        report.figure(
-            &format!("sdk_rps_runs_c{concurrency}"),
-            rates[0].iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
-        );
-        report.figure(
-            &format!("reqwest_rps_runs_c{concurrency}"),
-            rates[1].iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
-        );
-        report.at_least(&format!("ratio_c{concurrency}"), ratio, TARGET_RATIO);
+        for (at, side) in comparison.sides.into_iter().enumerate() {
+            report.figure(
+                &format!("{}_rps_median_c{concurrency}", side.name()),
+                round(median(&rates[at]), 0),
+            );
+            report.figure(
+                &format!("{}_rps_runs_c{concurrency}", side.name()),
+                rates[at].iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            );
+        }
+        report.at_least(&format!("ratio_c{concurrency}"), ratio, comparison.target);
     }
     report.figure("failed_deliveries", failures);
-    report.figure("instructions", instructions(size, exe).await?);
+    report.figure("instructions", instructions(size, exe, comparison).await?);
     report.note("instructions are counted by valgrind's callgrind, not sampled: the same binary and requests give the same count within a fraction of a percent, whatever else the machine runs; they count the client only (the server runs in the parent), including its runtime threads and its reading of each answer");
     if size == Size::Smoke {
         report.note("smoke: the count child runs without valgrind; no instructions counted");

@@ -14,6 +14,8 @@ use crate::{
 pub enum Scenario {
     /// Requests per second of the SDK against plain reqwest, same successful deliveries.
     Overhead,
+    /// Requests per second of the SDK signing every delivery against the SDK unsigned.
+    OverheadSigned,
     /// Requests per logical operation while every answer is 503.
     Storm,
     /// Duplicate runs when 20% of answers are lost after the server committed.
@@ -50,8 +52,9 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 15] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Overhead,
+        Scenario::OverheadSigned,
         Scenario::Storm,
         Scenario::Lost202,
         Scenario::RetryAfter,
@@ -72,6 +75,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Overhead => "overhead",
+            Scenario::OverheadSigned => "overhead_signed",
             Scenario::Storm => "storm",
             Scenario::Lost202 => "lost_202",
             Scenario::RetryAfter => "retry_after",
@@ -99,6 +103,7 @@ impl Scenario {
         let size = options.size;
         match self {
             Scenario::Overhead => overhead::run(size, &options.exe).await,
+            Scenario::OverheadSigned => overhead::run_signed(size, &options.exe).await,
             Scenario::Storm => storm::run(size).await,
             Scenario::Lost202 => lost_202::run(size).await,
             Scenario::RetryAfter => retry_after::run(size).await,

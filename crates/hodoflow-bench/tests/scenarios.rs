@@ -30,6 +30,21 @@ async fn smoke(scenario: Scenario) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overhead_signed_reports_the_signed_over_unsigned_ratio_and_the_count_child() {
+    let json = smoke(Scenario::OverheadSigned).await;
+    for c in [1, 64] {
+        assert!(json["figures"][format!("ratio_c{c}")].is_number(), "{json}");
+        for side in ["sdk_signed", "sdk"] {
+            let rate = &json["figures"][format!("{side}_rps_median_c{c}")];
+            assert!(rate.is_number(), "{json}");
+        }
+    }
+    assert_eq!(json["targets"][0]["target"], ">= 0.95", "{json}");
+    assert_eq!(json["figures"]["failed_deliveries"], 0, "{json}");
+    assert_eq!(json["figures"]["instructions"]["counted"], false, "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overhead_reports_the_median_ratio_its_spread_and_the_count_child() {
     let json = smoke(Scenario::Overhead).await;
     for c in [1, 64] {

@@ -229,6 +229,11 @@ pub struct TriggerSeed {
     /// The state the workflow runs it starts end in.
     #[serde(default)]
     pub run_outcome: RunOutcome,
+    /// Standard Webhooks signing secrets (`whsec_` + base64): when any is set, a delivery must
+    /// be signed with one of them (CONTRACT.md, "Signed deliveries"), or it is answered 422
+    /// `Unsupported trigger authentication`. Two during a rotation. Never logged.
+    #[serde(default)]
+    pub signing_secrets: Vec<String>,
 }
 
 impl std::fmt::Debug for TriggerSeed {
@@ -239,6 +244,7 @@ impl std::fmt::Debug for TriggerSeed {
             .field("active", &self.active)
             .field("unsupported_auth", &self.unsupported_auth)
             .field("run_outcome", &self.run_outcome)
+            .field("signing_secrets", &self.signing_secrets.len())
             .finish()
     }
 }
@@ -256,7 +262,16 @@ impl TriggerSeed {
             active: true,
             unsupported_auth: false,
             run_outcome: RunOutcome::Succeeded,
+            signing_secrets: Vec::new(),
         }
+    }
+
+    /// Demands deliveries signed with `secret` (`whsec_` + base64); called again, it adds a
+    /// secret, as during a rotation.
+    #[must_use]
+    pub fn signing_secret(mut self, secret: &str) -> Self {
+        self.signing_secrets.push(secret.to_owned());
+        self
     }
 
     /// Sets the terminal state of the runs it starts.
@@ -352,9 +367,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_seed_file_trigger_may_carry_signing_secrets() {
+        let seed: TriggerSeed = serde_json::from_str(
+            r#"{"token":"trg_1","organization":"acme","signing_secrets":["whsec_old","whsec_new"]}"#,
+        )
+        .unwrap();
+        assert_eq!(seed.signing_secrets, ["whsec_old", "whsec_new"]);
+        let plain: TriggerSeed =
+            serde_json::from_str(r#"{"token":"trg_2","organization":"acme"}"#).unwrap();
+        assert!(plain.signing_secrets.is_empty(), "unsigned by default");
+    }
+
+    #[test]
     fn debug_never_prints_a_client_secret_or_trigger_token() {
         let client = format!("{:?}", ClientSeed::new("svc", "s3cr3t", "acme"));
-        let trigger = format!("{:?}", TriggerSeed::new("trg_s3cr3t", "acme"));
+        let trigger = format!(
+            "{:?}",
+            TriggerSeed::new("trg_s3cr3t", "acme").signing_secret("whsec_s3cr3t")
+        );
         let modulify = format!("{:?}", ModulifyTokenSeed::new("mfy_s3cr3t"));
         assert!(!modulify.contains("s3cr3t"), "{modulify}");
         assert!(

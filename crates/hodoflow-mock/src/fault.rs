@@ -64,6 +64,15 @@ pub enum FaultAction {
     },
     /// Answer as if the bearer token had expired, in the surface's own form.
     ExpiredToken,
+    /// A signed trigger checks this delivery's timestamp on a clock this many seconds off the
+    /// server's (positive: ahead), as a server with a skewed clock would.
+    SkewedClock {
+        /// Seconds ahead (or behind, when negative) of the server's clock.
+        skew_secs: i64,
+    },
+    /// A signed trigger checks this delivery against a secret rotated in that no sender holds,
+    /// as if its secrets had been replaced: it is refused, and nothing runs.
+    RotatedSecret,
 }
 
 impl FaultAction {
@@ -79,6 +88,8 @@ impl FaultAction {
             FaultAction::SlowExecution { .. } => "slow_execution",
             FaultAction::FailExecution { .. } => "fail_execution",
             FaultAction::ExpiredToken => "expired_token",
+            FaultAction::SkewedClock { .. } => "skewed_clock",
+            FaultAction::RotatedSecret => "rotated_secret",
         }
     }
 }
@@ -227,6 +238,16 @@ impl Fault {
     /// Answer as if the token had expired.
     pub fn expired_token() -> Self {
         Self::new(FaultAction::ExpiredToken)
+    }
+
+    /// A signed trigger checks the timestamp on a clock `skew_secs` off the server's.
+    pub fn skewed_clock(skew_secs: i64) -> Self {
+        Self::new(FaultAction::SkewedClock { skew_secs })
+    }
+
+    /// A signed trigger's secrets are rotated to one no sender holds, for this delivery.
+    pub fn rotated_secret() -> Self {
+        Self::new(FaultAction::RotatedSecret)
     }
 
     /// Adds a header to a `respond` fault.

@@ -5,9 +5,14 @@
 //! difference is what proves exactly-once.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::time::{Instant, SystemTime};
 
+use axum::http::HeaderMap;
+use bytes::Bytes;
 use serde::Serialize;
+
+use crate::signature::SignatureVerdict;
 
 /// One request as the server saw it.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +39,78 @@ pub struct RequestRecord {
     pub fault: Option<String>,
     /// The protocol it came over: `"HTTP/1.1"` or `"HTTP/2.0"`.
     pub version: String,
+}
+
+/// One delivery to a signed trigger as the server received it, and the verdict of its
+/// signature check: what a test needs to verify the sender's signature with a verifier of its
+/// own. Kept only for triggers with signing secrets.
+///
+/// `Debug` and the ledger's JSON show the verdict, the ID and the timestamp, never the
+/// signature or the body.
+#[derive(Clone, Serialize)]
+pub struct SignedRecord {
+    /// `webhook-id`, if present.
+    pub webhook_id: Option<String>,
+    /// `webhook-timestamp`, if present and an integer.
+    pub timestamp: Option<i64>,
+    /// The verdict: accepted, or why it was refused.
+    pub verdict: SignatureVerdict,
+    /// The server's clock when it checked, a skew injected included.
+    pub checked_at: SystemTime,
+    /// The three `webhook-*` headers as they came (nothing else: no bearer token).
+    #[serde(skip)]
+    headers: HeaderMap,
+    /// The raw body bytes.
+    #[serde(skip)]
+    body: Bytes,
+}
+
+impl SignedRecord {
+    pub(crate) fn new(
+        headers: &HeaderMap,
+        body: &Bytes,
+        verdict: SignatureVerdict,
+        checked_at: SystemTime,
+    ) -> Self {
+        let mut kept = HeaderMap::new();
+        for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+            if let Some(value) = headers.get(name) {
+                kept.insert(name, value.clone());
+            }
+        }
+        let text = |name: &str| kept.get(name).and_then(|v| v.to_str().ok());
+        Self {
+            webhook_id: text("webhook-id").map(str::to_owned),
+            timestamp: text("webhook-timestamp").and_then(|t| t.trim().parse().ok()),
+            verdict,
+            checked_at,
+            headers: kept,
+            body: body.clone(),
+        }
+    }
+
+    /// The `webhook-id`, `webhook-timestamp` and `webhook-signature` headers received, for a
+    /// verifier. The signature is a credential of the moment: do not log it.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The body bytes received.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+}
+
+impl fmt::Debug for SignedRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SignedRecord")
+            .field("webhook_id", &self.webhook_id)
+            .field("timestamp", &self.timestamp)
+            .field("verdict", &self.verdict)
+            .field("checked_at", &self.checked_at)
+            .field("body_len", &self.body.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// One client-credentials exchange.
@@ -77,6 +154,8 @@ pub struct Ledger {
     modulify_replays: HashMap<String, u32>,
     /// Modulify: calls counted against the per-token per-minute budgets.
     modulify_rate_counted: u32,
+    /// Deliveries to signed triggers and their verdicts, kept like `requests`.
+    signed: Vec<SignedRecord>,
 }
 
 impl Ledger {
@@ -94,7 +173,30 @@ impl Ledger {
             modulify_methods: HashMap::new(),
             modulify_replays: HashMap::new(),
             modulify_rate_counted: 0,
+            signed: Vec::new(),
         }
+    }
+
+    /// Records a delivery to a signed trigger and its verdict.
+    pub(crate) fn signature_checked(&mut self, record: SignedRecord) {
+        if self.signed.len() >= 2 * self.keep {
+            let excess = self.signed.len() - self.keep;
+            self.signed.drain(..excess);
+        }
+        self.signed.push(record);
+    }
+
+    /// Every delivery to a signed trigger kept, in arrival order, with its verdict.
+    pub fn signed_deliveries(&self) -> &[SignedRecord] {
+        &self.signed
+    }
+
+    /// The deliveries to signed triggers with `webhook-id: id`, in arrival order.
+    pub fn signed_deliveries_with_id(&self, id: &str) -> Vec<&SignedRecord> {
+        self.signed
+            .iter()
+            .filter(|record| record.webhook_id.as_deref() == Some(id))
+            .collect()
     }
 
     /// Records a request; its `seq`, for [`answer`](Self::answer).

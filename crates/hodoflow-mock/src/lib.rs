@@ -50,6 +50,7 @@ mod redact;
 mod reply;
 mod runs;
 mod server;
+mod signature;
 mod state;
 mod webhook;
 
@@ -59,10 +60,11 @@ pub use config::{
     DEMO_TRIGGER_TOKEN, Limits, ModulifyTokenSeed, RunOutcome, Scope, TriggerSeed,
 };
 pub use fault::{Fault, FaultAction, Firing};
-pub use ledger::{ExchangeRecord, Ledger, RequestRecord};
+pub use ledger::{ExchangeRecord, Ledger, RequestRecord, SignedRecord};
 pub use modulify::ToolSeed;
 pub use redact::redact_path;
 pub use server::{MockServer, MockServerBuilder};
+pub use signature::{SignatureVerdict, TOLERANCE as SIGNATURE_TOLERANCE, sign_delivery};
 pub use webhook::DELIVERY_HEADERS;
 
 /// Locks a store; a panic elsewhere does not poison the server for later requests.

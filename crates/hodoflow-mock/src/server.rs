@@ -366,7 +366,10 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             }
         }
         Some(
-            execution @ (FaultAction::SlowExecution { .. } | FaultAction::FailExecution { .. }),
+            execution @ (FaultAction::SlowExecution { .. }
+            | FaultAction::FailExecution { .. }
+            | FaultAction::SkewedClock { .. }
+            | FaultAction::RotatedSecret),
         ) => {
             request.extensions_mut().insert(execution.clone());
             next.run(request).await

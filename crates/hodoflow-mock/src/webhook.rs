@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Scope;
 use crate::fault::FaultAction;
+use crate::ledger::SignedRecord;
 use crate::reply::{BodyRefusal, body_within, webhook_error, with_retry_after};
+use crate::signature::SignatureVerdict;
 use crate::state::Shared;
 
 /// The delivery-ID headers in document 001's order of precedence.
@@ -58,6 +60,12 @@ pub(crate) fn delivery_identity(
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!("hash:{hex}")
 }
+
+/// The largest skew a [`FaultAction::SkewedClock`] applies: 100 years.
+const MAX_SKEW_SECS: u64 = 100 * 365 * 24 * 3600;
+
+/// The secret a [`FaultAction::RotatedSecret`] rotates in: no sender holds it.
+const ROTATED_IN: &str = "whsec_cm90YXRlZC1pbi1ieS10aGUtY29udHJhY3Qtc2VydmVy";
 
 /// Accepted delivery identities per organization, forgotten after the retention.
 #[derive(Debug, Default)]
@@ -167,6 +175,41 @@ async fn handle(
         }
         Err(BodyRefusal::Unreadable(rejection)) => return rejection.into_response(),
     };
+    if !trigger.signing_secrets.is_empty() {
+        // Before deduplication: a refused delivery's identity is not recorded, so a corrected
+        // retry with the same ID runs once.
+        let (check_at, rotated);
+        let secrets = match &fault {
+            Some(FaultAction::RotatedSecret) => {
+                rotated = [ROTATED_IN.to_owned()];
+                check_at = now;
+                &rotated[..]
+            }
+            Some(FaultAction::SkewedClock { skew_secs }) => {
+                // Clamped, so that no fault sent to the control endpoint overflows the clock.
+                let skew = Duration::from_secs(skew_secs.unsigned_abs().min(MAX_SKEW_SECS));
+                check_at = if *skew_secs >= 0 {
+                    now + skew
+                } else {
+                    now - skew
+                };
+                &trigger.signing_secrets[..]
+            }
+            _ => {
+                check_at = now;
+                &trigger.signing_secrets[..]
+            }
+        };
+        let verdict = crate::signature::verify(headers, &body, secrets, check_at);
+        crate::lock(&shared.ledger)
+            .signature_checked(SignedRecord::new(headers, &body, verdict, check_at));
+        if verdict != SignatureVerdict::Accepted {
+            return webhook_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Unsupported trigger authentication",
+            );
+        }
+    }
     if trigger.unsupported_auth {
         return webhook_error(
             StatusCode::UNPROCESSABLE_ENTITY,

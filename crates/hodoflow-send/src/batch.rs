@@ -153,7 +153,7 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
         None => None,
     };
     let Parsed { events, merged } = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
-    let client = crate::client::build(cli, trigger.base_url.as_deref())?;
+    let client = crate::client::build(cli, trigger.base_url.as_deref(), Some(&batch.signing))?;
     Ok(Prepared {
         client,
         trigger: Arc::new(trigger),

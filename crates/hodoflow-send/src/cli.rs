@@ -2,7 +2,8 @@
 //!
 //! There is no `--client-secret` flag on purpose: a flag's value is visible to every user of
 //! the machine in the process list and stays in shell history. The secret comes from
-//! `--client-secret-file` or `HODOFLOW_CLIENT_SECRET` (see `secret.rs`).
+//! `--client-secret-file` or `HODOFLOW_CLIENT_SECRET` (see `secret.rs`). Signing secrets, the
+//! same way, come only from a file: `--signing-secret-file` or `HODOFLOW_SIGNING_SECRET_FILE`.
 //!
 //! Every option read from the environment hides its value in `--help` (`hide_env_values`): the
 //! help is printed to whoever asks, and `HODOFLOW_BASE_URL` may hold a password.
@@ -195,6 +196,26 @@ pub(crate) struct Delivery {
     /// delivery ID).
     #[arg(long, value_name = "BUSINESS_ID")]
     pub(crate) event_id: Option<String>,
+    /// How the delivery is signed.
+    #[command(flatten)]
+    pub(crate) signing: Signing,
+}
+
+/// The signing secrets of `webhook`, `rehearse`, `batch` and `outbox worker`.
+#[derive(Debug, Args)]
+pub(crate) struct Signing {
+    /// A file of Standard Webhooks signing secrets (whsec_ followed by base64 of 24 bytes or
+    /// more), one a line; during a rotation both the old and the new one, and every attempt
+    /// carries a signature of each. Every attempt is signed as it is sent (webhook-id,
+    /// webhook-timestamp, webhook-signature). Never accepted as a flag value. [default:
+    /// unsigned]
+    #[arg(
+        long,
+        env = "HODOFLOW_SIGNING_SECRET_FILE",
+        hide_env_values = true,
+        value_name = "PATH"
+    )]
+    pub(crate) signing_secret_file: Option<PathBuf>,
 }
 
 /// The arguments of `write`.
@@ -347,6 +368,9 @@ pub(crate) struct Batch {
     /// How the outbox's workers hold and pace their jobs (only with --outbox).
     #[command(flatten)]
     pub(crate) pool: PoolOptions,
+    /// How the deliveries are signed (with --outbox too: the store never holds a secret).
+    #[command(flatten)]
+    pub(crate) signing: Signing,
 }
 
 /// The options of an outbox's worker pool, for `batch --outbox` and `outbox worker`.
@@ -466,6 +490,9 @@ pub(crate) struct Worker {
     /// How the workers hold and pace their jobs.
     #[command(flatten)]
     pub(crate) pool: PoolOptions,
+    /// How the deliveries are signed, as each attempt is sent: the outbox never holds a secret.
+    #[command(flatten)]
+    pub(crate) signing: Signing,
 }
 
 #[cfg(test)]

@@ -15,13 +15,14 @@ use hodoflow_retry::{
 };
 
 use crate::base_url::BaseUrl;
-use crate::cli::Cli;
+use crate::cli::{Cli, Signing};
 
 /// The most bytes of one webhook body: the SDK's default, document 001's limit. A batch checks
 /// every line against it before sending any.
 pub(crate) const WEBHOOK_BODY_LIMIT: usize = DEFAULT_WEBHOOK_BODY_LIMIT;
 
-/// Builds the client: base URL, client credentials (and token URL), and the budget.
+/// Builds the client: base URL, client credentials (and token URL), the budget, and the signing
+/// secrets `signing` names, if any.
 ///
 /// `trigger_base` is the base URL in front of a trigger URL's route; it serves as the base URL
 /// when `--base-url` is not given, and must agree with it when it is.
@@ -29,7 +30,11 @@ pub(crate) const WEBHOOK_BODY_LIMIT: usize = DEFAULT_WEBHOOK_BODY_LIMIT;
 /// # Errors
 ///
 /// A sentence for the user, with no secret in it, when an option is missing or refused.
-pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingClient, String> {
+pub(crate) fn build(
+    cli: &Cli,
+    trigger_base: Option<&str>,
+    signing: Option<&Signing>,
+) -> Result<RetryingClient, String> {
     let given = cli
         .base_url
         .as_deref()
@@ -55,6 +60,10 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
         .as_deref()
         .filter(|id| !id.trim().is_empty())
         .ok_or("no client ID: pass --client-id ID or set HODOFLOW_CLIENT_ID")?;
+    let signing_secrets = match signing.and_then(|s| s.signing_secret_file.as_deref()) {
+        Some(file) => crate::secret::signing_secrets(file)?,
+        None => Vec::new(),
+    };
     let secret = crate::secret::client_secret(cli.client_secret_file.as_deref())?;
     let mut credentials =
         ClientCredentials::new(base_url.as_str(), client_id, secret).map_err(|e| e.to_string())?;
@@ -72,6 +81,7 @@ pub(crate) fn build(cli: &Cli, trigger_base: Option<&str>) -> Result<RetryingCli
         .exchanger(Arc::new(Recording { inner: credentials }))
         .webhook_body_limit(WEBHOOK_BODY_LIMIT)
         .budget(budget)
+        .signing_secrets(signing_secrets)
         .build()
         .map_err(|e| e.to_string())
 }

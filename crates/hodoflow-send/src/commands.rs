@@ -148,7 +148,7 @@ impl Action {
 /// Checks every input and builds the client, or says what is wrong. `args` is the command line,
 /// the program first, for the announcement of a generated key.
 fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
-    let (action, trigger_base, identity) = match &cli.command {
+    let (action, trigger_base, identity, signing) = match &cli.command {
         Command::Webhook(delivery) | Command::Rehearse(delivery) => {
             let rehearse = matches!(cli.command, Command::Rehearse(_));
             let trigger = Trigger::parse(&delivery.trigger)?;
@@ -161,13 +161,14 @@ fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
                 id: DeliveryId::new(identity.key.clone()),
                 rehearse,
             };
-            (action, base, Some((identity, &delivery.data)))
+            let signing = Some(&delivery.signing);
+            (action, base, Some((identity, &delivery.data)), signing)
         }
         Command::Write(write) => {
             let (action, identity) = write_action(write)?;
-            (action, None, Some((identity, &write.data)))
+            (action, None, Some((identity, &write.data)), None)
         }
-        Command::Get { path } => (Action::Get { path: path.clone() }, None, None),
+        Command::Get { path } => (Action::Get { path: path.clone() }, None, None, None),
         Command::Graphql { query, variables } => {
             let variables = match variables {
                 None => serde_json::json!({}),
@@ -181,7 +182,7 @@ fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
                 query: query.clone(),
                 variables,
             };
-            (action, None, None)
+            (action, None, None, None)
         }
         Command::Follow { run_id } => (
             Action::Follow {
@@ -189,12 +190,13 @@ fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
             },
             None,
             None,
+            None,
         ),
         Command::Batch(_) => unreachable!("batch is prepared by batch.rs"),
         Command::Modulify(_) => unreachable!("modulify is prepared by modulify.rs"),
         Command::Outbox(_) => unreachable!("outbox is run by outbox.rs"),
     };
-    let client = crate::client::build(cli, trigger_base.as_deref())?;
+    let client = crate::client::build(cli, trigger_base.as_deref(), signing)?;
     // Only now, when nothing can refuse the command any more: an ID announced must be sent.
     let announcement = identity
         .and_then(|(identity, data)| identity.announcement(args, data.as_deref() == Some("@-")));

@@ -195,8 +195,10 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
     // Checked before the store is opened: a usage error opens nothing.
     let worker = match &outbox.command {
         OutboxCommand::Worker(worker) => {
-            let plan = PoolPlan::of(cli, &worker.pool)
-                .and_then(|plan| Ok((plan, crate::client::build(cli, None)?)));
+            let plan = PoolPlan::of(cli, &worker.pool).and_then(|plan| {
+                let client = crate::client::build(cli, None, Some(&worker.signing))?;
+                Ok((plan, client))
+            });
             match plan {
                 Ok(plan) => Some(plan),
                 Err(message) => return finish(usage(&message), started, json),

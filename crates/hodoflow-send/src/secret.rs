@@ -1,6 +1,7 @@
 //! The secrets read from a file or the environment, never from argv: the client secret
-//! (`--client-secret-file` or `HODOFLOW_CLIENT_SECRET`) and the Modulify API token
-//! (`--token-file` or `MODULIFY_TOKEN`).
+//! (`--client-secret-file` or `HODOFLOW_CLIENT_SECRET`), the Modulify API token
+//! (`--token-file` or `MODULIFY_TOKEN`) and the webhook signing secrets
+//! (`--signing-secret-file` or the file `HODOFLOW_SIGNING_SECRET_FILE` names).
 //!
 //! A command-line value would be readable by every user of the machine in the process list and
 //! would stay in shell history, so there is no flag that takes a secret itself. The file wins
@@ -8,7 +9,7 @@
 
 use std::path::Path;
 
-use hodoflow_retry::Secret;
+use hodoflow_retry::{Secret, SigningSecret};
 
 /// The environment variable that may hold the client secret.
 pub(crate) const ENV: &str = "HODOFLOW_CLIENT_SECRET";
@@ -92,6 +93,53 @@ fn read(source: &Source, file: Option<&Path>) -> Result<Secret, String> {
     Ok(Secret::new(secret))
 }
 
+/// Reads the signing secrets in `file`, one a line (blank lines skipped; two or more during a
+/// rotation), checks each, and adds each to the redaction set.
+///
+/// # Errors
+///
+/// A sentence naming the line, never the secret nor the file's path, when the file cannot be
+/// read, holds no secret, or a line is not `whsec_` followed by the base64 of at least 24 bytes.
+pub(crate) fn signing_secrets(file: &Path) -> Result<Vec<Secret>, String> {
+    if file.as_os_str().is_empty() {
+        return Err("--signing-secret-file needs a file name".to_owned());
+    }
+    let bytes = std::fs::read(file).map_err(|e| {
+        format!(
+            "the signing secret file could not be read: {} (the path is not shown: \
+             it may be a secret typed in the wrong place)",
+            e.kind()
+        )
+    })?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| "the signing secret file is not UTF-8".to_owned())?;
+    let mut secrets = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // Redacted first, so that no message printed after this can show it.
+        crate::redact::add(line);
+        if let Some(encoded) = line.strip_prefix("whsec_") {
+            crate::redact::add(encoded);
+        }
+        if let Err(error) = SigningSecret::new(line) {
+            let why = error.to_string();
+            let why = why.strip_prefix("invalid input: ").unwrap_or(&why);
+            return Err(format!(
+                "the signing secret on line {} of the signing secret file is refused: {why}",
+                number + 1
+            ));
+        }
+        secrets.push(Secret::new(line));
+    }
+    if secrets.is_empty() {
+        return Err("the signing secret file holds no secret: one whsec_ secret a line".to_owned());
+    }
+    Ok(secrets)
+}
+
 /// Drops the line ending an editor or `echo` leaves at the end of a file.
 fn trim_newline(mut text: String) -> String {
     let kept = text.trim_end_matches(['\n', '\r']).len();
@@ -139,6 +187,48 @@ mod tests {
             !directory.contains(&*std::env::temp_dir().to_string_lossy()),
             "{directory}"
         );
+    }
+
+    #[test]
+    fn signing_secrets_are_read_one_a_line_and_refusals_never_show_them() {
+        let path =
+            std::env::temp_dir().join(format!("hodoflow-send-signing-{}", std::process::id()));
+        let read = |contents: &str| {
+            std::fs::write(&path, contents).unwrap();
+            signing_secrets(&path)
+        };
+        let old = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+        let new = "whsec_bmV4dC1zZWNyZXQtZm9yLXRoZS1yb3RhdGlvbi0wMQ==";
+        let both = read(&format!("{old}\r\n\n  {new}  \n")).unwrap();
+        let exposed: Vec<&str> = both.iter().map(Secret::expose).collect();
+        assert_eq!(exposed, [old, new]);
+        assert_eq!(
+            read("\n \n").unwrap_err(),
+            "the signing secret file holds no secret: one whsec_ secret a line"
+        );
+        for (bad, says) in [
+            ("C2FVsBQIhrscChlQIMV+b5sSYspob7oD", "starts with whsec_"),
+            (
+                "whsec_c2hvcnQtc2VjcmV0",
+                "decodes to 12 bytes, fewer than 24",
+            ),
+            (
+                "whsec_C2FVsBQI!!!scChlQIMV+b5sSYspob7oD",
+                "followed by base64",
+            ),
+        ] {
+            let error = read(&format!("{old}\n{bad}\n")).unwrap_err();
+            assert!(
+                error.starts_with("the signing secret on line 2 "),
+                "{error}"
+            );
+            assert!(error.contains(says), "{error}");
+            assert!(
+                !error.contains(&bad[6..14]) && !error.contains(&old[6..]),
+                "{error}"
+            );
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
