@@ -183,7 +183,7 @@ fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
         let parsed = match serde_json::from_slice::<Line<'_>>(line) {
             Ok(parsed) => parsed,
             Err(e) => {
-                errors.push(format!("line {number}: {e}"));
+                errors.push(format!("line {number}: {}", crate::body::json_error(&e)));
                 continue;
             }
         };

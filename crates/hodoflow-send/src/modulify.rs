@@ -205,7 +205,8 @@ fn prepare(
     // a generated key announced; checked here, nothing is read or announced for it.
     if let Err(e) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body) {
         return Err(format!(
-            "--data must be a JSON object ({e}); nothing was sent"
+            "--data must be a JSON object ({}); nothing was sent",
+            crate::body::json_error(&e)
         ));
     }
     let client = client(cli, modulify, args)?;
