@@ -232,9 +232,13 @@ fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
     ))
 }
 
-/// `lead` and the first [`QUOTED_ERRORS`] of `items`, with a count of the rest.
+/// `lead` and the first [`QUOTED_ERRORS`] of `items`, with a count of the rest; each item is
+/// one field (`sanitize.rs`): an event ID is stored text.
 pub(crate) fn quoted(lead: &str, items: &[String]) -> String {
-    let shown = &items[..items.len().min(QUOTED_ERRORS)];
+    let shown: Vec<_> = items[..items.len().min(QUOTED_ERRORS)]
+        .iter()
+        .map(|item| crate::sanitize::field(item))
+        .collect();
     let mut message = format!("{lead}{}", shown.join("; "));
     let more = items.len() - shown.len();
     if more > 0 {

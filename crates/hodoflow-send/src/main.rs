@@ -25,6 +25,7 @@ mod outbox;
 mod pool;
 mod redact;
 mod report;
+mod sanitize;
 mod secret;
 mod trigger;
 mod usage;

@@ -141,9 +141,9 @@ async fn tools(client: ModulifyClient, json: bool) -> Result<(), Report> {
         .map(|t| {
             format!(
                 "{:width$}  {:11}  {}",
-                t.name,
+                crate::sanitize::field(t.name),
                 t.effect,
-                t.description.lines().next().unwrap_or("")
+                crate::sanitize::field(t.description.lines().next().unwrap_or(""))
             )
         })
         .collect();
