@@ -2,8 +2,9 @@
 //!
 //! The SDK records no bearer token, client secret, trigger token or body at any level, and this
 //! tool adds none; each line is made inert and redacted all the same (`sanitize.rs`,
-//! `redact.rs`) before it is written, since a field can hold text a server sent. `log` records of the HTTP stack are not bridged into tracing: reqwest's own
-//! trace lines show full URLs, and a webhook URL holds the trigger token.
+//! `redact.rs`) before it is written, since a field can hold text a server sent. `log` records
+//! of the HTTP stack are not bridged into tracing: reqwest's own trace lines show full URLs, and
+//! a webhook URL holds the trigger token.
 
 use std::io::Write;
 use std::sync::OnceLock;
