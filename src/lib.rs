@@ -97,6 +97,9 @@ mod endpoint;
 mod engine;
 mod error;
 mod fleet;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
 mod jitter;
 mod key;
 mod matrix;

@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 use crate::jitter::Jitter;
 use crate::key::{DeliveryId, IdempotencyKey};
 use crate::profile::Surface;
-use crate::profile::hodoflow::{GRAPHQL_PATH, WEBHOOKS_PREFIX};
+use crate::profile::hodoflow::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
+use crate::profile::neutral;
 use crate::rate::{RateBudget, RateGate};
 use crate::request::{FixedRequest, route_of};
 use crate::retry_budget::RetryBudget;
@@ -49,19 +50,27 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// # Which matrix a request gets
 ///
 /// The [`Surface`] comes from the method and the path (a prefix before `/api/` is allowed, so a
-/// base path works):
+/// base path works). A path with `/api/json/` or `/api/v1/webhooks/` in it, or ending in
+/// `/api/graphql`, is claimed by the Hodoflow profile (documents 000 and 001):
 ///
-/// | request | surface | key |
+/// | request on a claimed path | surface | key |
 /// |---|---|---|
-/// | `GET`, `HEAD` (and `OPTIONS`, `TRACE`) anywhere | [`Surface::Read`] | none |
+/// | `GET`, `HEAD` (and `OPTIONS`, `TRACE`) | [`Surface::Read`] | none |
 /// | `POST` with `/api/v1/webhooks/` in the path | [`Surface::Webhook`] | delivery ID |
 /// | `POST /api/graphql` | [`Surface::GraphQl`] | none (read-only) |
-/// | `POST`, `PUT`, `PATCH`, `DELETE` with `/api/json/` in the path | [`Surface::JsonApiWrite`] | `Idempotency-Key` |
-/// | any other unsafe method (`POST`, `PUT`, `PATCH`, `DELETE`, ...) anywhere else | [`Surface::JsonApiWrite`] | `Idempotency-Key` |
+/// | `POST`, `PUT`, `PATCH`, `DELETE` (and other unsafe methods) | [`Surface::JsonApiWrite`] | `Idempotency-Key` |
 ///
-/// Any other unsafe request is treated as a keyed write: it is retried only as document 000
-/// retries a write, with one key on every attempt. That is safe only against a server that
-/// honours `Idempotency-Key`; leave such requests out of the stack otherwise.
+/// A path no profile claims gets a vendor-neutral table (`src/profile/neutral.rs`), since no
+/// vendor's matrix says anything about it:
+///
+/// | request on any other path | surface | retried on | key |
+/// |---|---|---|---|
+/// | an idempotent method of RFC 9110: `GET`, `HEAD`, `OPTIONS`, `TRACE`, `PUT`, `DELETE` | [`Surface::IdempotentMethod`] | no answer, 429, 5xx | none added (the caller's is sent as it is) |
+/// | any other method (`POST`, `PATCH`, ...) with the caller's `Idempotency-Key` | [`Surface::CallerKeyed`] | no answer, 429, 5xx | the caller's, the same on every attempt |
+/// | any other method without one | none: sent once, never retried | - | none (never generated) |
+///
+/// A `POST` to a path no vendor claims is not taken for a JSON:API write: a key is generated
+/// only where a vendor's document says its server honours one.
 ///
 /// # The key
 ///
@@ -326,10 +335,17 @@ impl RetryReport {
     }
 }
 
-/// The surface of `method` on `path`; see the module docs' table.
-pub(crate) fn surface_of(method: &Method, path: &str) -> Surface {
+/// The surface of `method` on `path`, or `None` for a request sent once; see the table of
+/// [`RetryMiddleware`]. `keyed`: the caller gave an `Idempotency-Key`.
+pub(crate) fn surface_of(method: &Method, path: &str, keyed: bool) -> Option<Surface> {
+    let claimed = path.contains(JSON_API_PREFIX)
+        || path.contains(WEBHOOKS_PREFIX)
+        || path.ends_with(GRAPHQL_PATH);
+    if !claimed {
+        return neutral::surface(method, keyed);
+    }
     let safe = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method);
-    if safe {
+    Some(if safe {
         Surface::Read
     } else if *method == Method::POST && path.contains(WEBHOOKS_PREFIX) {
         Surface::Webhook
@@ -337,7 +353,7 @@ pub(crate) fn surface_of(method: &Method, path: &str) -> Surface {
         Surface::GraphQl
     } else {
         Surface::JsonApiWrite
-    }
+    })
 }
 
 /// The key of a request of `surface`: the caller's (checked) or a new one, put into `headers`.
@@ -438,7 +454,16 @@ impl Middleware for RetryMiddleware {
         // A parsed URL has its dot segments resolved already; the check refuses what a
         // server could still read as one.
         crate::request::normalize_path(req.url().path()).map_err(|e| failed(e, None))?;
-        let surface = surface_of(req.method(), req.url().path());
+        let keyed = req.headers().contains_key(IDEMPOTENCY_KEY);
+        let Some(surface) = surface_of(req.method(), req.url().path(), keyed) else {
+            tracing::debug!(
+                method = %req.method(),
+                route = %route_of(req.url().path()),
+                "no profile claims the path and the method is not idempotent: without an \
+                 Idempotency-Key it is sent once"
+            );
+            return send_once(req, extensions, next, None).await;
+        };
         let (key, generated) = identity(surface, req.headers_mut()).map_err(|e| failed(e, None))?;
         let route = route_of(req.url().path());
         if generated && let Some(key) = &key {
@@ -453,7 +478,10 @@ impl Middleware for RetryMiddleware {
             None => Bytes::new(),
             Some(body) => match body.as_bytes() {
                 Some(bytes) => Bytes::copy_from_slice(bytes),
-                None => return send_once(req, extensions, next, key).await,
+                None => {
+                    tracing::debug!("a streaming body cannot be sent again: one attempt");
+                    return send_once(req, extensions, next, key).await;
+                }
             },
         };
         let mut headers = std::mem::take(req.headers_mut());
@@ -520,14 +548,14 @@ impl Middleware for RetryMiddleware {
     }
 }
 
-/// A request whose body cannot be replayed: sent once through the rest of the stack.
+/// A request that is not repeated (a streaming body; an unsafe method on a path no profile
+/// claims, without a key): sent once through the rest of the stack.
 async fn send_once(
     req: reqwest::Request,
     extensions: &mut Extensions,
     next: Next<'_>,
     key: Option<IdempotencyKey>,
 ) -> reqwest_middleware::Result<reqwest::Response> {
-    tracing::debug!("a streaming body cannot be sent again: one attempt, no retry");
     let mut response = next.run(req, extensions).await?;
     let attempt = Attempt::answered(1, response.status(), None);
     response.extensions_mut().insert(RetryReport {
@@ -546,7 +574,6 @@ mod tests {
     fn classifies_requests_by_method_and_path() {
         let cases = [
             (Method::GET, "/api/json/v1/projects", Surface::Read),
-            (Method::HEAD, "/anything", Surface::Read),
             (Method::POST, "/api/v1/webhooks/trg_1", Surface::Webhook),
             (
                 Method::POST,
@@ -560,11 +587,37 @@ mod tests {
                 "/api/json/v1/projects/1",
                 Surface::JsonApiWrite,
             ),
-            (Method::PUT, "/elsewhere", Surface::JsonApiWrite),
             (Method::GET, "/api/v1/webhooks/trg_1", Surface::Read),
         ];
         for (method, path, surface) in cases {
-            assert_eq!(surface_of(&method, path), surface, "{method} {path}");
+            for keyed in [false, true] {
+                assert_eq!(
+                    surface_of(&method, path, keyed),
+                    Some(surface),
+                    "{method} {path}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_path_no_profile_claims_gets_the_vendor_neutral_table() {
+        for method in [Method::HEAD, Method::GET, Method::PUT, Method::DELETE] {
+            for path in ["/anything", "/v1/send_message", "/api/other"] {
+                assert_eq!(
+                    surface_of(&method, path, false),
+                    Some(Surface::IdempotentMethod),
+                    "{method} {path}"
+                );
+            }
+        }
+        for method in [Method::POST, Method::PATCH] {
+            assert_eq!(surface_of(&method, "/elsewhere", false), None, "{method}");
+            assert_eq!(
+                surface_of(&method, "/elsewhere", true),
+                Some(Surface::CallerKeyed),
+                "{method}"
+            );
         }
     }
 

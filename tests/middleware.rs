@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
+use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_MODULIFY_TOKEN, Fault, MockServer};
 use hodoflow_retry::{
     Budget, ClientCredentials, ErrorKind, RetryBudget, RetryMiddleware, RetryReport, TokenExchanger,
 };
@@ -28,6 +28,9 @@ support::over_h2c!(
     a_streaming_body_is_sent_once_and_not_retried,
     with_an_exchanger_a_401_is_reexchanged_once_and_without_one_it_stops,
     a_retry_budget_shared_with_a_client_ends_the_retries_of_both,
+    an_idempotent_method_on_a_path_no_profile_claims_is_retried_without_a_key,
+    a_post_to_a_path_no_profile_claims_is_sent_once_without_a_key,
+    with_the_callers_key_a_post_to_a_path_no_profile_claims_is_retried_with_it,
 );
 
 /// A client with the middleware, its budget `attempts` and millisecond backoff, over the test's
@@ -429,4 +432,141 @@ async fn a_retry_budget_shared_with_a_client_ends_the_retries_of_both() {
     assert_eq!(error.kind(), ErrorKind::RetryBudgetExhausted, "{error}");
     assert_eq!(error.attempts().len(), 1, "the client may not retry either");
     assert_eq!(server.ledger().requests_to("GET", JSON_API).len(), 3);
+}
+
+// A path no profile claims (`/v1/...`, which the Hodoflow profile does not describe; the contract
+// server answers it as Modulify): the vendor-neutral table.
+
+/// Modulify's `send_message` body.
+const MESSAGE: &str = r#"{"projectId":"site_1","prompt":"Add a footer."}"#;
+
+#[tokio::test]
+async fn an_idempotent_method_on_a_path_no_profile_claims_is_retried_without_a_key() {
+    let server = server().await;
+    let auth = format!("Bearer {DEMO_MODULIFY_TOKEN}");
+    server.inject(Fault::respond(503).on("GET", "/v1/tools").times(1));
+    server.inject(
+        Fault::respond(429)
+            .header("retry-after", "0")
+            .on("GET", "/v1/tools")
+            .times(1),
+    );
+    let read = stack(5)
+        .get(url(&server, "/v1/tools"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    assert_eq!(report(&read).attempts().len(), 3);
+    assert_eq!(report(&read).idempotency_key(), None);
+
+    // PUT is idempotent (RFC 9110): retried on 5xx without a key, and stopped by the 404.
+    server.inject(Fault::respond(502).on("PUT", "/v1/send_message").times(2));
+    let put = stack(5)
+        .put(url(&server, "/v1/send_message"))
+        .header("authorization", &auth)
+        .body(MESSAGE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 404);
+    assert_eq!(report(&put).attempts().len(), 3);
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_to("GET", "/v1/tools").len(), 3);
+    assert_eq!(ledger.requests_to("PUT", "/v1/send_message").len(), 3);
+    assert!(
+        ledger
+            .requests()
+            .iter()
+            .all(|r| r.idempotency_key.is_none()),
+        "no key is added on a path no vendor claims: {:?}",
+        ledger.requests()
+    );
+}
+
+#[tokio::test]
+async fn a_post_to_a_path_no_profile_claims_is_sent_once_without_a_key() {
+    let server = server().await;
+    let auth = format!("Bearer {DEMO_MODULIFY_TOKEN}");
+    server.inject(
+        Fault::fail_execution(503)
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    let refused = stack(5)
+        .post(url(&server, "/v1/send_message"))
+        .header("authorization", &auth)
+        .body(MESSAGE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503, "handed back, not retried");
+    assert_eq!(report(&refused).attempts().len(), 1);
+    assert_eq!(report(&refused).idempotency_key(), None);
+
+    // A lost answer is not retried either: it may have run, and nothing makes a repeat safe.
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    let lost = stack(5)
+        .post(url(&server, "/v1/send_message"))
+        .header("authorization", &auth)
+        .body(MESSAGE)
+        .send()
+        .await;
+    assert!(lost.is_err(), "{lost:?}");
+    let ledger = server.ledger();
+    let sent = ledger.requests_to("POST", "/v1/send_message");
+    assert_eq!(sent.len(), 2, "one attempt each: {sent:?}");
+    assert!(sent.iter().all(|r| r.idempotency_key.is_none()), "{sent:?}");
+    assert_eq!(
+        ledger.modulify_total_executions(),
+        1,
+        "the lost one ran, once"
+    );
+}
+
+#[tokio::test]
+async fn with_the_callers_key_a_post_to_a_path_no_profile_claims_is_retried_with_it() {
+    let server = server().await;
+    let auth = format!("Bearer {DEMO_MODULIFY_TOKEN}");
+    server.inject(
+        Fault::fail_execution(503)
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    let sent = stack(5)
+        .post(url(&server, "/v1/send_message"))
+        .header("authorization", &auth)
+        .header("idempotency-key", "order-4711:notify")
+        .body(MESSAGE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    assert_eq!(
+        sent.headers()
+            .get("idempotency-replayed")
+            .map(|v| v.as_bytes()),
+        Some(&b"true"[..]),
+        "the lost answer came back as a replay"
+    );
+    let report = report(&sent);
+    assert_eq!(report.attempts().len(), 3);
+    assert_eq!(
+        report.idempotency_key().map(|key| key.as_str()),
+        Some("order-4711:notify")
+    );
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_with_key("order-4711:notify").len(), 3);
+    assert_eq!(ledger.requests_to("POST", "/v1/send_message").len(), 3);
+    assert_eq!(ledger.modulify_executions("order-4711:notify"), 1);
 }

@@ -10,7 +10,8 @@
 //! [`bearer_token`](crate::ClientBuilder::bearer_token) or a plugged-in
 //! [`TokenExchanger`](crate::TokenExchanger)); the mechanism never asks which vendor it serves. One file per vendor holds its
 //! profile, to be read beside its document: `hodoflow.rs` (documents 000 and 001) and
-//! `modulify.rs` (document 004).
+//! `modulify.rs` (document 004); `neutral.rs` holds the vendor-neutral table of RFC 9110's
+//! idempotent methods for paths no profile claims.
 //!
 //! The mechanism (the matrix lookup in `matrix.rs`, `classify`, the engine, the stats) takes a
 //! [`SurfaceProfile`] and reads its fields; it never names a vendor or matches on a surface. So a
@@ -44,6 +45,7 @@ use crate::matrix::Rule;
 
 pub(crate) mod hodoflow;
 pub(crate) mod modulify;
+pub(crate) mod neutral;
 
 /// An API surface with a retry matrix of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,6 +63,13 @@ pub enum Surface {
     /// Modulify method calls, `POST /v1/<method>` (document 004): with an `Idempotency-Key`
     /// unless the catalogue says the method only reads.
     Modulify,
+    /// An idempotent method of RFC 9110 (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) on a path no
+    /// profile claims, as the reqwest-middleware adapter meets it: retried on no answer, 429
+    /// and 5xx, without a key.
+    IdempotentMethod,
+    /// Any other method on a path no profile claims, with the caller's `Idempotency-Key`: the
+    /// same retries, that key on every attempt. Without a key such a request is sent once.
+    CallerKeyed,
 }
 
 impl Surface {
@@ -87,6 +96,8 @@ impl Surface {
             Surface::Read,
             Surface::GraphQl,
             Surface::Modulify,
+            Surface::IdempotentMethod,
+            Surface::CallerKeyed,
         ]
     }
 
@@ -110,6 +121,8 @@ impl Surface {
             Self::Read => &hodoflow::READ,
             Self::GraphQl => &hodoflow::GRAPHQL,
             Self::Modulify => &modulify::CALL,
+            Self::IdempotentMethod => &neutral::IDEMPOTENT_METHOD,
+            Self::CallerKeyed => &neutral::CALLER_KEYED,
         }
     }
 

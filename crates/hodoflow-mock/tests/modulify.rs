@@ -591,6 +591,145 @@ async fn answers_404_not_found_for_an_unknown_method_or_object() {
     assert_eq!(server.ledger().modulify_total_executions(), 0);
 }
 
+// Every other method, path and shape: document 004's error body, never axum's bare 405 or 404.
+
+impl Modulify {
+    /// `method` on `path` (from the base URL), with the token if any and `body` as it is.
+    async fn raw(&self, method: &str, path: &str, content_type: Option<&str>, body: &str) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .authorized(self.http.request(method, url))
+            .body(body.to_owned());
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        send(request).await
+    }
+}
+
+#[tokio::test]
+async fn other_http_methods_on_a_method_path_answer_404_not_found_with_allow_post() {
+    let (server, modulify) = demo().await;
+    for method in ["GET", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "FROB"] {
+        for path in ["/v1/send_message", "/v1/create_site", "/v1/launch_rocket"] {
+            let refused = modulify.raw(method, path, None, "").await;
+            assert_eq!(
+                (refused.status, code(&refused)),
+                (404, "not_found".to_owned()),
+                "{method} {path}"
+            );
+            assert_eq!(refused.header("allow"), Some("POST"), "{method} {path}");
+        }
+    }
+    let head = modulify.raw("HEAD", "/v1/send_message", None, "").await;
+    assert_eq!(head.status, 404);
+    assert!(head.body.is_empty(), "a HEAD answer has no body");
+    assert_eq!(server.ledger().modulify_total_executions(), 0);
+    assert_eq!(
+        server.ledger().requests_to("GET", "/v1/send_message").len(),
+        1,
+        "an unrouted request is still recorded"
+    );
+}
+
+#[tokio::test]
+async fn other_http_methods_on_the_catalogue_answer_404_not_found_with_allow_get_and_post() {
+    let (_server, modulify) = demo().await;
+    for method in ["PUT", "PATCH", "DELETE", "OPTIONS"] {
+        let refused = modulify.raw(method, "/v1/tools", None, "").await;
+        assert_eq!(
+            (refused.status, code(&refused)),
+            (404, "not_found".to_owned()),
+            "{method}"
+        );
+        assert_eq!(refused.header("allow"), Some("GET, POST"));
+    }
+    assert_eq!(
+        modulify.raw("HEAD", "/v1/tools", None, "").await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn paths_under_v1_that_name_no_method_answer_404_not_found() {
+    let (server, modulify) = demo().await;
+    for path in [
+        "/v1",
+        "/v1/",
+        "/v1/a/b",
+        "/v1/a/b/c",
+        "/v1/send_message/",
+        "/v1//send_message",
+        "/v1/tools/send_message",
+    ] {
+        for method in ["POST", "GET", "DELETE"] {
+            let refused = modulify
+                .raw(method, path, Some("application/json"), MESSAGE)
+                .await;
+            assert_eq!(
+                (refused.status, code(&refused)),
+                (404, "not_found".to_owned()),
+                "{method} {path}"
+            );
+            assert_eq!(refused.header("allow"), None, "{method} {path}");
+        }
+    }
+    assert_eq!(server.ledger().modulify_total_executions(), 0);
+}
+
+#[tokio::test]
+async fn an_unrouted_request_without_a_token_answers_401_unauthorized_first() {
+    let (_server, _) = demo().await;
+    let anonymous = Modulify::anonymous(&_server);
+    for (method, path) in [
+        ("GET", "/v1/send_message"),
+        ("DELETE", "/v1/tools"),
+        ("POST", "/v1/a/b"),
+        ("GET", "/v1/"),
+    ] {
+        let refused = anonymous.raw(method, path, None, "").await;
+        assert_eq!(
+            (refused.status, code(&refused)),
+            (401, "unauthorized".to_owned()),
+            "{method} {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_content_type_is_not_checked_only_the_body_is() {
+    let (server, modulify) = demo().await;
+    // Document 004's own example is `curl -d`, which sends a form content type.
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("application/json; charset=utf-8"),
+    ] {
+        let ran = modulify
+            .raw("POST", "/v1/list_sites", content_type, "{}")
+            .await;
+        assert_eq!(ran.status, 200, "{content_type:?}");
+        let form = modulify
+            .raw("POST", "/v1/create_site", content_type, "name=a&x=1")
+            .await;
+        assert_eq!(
+            (form.status, code(&form)),
+            (400, "invalid_request".to_owned()),
+            "{content_type:?}"
+        );
+    }
+    let queried = modulify
+        .raw("POST", "/v1/list_sites?verbose=1", None, "{}")
+        .await;
+    assert_eq!(
+        queried.status, 200,
+        "a query string does not change the method"
+    );
+    assert_eq!(server.ledger().modulify_total_executions(), 0);
+}
+
 #[tokio::test]
 async fn answers_409_in_progress_with_retry_after_while_a_slow_execution_holds_the_key() {
     let (server, modulify) = demo().await;

@@ -38,9 +38,69 @@ pub(crate) fn read_file(path: &Path, option: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {option} file {}: {e}", path.display()))
 }
 
+/// Why `error` refused a user's JSON, without quoting it.
+///
+/// serde_json's own message can quote the input (`invalid type: string "…"`, `unknown field
+/// `…``), and that input is a body: never printed (document 000). Only a missing field, named
+/// by this tool, is kept; the rest is the kind of error and where it is.
+pub(crate) fn json_error(error: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let (line, column) = (error.line(), error.column());
+    let what = match error.classify() {
+        Category::Syntax => "invalid JSON".to_owned(),
+        Category::Eof => "the JSON ends early".to_owned(),
+        Category::Io => "unreadable JSON".to_owned(),
+        Category::Data => {
+            let said = error.to_string();
+            match said.split_once(" at line ") {
+                Some((missing, _)) if missing.starts_with("missing field `") => missing.to_owned(),
+                _ => "JSON of the wrong shape".to_owned(),
+            }
+        }
+    };
+    format!("{what} at line {line} column {column}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_error_names_the_kind_and_place_and_quotes_no_input() {
+        let error = |text: &str| {
+            json_error(
+                &serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                    .unwrap_err(),
+            )
+        };
+        assert_eq!(
+            error(r#""BODY_MARKER""#),
+            "JSON of the wrong shape at line 1 column 13"
+        );
+        assert_eq!(
+            error("[1, 2]"),
+            "JSON of the wrong shape at line 1 column 0"
+        );
+        assert_eq!(
+            error(r#"{"a": BODY_MARKER}"#),
+            "invalid JSON at line 1 column 7"
+        );
+        assert_eq!(
+            error(r#"{"BODY_MARKER": "#),
+            "the JSON ends early at line 1 column 16"
+        );
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code, reason = "only its shape is read")]
+        struct Event {
+            event_id: String,
+        }
+        let shaped = |text: &str| json_error(&serde_json::from_str::<Event>(text).unwrap_err());
+        assert_eq!(shaped("{}"), "missing field `event_id` at line 1 column 2");
+        assert!(!shaped(r#"{"BODY_MARKER": 1}"#).contains("BODY_MARKER"));
+        assert!(!shaped(r#"{"event_id": "x", "BODY_MARKER": 1}"#).contains("BODY_MARKER"));
+        assert!(!shaped(r#"{"event_id": 4111111111111111}"#).contains("4111"));
+    }
 
     #[test]
     fn text_is_the_body_and_no_data_is_empty() {

@@ -384,33 +384,11 @@ pub(crate) struct PoolOptions {
     pub(crate) lease: Option<Duration>,
     /// The per-trigger limit every worker of the outbox shares, in the store: N/DUR, or off.
     /// [default: 100/60s, document 001's]
-    #[arg(long, value_name = "N/DUR|off", value_parser = parse_trigger_limit)]
+    #[arg(long, value_name = "N/DUR|off", value_parser = crate::limit::parse)]
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
 }
 
-/// A `--trigger-limit`: a limit, or none (`off`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TriggerLimitArg(pub(crate) Option<hodoflow_retry::TriggerLimit>);
-
-/// Parses `N/DUR` (`100/60s`) or `off`.
-fn parse_trigger_limit(text: &str) -> Result<TriggerLimitArg, String> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("off") {
-        return Ok(TriggerLimitArg(None));
-    }
-    let expected = "expected N/DUR such as 100/60s, or off";
-    let Some((count, per)) = text.split_once('/') else {
-        return Err(format!("'{text}' is not a limit: {expected}"));
-    };
-    let count: u32 = count
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' does not start with a count: {expected}"))?;
-    let per = crate::duration::parse(per)?;
-    hodoflow_retry::TriggerLimit::new(count, per)
-        .map(|limit| TriggerLimitArg(Some(limit)))
-        .map_err(|e| format!("'{text}': {e}"))
-}
+use crate::limit::TriggerLimitArg;
 
 /// The arguments of `outbox`.
 #[derive(Debug, Args)]

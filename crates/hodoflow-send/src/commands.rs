@@ -175,7 +175,10 @@ fn prepare(cli: &Cli, args: &[OsString]) -> Result<Prepared, String> {
                 Some(text) => match serde_json::from_str(text) {
                     Ok(value @ serde_json::Value::Object(_)) => value,
                     Ok(_) => return Err("--variables must be a JSON object".to_owned()),
-                    Err(e) => return Err(format!("--variables is not JSON: {e}")),
+                    Err(e) => {
+                        let e = crate::body::json_error(&e);
+                        return Err(format!("--variables is not JSON: {e}"));
+                    }
                 },
             };
             let action = Action::GraphQl {

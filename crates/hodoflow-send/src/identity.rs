@@ -17,8 +17,10 @@
 //! The resend command is this process's own command line, each argument shell-quoted, with the
 //! ID option added before any `--`. No secret is in it: every argument is redacted before it is
 //! quoted (the trigger token shows as [`MARKER`], to be put back by hand), and the value of
-//! `--client-secret-file` or `--token-file` is never shown. Options read from the environment are not repeated:
-//! the command is for the same environment.
+//! `--client-secret-file` or `--token-file` is never shown. No body is in it either: a body
+//! given inline (`--data TEXT`) shows as `--data @FILE`, with a note to put the same bytes in
+//! FILE or on standard input (`--data @-`); `--data @FILE` and `--data @-` are kept as given.
+//! Options read from the environment are not repeated: the command is for the same environment.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -30,6 +32,13 @@ use crate::redact::MARKER;
 /// The options naming a secret's file (the client secret's, the Modulify token's), whose value
 /// is never shown.
 const SECRET_FILES: [&str; 2] = ["--client-secret-file", "--token-file"];
+
+/// The option that gives the body.
+const BODY_OPTION: &str = "--data";
+
+/// What stands for a body given inline in the resend command (`--data @FILE`): the body is
+/// never printed.
+const BODY_FILE: &str = "FILE";
 
 /// What an identity is the key of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,15 +126,21 @@ impl Identity {
             .iter()
             .map(|arg| arg.to_string_lossy().into_owned())
             .collect();
-        let stdin = if stdin_body {
-            " with the same body on standard input"
+        let (command, inline_body) = resend_command(&args, option, key);
+        let body = if inline_body {
+            // The body itself is never printed (document 000: never log sensitive bodies).
+            format!(
+                " with {BODY_FILE} holding the same body byte for byte (or --data @- and the \
+                 same body on standard input)"
+            )
+        } else if stdin_body {
+            " with the same body on standard input".to_owned()
         } else {
-            ""
+            String::new()
         };
         Some(format!(
             "no {option} or --event-id: generated the {what} {key}, the same on every attempt; \
-             to send it again under the same ID, run{stdin}:\n  {}",
-            resend_command(&args, option, key)
+             to send it again under the same ID, run{body}:\n  {command}"
         ))
     }
 }
@@ -151,8 +166,10 @@ fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
 }
 
 /// `args` (the program first) with `option key` added before any `--`, each argument redacted
-/// and shell-quoted, and the value of each of [`SECRET_FILES`] replaced by [`MARKER`].
-fn resend_command(args: &[String], option: &str, key: &str) -> String {
+/// and shell-quoted, the value of each of [`SECRET_FILES`] replaced by [`MARKER`], and a body
+/// given inline (`--data TEXT`, `--data=TEXT`) replaced by `@`[`BODY_FILE`]; and whether one
+/// was. `@FILE` and `@-` name the body without being it, and are kept.
+fn resend_command(args: &[String], option: &str, key: &str) -> (String, bool) {
     let end = args
         .iter()
         .skip(1)
@@ -160,11 +177,32 @@ fn resend_command(args: &[String], option: &str, key: &str) -> String {
         .map_or(args.len(), |at| at + 1);
     let mut words: Vec<Cow<'_, str>> = Vec::with_capacity(args.len() + 2);
     let mut hide_next = false;
+    let mut body_next = false;
+    let mut inline_body = false;
+    let placeholder = format!("@{BODY_FILE}");
     for (index, arg) in args.iter().enumerate() {
         if index == end {
             words.extend([Cow::Borrowed(option), Cow::Borrowed(key)]);
         }
-        if index < end && std::mem::take(&mut hide_next) {
+        let body = if index >= end {
+            None
+        } else if std::mem::take(&mut body_next) {
+            Some(arg.as_str())
+        } else {
+            arg.strip_prefix(BODY_OPTION)
+                .and_then(|rest| rest.strip_prefix('='))
+        };
+        if body.is_some_and(|body| !body.starts_with('@')) {
+            inline_body = true;
+            words.push(if arg.starts_with(BODY_OPTION) {
+                Cow::Owned(format!("{BODY_OPTION}={placeholder}"))
+            } else {
+                Cow::Owned(placeholder.clone())
+            });
+        } else if index < end && arg == BODY_OPTION {
+            body_next = true;
+            words.push(Cow::Borrowed(arg));
+        } else if index < end && std::mem::take(&mut hide_next) {
             words.push(Cow::Borrowed(MARKER));
         } else if index < end && SECRET_FILES.contains(&arg.as_str()) {
             hide_next = true;
@@ -181,11 +219,12 @@ fn resend_command(args: &[String], option: &str, key: &str) -> String {
     if end == args.len() {
         words.extend([Cow::Borrowed(option), Cow::Borrowed(key)]);
     }
-    words
+    let command = words
         .iter()
         .map(|word| shell_word(word))
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    (command, inline_body)
 }
 
 /// `word` as one POSIX shell word: as it is when it holds only characters no shell treats
@@ -277,12 +316,12 @@ mod tests {
 
     #[test]
     fn the_resend_command_adds_the_id_before_a_double_dash_and_quotes_what_a_shell_would_split() {
-        let command = resend_command(
+        let (command, _) = resend_command(
             &args(&[
                 "./hodoflow-send",
                 "--json",
                 "webhook",
-                "--data",
+                "--event-id",
                 "{\"a\": 'b'}",
                 "--",
                 "-t",
@@ -292,27 +331,67 @@ mod tests {
         );
         assert_eq!(
             command,
-            r#"./hodoflow-send --json webhook --data '{"a": '\''b'\''}' --delivery-id k-1 -- -t"#
-        );
-        assert_eq!(
-            resend_command(
-                &args(&["s", "webhook", "t", "--data", ""]),
-                "--delivery-id",
-                "k"
-            ),
-            "s webhook t --data '' --delivery-id k"
+            r#"./hodoflow-send --json webhook --event-id '{"a": '\''b'\''}' --delivery-id k-1 -- -t"#
         );
         // Only the first `--` ends the options; a later one is an argument like any other.
         assert_eq!(
             resend_command(&args(&["s", "--", "a", "--"]), "--key", "k"),
-            "s --key k -- a --"
+            ("s --key k -- a --".to_owned(), false)
+        );
+    }
+
+    #[test]
+    fn the_resend_command_shows_no_inline_body_and_keeps_a_body_file_or_stdin() {
+        let resend = |text: &[&str]| resend_command(&args(text), "--delivery-id", "k");
+        assert_eq!(
+            resend(&["s", "webhook", "t", "--data", "{\"card\": \"4111 1111\"}"]),
+            ("s webhook t --data @FILE --delivery-id k".to_owned(), true)
+        );
+        assert_eq!(
+            resend(&["s", "webhook", "t", "--data=BODY_MARKER", "--", "-x"]),
+            (
+                "s webhook t --data=@FILE --delivery-id k -- -x".to_owned(),
+                true
+            )
+        );
+        assert_eq!(
+            resend(&["s", "webhook", "t", "--data", ""]),
+            ("s webhook t --data @FILE --delivery-id k".to_owned(), true)
+        );
+        for given in [
+            &["--data", "@body.json"][..],
+            &["--data", "@-"],
+            &["--data=@b.json"],
+        ] {
+            let mut text = vec!["s", "webhook", "t"];
+            text.extend_from_slice(given);
+            let (command, inline) = resend(&text);
+            assert!(!inline, "{command}");
+            assert!(command.contains(&given.join(" ")), "{command}");
+        }
+        // After `--`, `--data` is a positional argument, not the option.
+        assert_eq!(
+            resend(&["s", "webhook", "--", "--data", "x"]),
+            ("s webhook --delivery-id k -- --data x".to_owned(), false)
+        );
+        let delivery = Identity::resolve(Operation::Delivery, None, None).unwrap();
+        let said = delivery
+            .announcement(&os(&["s", "webhook", "t", "--data", "BODY_MARKER"]), false)
+            .unwrap();
+        assert!(!said.contains("BODY_MARKER"), "{said}");
+        assert!(
+            said.contains(
+                "run with FILE holding the same body byte for byte (or --data @- and the same \
+                 body on standard input):\n  s webhook t --data @FILE --delivery-id "
+            ),
+            "{said}"
         );
     }
 
     #[test]
     fn the_resend_command_shows_no_secret_file_and_no_known_secret() {
         crate::redact::add("trg_ID_TEST_it's_secret");
-        let command = resend_command(
+        let (command, _) = resend_command(
             &args(&[
                 "s",
                 "--client-secret-file",
@@ -329,7 +408,7 @@ mod tests {
             "s --client-secret-file '<redacted>' '--client-secret-file=<redacted>' webhook \
              'http://127.0.0.1:1/api/v1/webhooks/<redacted>' --delivery-id k"
         );
-        let command = resend_command(
+        let (command, _) = resend_command(
             &args(&[
                 "s",
                 "modulify",

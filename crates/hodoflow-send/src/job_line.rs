@@ -61,14 +61,18 @@ impl JobLine {
     pub(crate) fn text(&self) -> String {
         let error = self.error.as_ref().map_or_else(
             || "-".to_owned(),
-            |error| match error.status {
-                Some(status) => format!("{} {status}", error.kind),
-                None => error.kind.clone(),
+            |error| {
+                let kind = crate::sanitize::field(&error.kind);
+                match error.status {
+                    Some(status) => format!("{kind} {status}"),
+                    None => kind.into_owned(),
+                }
             },
         );
+        // Stored text, from a batch file or a server: one field each, tabs included.
         format!(
             "{}\t{}\t{}\t{}\t{}\t{error}",
-            self.event_id,
+            crate::sanitize::field(&self.event_id).replace('\t', " "),
             self.state,
             self.calls,
             self.attempts,

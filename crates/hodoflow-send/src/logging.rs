@@ -1,9 +1,10 @@
 //! Tracing on standard error, filtered by `RUST_LOG` (default `warn`).
 //!
 //! The SDK records no bearer token, client secret, trigger token or body at any level, and this
-//! tool adds none; each line is redacted all the same (`redact.rs`) before it is written, since a
-//! field can hold text a server sent. `log` records of the HTTP stack are not bridged into tracing: reqwest's own
-//! trace lines show full URLs, and a webhook URL holds the trigger token.
+//! tool adds none; each line is made inert and redacted all the same (`sanitize.rs`,
+//! `redact.rs`) before it is written, since a field can hold text a server sent. `log` records
+//! of the HTTP stack are not bridged into tracing: reqwest's own trace lines show full URLs, and
+//! a webhook URL holds the trigger token.
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -21,6 +22,8 @@ pub(crate) fn init() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(Stderr)
+        // Colours are escape sequences, which every line written loses (`sanitize.rs`).
+        .with_ansi(false)
         .init();
 }
 
@@ -62,8 +65,10 @@ impl Drop for Line {
         if self.0.is_empty() {
             return;
         }
+        // One event is one line: a line break inside a field cannot forge another.
         let text = String::from_utf8_lossy(&self.0);
-        let text = crate::redact::text(&text);
+        let line = crate::sanitize::strip(text.trim_end_matches('\n'), false);
+        let text = format!("{}\n", crate::redact::terminal(&line));
         let write = || {
             let mut stderr = std::io::stderr().lock();
             let _ = stderr.write_all(text.as_bytes());

@@ -141,9 +141,9 @@ async fn tools(client: ModulifyClient, json: bool) -> Result<(), Report> {
         .map(|t| {
             format!(
                 "{:width$}  {:11}  {}",
-                t.name,
+                crate::sanitize::field(t.name),
                 t.effect,
-                t.description.lines().next().unwrap_or("")
+                crate::sanitize::field(t.description.lines().next().unwrap_or(""))
             )
         })
         .collect();
@@ -205,7 +205,8 @@ fn prepare(
     // a generated key announced; checked here, nothing is read or announced for it.
     if let Err(e) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body) {
         return Err(format!(
-            "--data must be a JSON object ({e}); nothing was sent"
+            "--data must be a JSON object ({}); nothing was sent",
+            crate::body::json_error(&e)
         ));
     }
     let client = client(cli, modulify, args)?;

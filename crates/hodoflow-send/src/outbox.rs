@@ -354,7 +354,8 @@ async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Repo
         crate::redact::print_json(&line);
     } else {
         crate::redact::print(&format!(
-            "requeued {event_id}: {}, due {}",
+            "requeued {}: {}, due {}",
+            crate::sanitize::field(event_id),
             line.state,
             line.next_attempt_at.as_deref().unwrap_or("now")
         ));
@@ -462,7 +463,7 @@ pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) 
             to_reconcile
                 .entry(job.state)
                 .or_default()
-                .push(event_id.clone());
+                .push(crate::sanitize::field(event_id).into_owned());
         }
     }
     if ended.is_none() && worst == Exit::Success {

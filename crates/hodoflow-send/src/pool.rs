@@ -142,7 +142,8 @@ impl Pool {
                 if !bar.is_hidden()
                     && let Ok(counts) = outbox.counts().await
                 {
-                    bar.set_message(progress_text(&counts, &workers.report()));
+                    let text = progress_text(&counts, &workers.report());
+                    bar.set_message(crate::redact::terminal(&text));
                 }
             }
             let idle = match &until {

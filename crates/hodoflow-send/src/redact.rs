@@ -6,7 +6,7 @@
 //! known secret (the client secret, the trigger token, each access token issued to this process)
 //! becomes [`MARKER`]. Standard output and standard error are written only through [`print()`],
 //! [`print_json`] and [`eprint()`], and the log writer (`logging.rs`) passes its lines through
-//! [`text`]. clap's own usage errors are redacted in `usage.rs`; its help prints no values
+//! [`terminal`], which also removes escape sequences (`sanitize.rs`) in text mode. clap's own usage errors are redacted in `usage.rs`; its help prints no values
 //! (`hide_env_values`).
 //!
 //! JSON is redacted value by value, before it is serialized, so the output stays valid JSON
@@ -199,9 +199,10 @@ fn strings(value: Value, keys: bool) -> Value {
     }
 }
 
-/// Prints `line` on standard output, redacted. A closed pipe is not an error worth a panic.
+/// Prints `line` on standard output, made inert and redacted (`sanitize.rs`). A closed pipe is
+/// not an error worth a panic.
 pub(crate) fn print(line: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{}", text(line));
+    let _ = writeln!(std::io::stdout().lock(), "{}", terminal(line));
 }
 
 /// Prints `value` as one JSON line on standard output, redacted.
@@ -209,12 +210,26 @@ pub(crate) fn print_json(value: &impl Serialize) {
     let value = serde_json::to_value(value).unwrap_or_else(|e| {
         serde_json::json!({"outcome": "error", "error": {"kind": "internal", "message": e.to_string()}})
     });
-    let _ = writeln!(std::io::stdout().lock(), "{}", report(value));
+    let line = report(value).to_string();
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        crate::sanitize::escape_json_controls(&line)
+    );
 }
 
-/// Prints `line` on standard error, redacted.
+/// Prints `line` on standard error, made inert and redacted.
 pub(crate) fn eprint(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", text(line));
+    let _ = writeln!(std::io::stderr().lock(), "{}", terminal(line));
+}
+
+/// Text for a terminal or a log: its escape sequences and control characters removed first (so
+/// none can split a secret to hide it from the redaction), then redacted, then each line
+/// bounded (after the redaction, so a cut never leaves half a secret).
+pub(crate) fn terminal(lines: &str) -> String {
+    let stripped = crate::sanitize::strip(lines, true);
+    let redacted = text(&stripped);
+    crate::sanitize::bound(&redacted, crate::sanitize::LINE_LIMIT).into_owned()
 }
 
 /// Prints `line`, made only of this tool's own words and counts (a summary), on standard error

@@ -47,6 +47,7 @@
 //!
 //! Everything here is printed through `redact.rs`, server-provided text included.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use hodoflow_retry::{Attempt, AttemptResult, Error, ErrorKind};
@@ -164,7 +165,7 @@ impl std::fmt::Display for AttemptLine {
             (None, error) => write!(f, ": no answer ({})", error.unwrap_or("other"))?,
         }
         if let Some(id) = &self.request_id {
-            write!(f, " ({id})")?;
+            write!(f, " ({})", crate::sanitize::field(id))?;
         }
         Ok(())
     }
@@ -492,21 +493,25 @@ impl Report {
                     .unwrap_or_default();
                 format!(
                     "error: {}{state} [{}]\n{hint} ({took}{key})",
-                    failure.detail, failure.kind
+                    crate::sanitize::field(&failure.detail),
+                    failure.kind
                 )
             }
             (Outcome::Accepted, None) => {
                 let run = self
                     .workflow_run_id
                     .as_deref()
-                    .unwrap_or("(run ID unreadable)");
+                    .map_or(Cow::Borrowed("(run ID unreadable)"), crate::sanitize::field);
                 format!("accepted: workflow run {run} ({took}{key})")
             }
             (Outcome::Duplicate, None) => match &self.first {
                 Some(first) => format!(
                     "duplicate: the resend was recognised; the first delivery was {} with run {} ({took}{key})",
                     first.first_outcome.map_or("?", Outcome::as_str),
-                    first.first_workflow_run_id.as_deref().unwrap_or("(none)")
+                    first
+                        .first_workflow_run_id
+                        .as_deref()
+                        .map_or(Cow::Borrowed("(none)"), crate::sanitize::field)
                 ),
                 None => format!("duplicate: already accepted earlier, no new run ({took}{key})"),
             },
@@ -519,7 +524,10 @@ impl Report {
             }
             (Outcome::Ok | Outcome::Error, None) => {
                 match (self.state.flatten(), &self.workflow_run_id) {
-                    (Some(state), Some(run)) => format!("ok: workflow run {run} {state} ({took})"),
+                    (Some(state), Some(run)) => {
+                        let run = crate::sanitize::field(run);
+                        format!("ok: workflow run {run} {state} ({took})")
+                    }
                     _ => format!("ok: {status}({took}{key})"),
                 }
             }

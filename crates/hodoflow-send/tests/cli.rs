@@ -1138,7 +1138,7 @@ fn no_secret_reaches_stdout_or_stderr_even_at_trace_level() {
     // The generated delivery ID's resend command shows the trigger URL, its token redacted.
     assert!(
         runs[3].stderr.contains(&format!(
-            "{WEBHOOKS}<redacted>' --data '{{}}' --delivery-id "
+            "{WEBHOOKS}<redacted>' --data @FILE --delivery-id "
         )),
         "{:?}",
         runs[3]
@@ -1166,6 +1166,163 @@ fn no_secret_reaches_stdout_or_stderr_even_at_trace_level() {
         ledger.requests_to("POST", TOKEN).len(),
         ledger.exchanges().len()
     );
+}
+
+/// What every body of the next test carries: it must be in no output.
+const BODY_MARKER: &str = "BODY_MARKER_never_printed_5f3a";
+
+#[test]
+fn no_body_reaches_stdout_or_stderr_even_at_trace_level() {
+    const UNKNOWN_TRIGGER: &str = "trg_not_known_here_1234";
+    let contract = Contract::start();
+    let event = format!(r#"{{"order":4711,"card":"{BODY_MARKER}"}}"#);
+    let body_file = TempFile::new("body.json", event.as_bytes());
+    let lines = format!(
+        "{{\"event_id\":\"b-1\",\"body\":{event}}}\n{{\"event_id\":\"b-2\",\"body\":{event}}}\n"
+    );
+    let events = TempFile::new("events.ndjson", lines.as_bytes());
+    let bad_lines = format!(
+        "\"{BODY_MARKER}\"\n{{\"event_id\":\"b-3\",\"body\":{{}},\"{BODY_MARKER}\":1}}\n\
+         {{\"event_id\":{{\"{BODY_MARKER}\":1}},\"body\":{{}}}}\n"
+    );
+    let bad_events = TempFile::new("bad.ndjson", bad_lines.as_bytes());
+    let outbox = TempFile::new("outbox.db", b"");
+    let (db_wal, db_shm) = (
+        TempFile(format!("{}-wal", outbox.arg()).into()),
+        TempFile(format!("{}-shm", outbox.arg()).into()),
+    );
+    let document = format!(
+        r#"{{"data":{{"type":"projects","attributes":{{"name":"n"}}}},"meta":{{"note":"{BODY_MARKER}"}}}}"#
+    );
+    let modulify_body = format!(r#"{{"note":"{BODY_MARKER}"}}"#);
+    let not_an_object = format!(r#""{BODY_MARKER}""#);
+    // Retries, so that every attempt's trace lines are written.
+    contract
+        .server
+        .inject(Fault::respond(503).on("POST", WEBHOOKS).times(3));
+    contract
+        .server
+        .inject(Fault::respond(503).on("POST", PROJECTS).times(1));
+
+    let db = outbox.arg();
+    let mut runs = Vec::new();
+    for args in [
+        vec!["webhook", TRIGGER, "--data", &event],
+        vec!["--json", "webhook", TRIGGER, "--data", &event],
+        vec!["webhook", TRIGGER, "--event-id", "w-1", "--data", &event],
+        vec![
+            "webhook",
+            TRIGGER,
+            "--data",
+            &format!("@{}", body_file.arg()),
+        ],
+        vec!["rehearse", TRIGGER, "--data", &event],
+        vec!["write", "POST", PROJECTS, "--data", &document],
+        vec!["batch", TRIGGER, "--events", &events.arg()],
+        vec!["--json", "batch", TRIGGER, "--events", &events.arg()],
+        vec!["batch", TRIGGER, "--events", &bad_events.arg()],
+        vec![
+            "batch",
+            UNKNOWN_TRIGGER,
+            "--events",
+            &events.arg(),
+            "--outbox",
+            &db,
+        ],
+        vec!["outbox", "--outbox", &db, "list"],
+        vec!["--json", "outbox", "--outbox", &db, "list"],
+        vec!["outbox", "--outbox", &db, "status"],
+        vec!["outbox", "--outbox", &db, "retry", "b-1"],
+        vec!["outbox", "--outbox", &db, "worker", "--until-idle"],
+    ] {
+        runs.push(run(contract.send().env("RUST_LOG", "trace").args(&args)));
+    }
+    for args in [
+        vec![
+            "modulify",
+            "call",
+            "send_site_email",
+            "--data",
+            &modulify_body,
+        ],
+        vec![
+            "--json",
+            "modulify",
+            "call",
+            "send_site_email",
+            "--data",
+            &modulify_body,
+        ],
+        vec![
+            "modulify",
+            "call",
+            "send_site_email",
+            "--data",
+            &not_an_object,
+        ],
+    ] {
+        runs.push(run(contract
+            .modulify()
+            .env("RUST_LOG", "trace")
+            .args(&args)));
+    }
+
+    assert_eq!(
+        runs.iter().map(|r| r.code).collect::<Vec<_>>(),
+        [0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 2],
+        "{runs:#?}"
+    );
+    // The resend line keeps every argument but the body, and says how to send the same bytes.
+    let resend = support::resend_command(&runs[0]);
+    assert!(
+        resend.contains(" webhook '<redacted>' --data @FILE --delivery-id "),
+        "{resend}"
+    );
+    assert!(
+        runs[0]
+            .stderr
+            .contains("run with FILE holding the same body byte for byte (or --data @- and the same body on standard input):"),
+        "{:?}",
+        runs[0]
+    );
+    assert!(
+        support::resend_command(&runs[5]).contains(" --data @FILE --key "),
+        "{:?}",
+        runs[5]
+    );
+    assert!(
+        support::resend_command(&runs[15]).contains(" --data @FILE --key "),
+        "{:?}",
+        runs[15]
+    );
+    // A body given as a file is named, not shown.
+    assert!(
+        runs[3]
+            .stderr
+            .contains(&format!("--data '@{}'", body_file.arg()))
+            || runs[3]
+                .stderr
+                .contains(&format!("--data @{}", body_file.arg())),
+        "{:?}",
+        runs[3]
+    );
+    assert!(
+        runs[8].all().contains("--events has 2 bad line(s)"),
+        "{:?}",
+        runs[8]
+    );
+    // The body was sent: the server saw it, this tool printed none of it.
+    let ledger = contract.ledger();
+    assert!(ledger.total_runs() >= 4, "{:?}", ledger.requests());
+    // Every run that sent wrote trace lines (`outbox list`, `status` and `retry` send nothing;
+    // the runs refused with exit 2 sent nothing).
+    let traced: Vec<bool> = runs.iter().map(|r| r.all().contains("TRACE")).collect();
+    assert_eq!(traced.iter().filter(|t| **t).count(), 12, "{traced:?}");
+    for ran in &runs {
+        let all = ran.all();
+        assert!(!all.contains(BODY_MARKER), "a body was printed: {all}");
+    }
+    drop((db_wal, db_shm));
 }
 
 #[test]

@@ -7,7 +7,9 @@
 mod support;
 
 use hodoflow_mock::Fault;
-use support::{Contract, EVENT, PROJECTS, TRIGGER, WEBHOOKS, is_uuid, resend_command, run};
+use support::{
+    Contract, EVENT, PROJECTS, TRIGGER, TempFile, WEBHOOKS, is_uuid, resend_command, run,
+};
 
 #[test]
 fn webhook_without_an_id_sends_one_generated_id_on_every_attempt_and_its_resend_is_a_duplicate() {
@@ -60,8 +62,16 @@ fn webhook_without_an_id_sends_one_generated_id_on_every_attempt_and_its_resend_
         "{resend}"
     );
     assert!(resend.contains("/api/v1/webhooks/<redacted>"), "{resend}");
+    // The body is not shown: FILE stands for it, to hold the same bytes.
+    assert!(resend.contains(" --data @FILE "), "{resend}");
+    assert!(!ran.all().contains(EVENT), "{ran:?}");
+    let body = TempFile::new("event.json", EVENT.as_bytes());
     let again = run(contract
-        .shell(&resend.replace("<redacted>", TRIGGER))
+        .shell(
+            &resend
+                .replace("<redacted>", TRIGGER)
+                .replace("@FILE", &format!("@{}", body.arg())),
+        )
         .env_remove("HODOFLOW_BASE_URL"));
 
     assert_eq!(again.code, 0, "{again:?}");
@@ -121,10 +131,12 @@ fn rehearse_without_an_id_uses_one_generated_id_for_both_deliveries_and_every_re
         "{resend}"
     );
     assert!(
-        resend.contains(" rehearse '<redacted>' --data "),
+        resend.contains(" rehearse '<redacted>' --data @FILE "),
         "{resend}"
     );
-    let again = run(&mut contract.shell(&resend.replace("<redacted>", TRIGGER)));
+    // The same bytes on standard input, as the announcement offers.
+    let resend = resend.replace("<redacted>", TRIGGER).replace("@FILE", "@-");
+    let again = run(contract.shell(&resend).write_stdin(EVENT));
     assert_eq!(again.code, 0, "{again:?}");
     assert!(again.stdout.starts_with("duplicate: "), "{again:?}");
     let ledger = contract.ledger();
@@ -199,8 +211,10 @@ fn write_without_a_key_follows_the_same_rule_and_its_retry_is_replayed() {
     );
     let resend = resend_command(&ran);
     assert!(resend.ends_with(&format!("--key {key}")), "{resend}");
+    assert!(!ran.stderr.contains("Gemini"), "{ran:?}");
+    let file = TempFile::new("project.json", body.as_bytes());
 
-    let again = run(&mut contract.shell(&resend));
+    let again = run(&mut contract.shell(&resend.replace("@FILE", &format!("@{}", file.arg()))));
     assert_eq!(again.code, 0, "{again:?}");
     let report = again.json();
     assert_eq!(report["outcome"], "replayed");

@@ -216,7 +216,11 @@ fn without_a_key_one_is_generated_announced_and_sent_on_every_attempt() {
     );
     assert_eq!(ledger.modulify_executions(&key), 1);
 
-    // The announced command, run by a shell, repeats the call under the same key: a replay.
+    // The announced command, run by a shell with the same body in FILE, repeats the call
+    // under the same key: a replay.
+    assert!(resend.contains(" --data @FILE "), "{resend}");
+    let body = support::TempFile::new("message.json", MESSAGE.as_bytes());
+    let resend = resend.replace("@FILE", &format!("@{}", body.arg()));
     let mut shell = assert_cmd::Command::new("/bin/sh");
     shell
         .env_clear()

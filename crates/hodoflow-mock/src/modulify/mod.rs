@@ -12,7 +12,10 @@
 //!
 //! # A call, in order
 //!
-//! 1. The bearer token: missing or unknown, 401 `unauthorized`.
+//! 1. The bearer token: missing or unknown, 401 `unauthorized`. Then a request that names no
+//!    method (another HTTP method than `POST`, or a path such as `/v1/`, `/v1/a/b` or
+//!    `/v1/send_message/`) is 404 `not_found`, with `Allow` where the path takes other methods:
+//!    document 004 has no 405, and its 404 is "unknown method or object".
 //! 2. `Idempotency-Key`, when sent: empty, over 255 bytes or outside 0x21-0x7E, 400
 //!    `invalid_idempotency_key`.
 //! 3. The body: over `modulify_body_limit`, 413 `payload_too_large`.
@@ -32,7 +35,8 @@
 //!    `{"data": null, "message": "the original answer was larger than 1 MB and is not kept:
 //!    read the current state instead"}`, without running again.
 //!
-//! The catalogue read, `GET /v1/tools`, needs the token and is not counted against the budget:
+//! The `Content-Type` is not checked (document 004's own example is `curl -d`, a form type):
+//! the body is. The catalogue read, `GET /v1/tools`, needs the token and is not counted against the budget:
 //! it describes the API, as the OpenAPI description does.
 //!
 //! # Body conventions
@@ -70,9 +74,9 @@ use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -171,8 +175,55 @@ pub(crate) fn unauthorized() -> Response {
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
-        .route("/v1/tools", get(tools).post(call))
-        .route("/v1/{method}", post(call))
+        .route("/v1/tools", get(tools).post(call).fallback(unrouted))
+        .route("/v1/{*method}", any(call))
+        .route("/v1", any(unrouted))
+        .route("/v1/", any(unrouted))
+}
+
+/// Every other HTTP method on a Modulify path, and every path under `/v1/` that names no
+/// method (`/v1/`, `/v1/a/b`, `/v1/send_message/`): after the token, 404 `not_found` in
+/// document 004's shape, never axum's bare 405 or 404.
+///
+/// Document 004's table has no 405: its 404 is "unknown method or object", and an HTTP method
+/// and path that name no Modulify method are exactly that. A 400 `invalid_request` would tell
+/// the caller to fix the body, which is not what is wrong. `Allow` says what the path takes.
+async fn unrouted(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if shared.modulify.authorize(&headers).is_none() {
+        return unauthorized();
+    }
+    not_routed(&method, &uri)
+}
+
+/// 404 `not_found` for a request that names no Modulify method: see [`unrouted`].
+fn not_routed(method: &Method, uri: &Uri) -> Response {
+    let path = uri.path();
+    let name = path.strip_prefix("/v1/").unwrap_or_default();
+    let (allow, message) = if path == "/v1/tools" {
+        (
+            "GET, POST",
+            format!("{method} {path} is no call: read the catalogue with GET"),
+        )
+    } else if !name.is_empty() && !name.contains('/') {
+        (
+            "POST",
+            format!("{method} {path} is no call: call methods with POST"),
+        )
+    } else {
+        ("", format!("no method at {path}: call POST /v1/<method>"))
+    };
+    let mut refused = modulify_error(StatusCode::NOT_FOUND, "not_found", &message);
+    if !allow.is_empty() {
+        refused
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    refused
 }
 
 /// `GET /v1/tools`.
@@ -184,10 +235,11 @@ async fn tools(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
     Json(modulify.catalogue.to_json()).into_response()
 }
 
-/// `POST /v1/<method>`.
+/// `POST /v1/<method>`; any other request under `/v1/` is [`unrouted`].
 async fn call(
     State(shared): State<Arc<Shared>>,
     fault: Option<axum::Extension<FaultAction>>,
+    http_method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -197,6 +249,9 @@ async fn call(
     let Some(account) = modulify.authorize(&headers) else {
         return unauthorized();
     };
+    if http_method != Method::POST || method.is_empty() || method.contains('/') {
+        return not_routed(&http_method, &uri);
+    }
     let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
         None => None,
         Some(Ok(k)) if valid_key(k) => Some(ScopedKey {
@@ -221,7 +276,13 @@ async fn call(
                 "request body too large",
             );
         }
-        Err(BodyRefusal::Unreadable(rejection)) => return rejection.into_response(),
+        Err(BodyRefusal::Unreadable(_)) => {
+            return modulify_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "the body could not be read",
+            );
+        }
     };
     let Some(tool) = modulify.catalogue.get(method) else {
         return modulify_error(

@@ -1,0 +1,271 @@
+//! Terminal safety: what a server (or a stored job) said, made inert before a terminal sees it.
+//!
+//! In text mode this tool prints text it did not write: a server's error messages, titles and
+//! request IDs, a run's state, the catalogue's descriptions, an outbox job's event ID and error.
+//! A hostile or compromised server could put terminal controls in them: `ESC [2J` clears the
+//! screen, `CR` and cursor moves (`ESC [A`) rewrite earlier lines, `OSC 0` sets the window
+//! title and `OSC 52` writes the clipboard. So every line written in text mode passes
+//! [`strip`] at the one place it is written (`redact.rs`'s `print` and `eprint`, and the log
+//! writer in `logging.rs`), and each server-provided or stored field passes [`field`] where it
+//! is put into a line, which also takes line breaks out (a field cannot forge a line of its
+//! own) and bounds its length.
+//!
+//! Removed: every C0 control character but tab (and the line feed between this tool's own
+//! lines), DEL, every C1 control character (U+0080 to U+009F), and every escape sequence whole,
+//! in its 7-bit (`ESC [`, `ESC ]` ...) and 8-bit (U+009B, U+009D ...) forms: CSI sequences up to
+//! their final byte, OSC, DCS, SOS, PM and APC strings up to their terminator (BEL, `ESC \` or
+//! U+009C; an unterminated one to the end of the text, as a terminal would swallow it), and the
+//! other escape sequences (`ESC c`, `ESC 7`, `ESC ( B`).
+//!
+//! Bounded: a field at [`FIELD_LIMIT`] bytes, any line written at [`LINE_LIMIT`] bytes; a cut
+//! says how many bytes it left out. `--json` output keeps its exact values: JSON escapes every
+//! C0 character (`\u001b`), and [`escape_json_controls`] escapes DEL and C1 as well, so its text
+//! is inert.
+
+use std::borrow::Cow;
+
+/// The most bytes of one server-provided or stored field shown in a line.
+pub(crate) const FIELD_LIMIT: usize = 2048;
+
+/// The most bytes of one line written in text mode (a log line included).
+pub(crate) const LINE_LIMIT: usize = 16 * 1024;
+
+const ESC: char = '\u{1b}';
+const BEL: char = '\u{7}';
+/// The 8-bit String Terminator.
+const ST: char = '\u{9c}';
+
+/// One server-provided or stored value, for a line of text: no control character but tab, no
+/// escape sequence, a line break as a space, at most [`FIELD_LIMIT`] bytes.
+pub(crate) fn field(text: &str) -> Cow<'_, str> {
+    match strip(text, false) {
+        Cow::Borrowed(clean) => bound(clean, FIELD_LIMIT),
+        Cow::Owned(clean) => Cow::Owned(bound(&clean, FIELD_LIMIT).into_owned()),
+    }
+}
+
+/// `text` without escape sequences and control characters other than tab, and other than the
+/// line feed when `lines` (a carriage return is always removed: it rewrites a line). Without
+/// `lines`, a line break (`\n`, `\r\n`, `\r`) becomes one space.
+pub(crate) fn strip(text: &str, lines: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| is_control(c) && c != '\t' && !(lines && c == '\n');
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\t' => out.push(c),
+            '\n' if lines => out.push(c),
+            '\n' | '\r' => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                if !lines {
+                    out.push(' ');
+                }
+            }
+            ESC => match chars.peek().copied() {
+                Some('[') => {
+                    chars.next();
+                    skip_csi(&mut chars);
+                }
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    chars.next();
+                    skip_string(&mut chars);
+                }
+                Some(' '..='/') => {
+                    // nF: intermediates, then one final byte.
+                    while chars.next_if(|c| matches!(c, ' '..='/')).is_some() {}
+                    chars.next_if(|c| matches!(c, '0'..='~'));
+                }
+                Some('0'..='~') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            c if is_control(c) => {}
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Each line of `text` cut to `limit` bytes (on a character boundary), saying what was cut.
+pub(crate) fn bound(text: &str, limit: usize) -> Cow<'_, str> {
+    if text.split('\n').all(|line| line.len() <= limit) {
+        return Cow::Borrowed(text);
+    }
+    let cut: Vec<String> = text
+        .split('\n')
+        .map(|line| {
+            if line.len() <= limit {
+                return line.to_owned();
+            }
+            let mut end = limit;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}… ({} bytes cut)", &line[..end], line.len() - end)
+        })
+        .collect();
+    Cow::Owned(cut.join("\n"))
+}
+
+/// `json`, serialized JSON, with DEL and the C1 controls written as `\u007f` ... `\u009f`.
+///
+/// serde_json escapes the C0 controls but writes DEL and C1 as they are, and a terminal may
+/// take U+009B for CSI. Outside a string JSON has no such character, so the text keeps its
+/// exact value: the same JSON, every control escaped.
+pub(crate) fn escape_json_controls(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(|c| matches!(c, '\u{7f}'..='\u{9f}')) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        match c {
+            '\u{7f}'..='\u{9f}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A C0 control, DEL or a C1 control.
+fn is_control(c: char) -> bool {
+    matches!(c, '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+}
+
+/// Skips a CSI sequence after its introducer: parameter and intermediate bytes, then the final
+/// byte. Anything else ends it where it stands.
+fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while chars
+        .next_if(|c| matches!(c, '0'..='?' | ' '..='/'))
+        .is_some()
+    {}
+    chars.next_if(|c| matches!(c, '@'..='~'));
+}
+
+/// Skips a control string (OSC, DCS, SOS, PM, APC) after its introducer, its terminator
+/// included: BEL, `ESC \` or ST; an unterminated one runs to the end.
+fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while let Some(c) = chars.next() {
+        match c {
+            BEL | ST => return,
+            ESC => {
+                chars.next_if_eq(&'\\');
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_tabs_and_unicode_are_kept_as_they_are() {
+        for text in ["", "accepted: run wr_1", "a\tb", "café ✓ 東京", "100%"] {
+            assert!(
+                matches!(field(text), Cow::Borrowed(t) if t == text),
+                "{text:?}"
+            );
+        }
+        assert!(matches!(strip("one\ntwo", true), Cow::Borrowed("one\ntwo")));
+    }
+
+    #[test]
+    fn removes_c0_controls_but_tab_and_del_and_c1_controls() {
+        assert_eq!(field("a\u{0}b\u{7}c\u{8}d\u{7f}e\tf"), "abcde\tf");
+        assert_eq!(field("x\u{85}y\u{8d}z\u{9c}w"), "xyzw");
+        assert_eq!(field("bell\u{7}\u{7}"), "bell");
+    }
+
+    #[test]
+    fn a_line_break_in_a_field_becomes_a_space_and_a_carriage_return_never_survives() {
+        assert_eq!(field("one\ntwo\r\nthree\rfour"), "one two three four");
+        assert_eq!(
+            strip("error: x\raccepted: run wr_9\nnext", true),
+            "error: xaccepted: run wr_9\nnext"
+        );
+    }
+
+    #[test]
+    fn removes_csi_sequences_whole_in_both_forms() {
+        assert_eq!(field("\u{1b}[2Jcleared"), "cleared");
+        assert_eq!(
+            field("up\u{1b}[3Aover\u{1b}[1;1Hhome\u{1b}[K"),
+            "upoverhome"
+        );
+        assert_eq!(field("\u{1b}[31;1mred\u{1b}[0m"), "red");
+        assert_eq!(field("\u{1b}[?25lhidden cursor"), "hidden cursor");
+        assert_eq!(field("\u{9b}2J8-bit"), "8-bit");
+        assert_eq!(field("cut\u{1b}["), "cut");
+    }
+
+    #[test]
+    fn removes_osc_strings_with_either_terminator_title_and_clipboard_included() {
+        assert_eq!(field("\u{1b}]0;owned\u{7}title"), "title");
+        assert_eq!(field("\u{1b}]2;owned\u{1b}\\title"), "title");
+        assert_eq!(field("\u{1b}]52;c;cm0gLXJmIH4=\u{7}clip"), "clip");
+        assert_eq!(field("\u{9d}52;c;eA==\u{9c}clip"), "clip");
+        assert_eq!(
+            field("\u{1b}]8;;http://evil.example\u{1b}\\link\u{1b}]8;;\u{1b}\\"),
+            "link"
+        );
+        assert_eq!(field("before\u{1b}]0;never ends"), "before");
+    }
+
+    #[test]
+    fn removes_dcs_pm_apc_and_other_escape_sequences() {
+        assert_eq!(field("\u{1b}P1$r0m\u{1b}\\dcs"), "dcs");
+        assert_eq!(
+            field("\u{1b}^pm\u{1b}\\\u{1b}_apc\u{7}\u{1b}Xsos\u{9c}end"),
+            "end"
+        );
+        assert_eq!(field("\u{1b}creset\u{1b}7save\u{1b}8"), "resetsave");
+        assert_eq!(field("\u{1b}(Bcharset\u{1b}#8"), "charset");
+        assert_eq!(field("lone\u{1b}"), "lone");
+        assert_eq!(field("\u{1b}\u{1b}[2Jx"), "x");
+    }
+
+    #[test]
+    fn json_keeps_its_value_with_del_and_c1_escaped() {
+        let value = serde_json::json!({"t": "a\u{1b}[2J\u{9b}2J\u{9d}0;x\u{9c}\u{7f}é"});
+        let line = value.to_string();
+        let escaped = escape_json_controls(&line);
+        assert!(!escaped.chars().any(is_control), "{escaped}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&escaped).unwrap(),
+            value
+        );
+        assert!(matches!(
+            escape_json_controls("{\"a\":1}"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn a_field_is_bounded_on_a_character_boundary_saying_what_was_cut() {
+        let long = "é".repeat(FIELD_LIMIT);
+        let cut = field(&long);
+        assert!(cut.len() < FIELD_LIMIT + 32, "{}", cut.len());
+        assert!(
+            cut.ends_with(&format!("… ({} bytes cut)", FIELD_LIMIT)),
+            "{cut}"
+        );
+        let lines = format!("short\n{}", "x".repeat(LINE_LIMIT + 5));
+        let bounded = bound(&lines, LINE_LIMIT);
+        assert!(bounded.starts_with("short\nxxx"));
+        assert!(
+            bounded.ends_with("… (5 bytes cut)"),
+            "{}",
+            &bounded[bounded.len() - 20..]
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! Fuzzes the `RateLimit` field parser: any header values are read without a panic, a field that
+//! is not visible ASCII is ignored whole, and a gate it closes is closed for at most a day and
+//! only by a policy with nothing remaining.
+//!
+//! Run with: `cargo fuzz run rate_limit` from the repository root (see fuzz/README.md).
+
+#![no_main]
+
+use std::time::Duration;
+
+use hodoflow_retry::fuzzing::rate_limit_exhausted_for;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use libfuzzer_sys::fuzz_target;
+
+/// The longest reset the parser honours.
+const DAY: Duration = Duration::from_secs(86_400);
+
+fuzz_target!(|data: &[u8]| {
+    // Each line is one `RateLimit` field value, so several fields combine as one list.
+    let name = HeaderName::from_static("ratelimit");
+    let mut headers = HeaderMap::new();
+    let mut texts = Vec::new();
+    let mut ascii = true;
+    for line in data.split(|&byte| byte == b'\n').take(8) {
+        let Ok(value) = HeaderValue::from_bytes(line) else {
+            continue;
+        };
+        match value.to_str() {
+            Ok(text) => texts.push(text.to_owned()),
+            Err(_) => ascii = false,
+        }
+        headers.append(name.clone(), value);
+    }
+    let closed = rate_limit_exhausted_for(&headers);
+    if !ascii {
+        assert_eq!(
+            closed, None,
+            "a field outside visible ASCII is ignored whole"
+        );
+    }
+    if let Some(wait) = closed {
+        assert!(wait <= DAY, "{wait:?} from {texts:?}");
+        let all = texts.join(",");
+        assert!(all.contains("r=0"), "closed without r=0: {all:?}");
+        assert!(all.contains("t="), "closed without t: {all:?}");
+    }
+    // The same fields again give the same answer: nothing is kept between reads.
+    assert_eq!(rate_limit_exhausted_for(&headers), closed);
+});

@@ -1,0 +1,45 @@
+//! Entry points for the fuzz targets of `fuzz/`, compiled only under `--cfg fuzzing` (which
+//! cargo-fuzz sets): parsers that are private to the crate, reachable by a target without
+//! becoming public API. Not for any other use.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+
+/// How long the `RateLimit` fields of `headers` ask the credential to send nothing
+/// (`rate_limit_field.rs`).
+pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
+    crate::rate_limit_field::exhausted_for(headers)
+}
+
+/// The target of a stored job row (`outbox/job.rs`): its kind, method and route columns.
+///
+/// # Errors
+///
+/// When the row names an unknown kind or an invalid method.
+#[cfg(feature = "outbox")]
+pub fn stored_target(
+    kind: &str,
+    method: &str,
+    route: &str,
+) -> crate::Result<crate::outbox::Target> {
+    crate::outbox::Target::from_row(kind, method, route)
+}
+
+/// The method and route columns a target is stored as.
+#[cfg(feature = "outbox")]
+pub fn target_row(target: &crate::outbox::Target) -> (String, String) {
+    target.to_row()
+}
+
+/// The time of a stored milliseconds column.
+#[cfg(feature = "outbox")]
+pub fn stored_time(millis: i64) -> std::time::SystemTime {
+    crate::outbox::from_millis(millis)
+}
+
+/// The milliseconds column a time is stored as.
+#[cfg(feature = "outbox")]
+pub fn time_column(time: std::time::SystemTime) -> i64 {
+    crate::outbox::millis(time)
+}
