@@ -28,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let limit = usize::from(pick) * 4;
+    // A leading UTF-8 byte-order mark is no part of the first line (issue 23).
     let lines = text
+        .strip_prefix(b"\xEF\xBB\xBF")
+        .unwrap_or(text)
         .split(|&byte| byte == b'\n')
         .filter(|line| !line.trim_ascii().is_empty())
         .count();

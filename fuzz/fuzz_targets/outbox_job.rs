@@ -81,12 +81,20 @@ fuzz_target!(|data: &[u8]| {
     };
     let shown = format!("{job:?}");
     assert!(!shown.contains(BODY_MARKER), "a body in Debug: {shown}");
+    // The event ID is shown as it is (escaped by `Debug`), and may hold the token's text by
+    // chance: the token is looked for in the `Debug` of the same job under a plain event ID.
+    let plain = format!(
+        "{:?}",
+        NewJob {
+            event_id: "-".to_owned(),
+            ..job
+        }
+    );
     let redacted = "Webhook { trigger_token: <redacted> }";
     if kind == "webhook" && route.len() >= 8 && !redacted.contains(route) {
-        let elsewhere = column(5).contains(route) || route.contains("NewJob");
         assert!(
-            elsewhere || !shown.contains(route),
-            "a trigger token in Debug: {shown}"
+            route.contains("NewJob") || !plain.contains(route),
+            "a trigger token in Debug: {plain}"
         );
     }
 });
