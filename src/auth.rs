@@ -4,7 +4,9 @@
 //! client-credentials grant at `/oauth/token`. The engine keeps the token in a cache that
 //! refreshes it shortly before it expires and lets concurrent callers share one exchange: after a
 //! burst of 401 answers, only the first caller exchanges, and the rest use its new token
-//! (document 000: "discard cached token, exchange, retry once").
+//! (document 000: "discard cached token, exchange, retry once"). A failing token endpoint is
+//! kept quiet: one exchange at a time, then a backoff shared by every caller (see
+//! [`TokenCache`]).
 //!
 //! Secrets hygiene is manual and happens here: [`Secret`] and [`AccessToken`] print `<redacted>`
 //! in `Debug` and `Display`, a failed exchange never quotes the secret or the token endpoint's
@@ -19,13 +21,15 @@ use std::time::Duration;
 
 use http::{HeaderValue, StatusCode};
 use serde_json::Value;
-use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::answer_limit::{BodyRead, TOKEN_ANSWER_LIMIT, read_body};
 use crate::attempt::TransportKind;
+use crate::backoff::parse_retry_after;
+use crate::clock::wall_now;
 use crate::endpoint;
 use crate::error::{Error, Result};
+use crate::jitter::Jitter;
 use crate::profile::hodoflow::TOKEN_PATH;
 
 /// The most a token is refreshed ahead of its expiry.
@@ -322,6 +326,11 @@ impl ClientCredentials {
             .await
             .map_err(unanswered)?;
         let status = response.status();
+        // A busy token endpoint's `Retry-After` lengthens the exchanges' shared backoff.
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|value| parse_retry_after(value, wall_now()));
         let body = match read_body(response, TOKEN_ANSWER_LIMIT).await {
             BodyRead::Whole(body) => body,
             BodyRead::Failed(source) => return Err(unanswered(source)),
@@ -334,6 +343,7 @@ impl ClientCredentials {
             }
         };
         read_token_answer(status, &body, Instant::now(), &self.client_secret)
+            .map_err(|error| error.with_retry_after(retry_after))
     }
 }
 
@@ -460,17 +470,66 @@ impl CachedToken {
     }
 }
 
+/// The first wait of the shared backoff after a failed exchange.
+const EXCHANGE_BACKOFF_FIRST: Duration = Duration::from_millis(250);
+
+/// The longest wait of the shared backoff (a longer `Retry-After` from the token endpoint is
+/// still waited in full): the most a healed token endpoint waits for its next exchange.
+const EXCHANGE_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How long a caller waits for a token, and how long an exchange it starts may take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TokenWait {
+    /// The caller gives up waiting (for an exchange in flight, or for the shared backoff to
+    /// end) at this instant.
+    pub(crate) until: Instant,
+    /// The bound of an exchange this caller starts, its connect and body read included. It
+    /// runs on without the caller, so other callers may use its token.
+    pub(crate) exchange_timeout: Duration,
+}
+
+impl TokenWait {
+    /// Wait and exchange for at most `limit` from now.
+    #[cfg(test)]
+    pub(crate) fn within(limit: Duration) -> Self {
+        Self {
+            until: Instant::now() + limit,
+            exchange_timeout: limit,
+        }
+    }
+}
+
 /// Caches one token for every caller, refreshes it before it expires, and single-flights the
-/// exchange: concurrent callers queue on one lock and share the first caller's result.
+/// exchange: at most one is in flight, and every caller that needs a token waits for it.
+///
+/// An exchange that fails starts a backoff **shared by every caller**: no exchange starts
+/// before it ends (250 ms, doubling to at most 5 s, drawn in its upper half; or the token
+/// endpoint's `Retry-After` when longer). A caller whose time outlasts the backoff waits it
+/// out and takes the next exchange's token; one whose time does not gets the last failure at
+/// once. A failing token endpoint therefore sees about one exchange per backoff step, however
+/// many callers need a token: 1,000 calls during a 10 s outage cost it about ten exchanges,
+/// not one per caller round trip.
+///
+/// The exchange runs in a task of its own, bounded by the timeout of the caller that started
+/// it: a caller that gives up does not cut it short for the others.
+#[derive(Clone)]
 pub(crate) struct TokenCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     exchanger: Arc<dyn TokenExchanger>,
     /// The held token, mirrored from `State::held`, so the common case (a fresh token) is read
-    /// without queueing on the async lock.
+    /// without taking the state's lock.
     current: std::sync::RwLock<Option<Held>>,
-    state: Mutex<State>,
-    /// Exchanges finished, mirrored from `State::finished` so a caller can note it before it
-    /// queues for the lock.
+    state: std::sync::Mutex<State>,
+    /// Exchanges finished, mirrored from `State::finished`.
     finished: AtomicU64,
+    /// Sent the count of finished exchanges when one finishes; callers waiting for the one in
+    /// flight subscribe to it.
+    done: tokio::sync::watch::Sender<u64>,
+    /// Draws the shared backoff's jitter.
+    jitter: Jitter,
 }
 
 #[derive(Default)]
@@ -478,6 +537,12 @@ struct State {
     held: Option<Held>,
     last_failure: Option<Error>,
     finished: u64,
+    /// An exchange is in flight.
+    in_flight: bool,
+    /// Exchanges failed in a row.
+    failures: u32,
+    /// No exchange starts before this: the shared backoff after a failure.
+    retry_at: Option<Instant>,
 }
 
 #[derive(Clone)]
@@ -501,7 +566,7 @@ impl State {
         self.held.as_ref()?.fresh(now)
     }
 
-    /// The held token, if it has not expired: good enough when a refresh fails.
+    /// The held token, if it has not expired: good enough while a refresh fails.
     fn unexpired(&self, now: Instant) -> Option<CachedToken> {
         let held = self.held.as_ref()?;
         held.token
@@ -510,111 +575,197 @@ impl State {
             .is_none_or(|expires_at| now < expires_at)
             .then(|| held.token.clone())
     }
-
-    /// The failure of an exchange that finished after the caller noted `seen`: the caller
-    /// queued behind it and shares its result.
-    fn failure_since(&self, seen: u64) -> Option<Error> {
-        (self.finished > seen)
-            .then(|| self.last_failure.clone())
-            .flatten()
-    }
 }
 
 impl TokenCache {
     pub(crate) fn new(exchanger: Arc<dyn TokenExchanger>) -> Self {
         Self {
-            exchanger,
-            current: std::sync::RwLock::new(None),
-            state: Mutex::new(State::default()),
-            finished: AtomicU64::new(0),
+            inner: Arc::new(Inner {
+                exchanger,
+                current: std::sync::RwLock::new(None),
+                state: std::sync::Mutex::new(State::default()),
+                finished: AtomicU64::new(0),
+                done: tokio::sync::watch::channel(0).0,
+                jitter: Jitter::new(None),
+            }),
         }
     }
 
     /// Exchanges finished, failed ones included.
     pub(crate) fn exchanges(&self) -> u64 {
-        self.finished.load(Ordering::Acquire)
+        self.inner.finished.load(Ordering::Acquire)
     }
 
-    /// A token to send: the cached one while fresh, else a new one from one shared exchange.
+    /// A token to send: the cached one while fresh, else the token of the one shared exchange,
+    /// waited for within `wait`.
     ///
-    /// When a refresh ahead of expiry fails, the old token is used while it lasts.
-    pub(crate) async fn get(&self) -> Result<CachedToken> {
+    /// While a refresh ahead of expiry fails, the old token is used while it lasts.
+    pub(crate) async fn get(&self, wait: TokenWait) -> Result<CachedToken> {
         if let Some(token) = self
+            .inner
             .current()
             .as_ref()
             .and_then(|held| held.fresh(Instant::now()))
         {
             return Ok(token);
         }
-        let seen = self.finished.load(Ordering::Acquire);
-        let mut state = self.state.lock().await;
-        let now = Instant::now();
-        if let Some(token) = state.fresh(now) {
-            return Ok(token);
-        }
-        if let Some(error) = state.failure_since(seen) {
-            return state.unexpired(now).ok_or(error);
-        }
-        match self.exchange(&mut state).await {
-            Ok(token) => Ok(token),
-            Err(error) => state.unexpired(Instant::now()).ok_or(error),
+        loop {
+            match self.next(wait)? {
+                Next::Token(token) => return Ok(token),
+                Next::Backoff(at) => tokio::time::sleep_until(at).await,
+                Next::Exchange(mut finished) => {
+                    if tokio::time::timeout_at(wait.until, finished.changed())
+                        .await
+                        .is_err()
+                    {
+                        return Err(Error::token_exchange(format_args!(
+                            "no answer from the token endpoint within the {:?} the call \
+                             allowed (its attempt timeout or the time left, whichever is less)",
+                            wait.exchange_timeout
+                        )));
+                    }
+                }
+            }
         }
     }
 
-    /// A new token after `stale` was refused with a 401. Exchanges only if `stale` is still the
-    /// cached token, so a burst of 401s for one token causes one exchange.
+    /// A new token after `stale` was refused with a 401: `stale` is dropped (if it is still the
+    /// cached token), and the token comes from one shared exchange, so a burst of 401s for one
+    /// token causes one exchange.
     pub(crate) async fn refresh_after_unauthorized(
         &self,
         stale: &CachedToken,
+        wait: TokenWait,
     ) -> Result<CachedToken> {
-        let seen = self.finished.load(Ordering::Acquire);
-        let mut state = self.state.lock().await;
-        let newer = state
-            .fresh(Instant::now())
-            .filter(|token| token.generation != stale.generation);
-        if let Some(token) = newer {
-            return Ok(token);
+        {
+            let mut state = self.inner.lock();
+            if state
+                .held
+                .as_ref()
+                .is_some_and(|held| held.token.generation == stale.generation)
+            {
+                state.held = None;
+                *self.inner.current_mut() = None;
+            }
         }
-        if let Some(error) = state.failure_since(seen) {
-            return Err(error);
-        }
-        state.held = None;
-        *self.current_mut() = None;
-        self.exchange(&mut state).await
+        self.get(wait).await
     }
 
-    /// Runs one exchange while holding the lock, and records its result.
-    async fn exchange(&self, state: &mut State) -> Result<CachedToken> {
-        let result = self.exchanger.exchange().await;
+    /// Under the state's lock: the token if there is one to use, else what to wait for,
+    /// starting the exchange if none is in flight and the backoff is over. The last failure
+    /// when the caller should not wait: it cannot be retried, or the backoff outlasts `wait`.
+    fn next(&self, wait: TokenWait) -> Result<Next> {
+        let mut state = self.inner.lock();
+        let now = Instant::now();
+        if let Some(token) = state.fresh(now) {
+            return Ok(Next::Token(token));
+        }
+        if state.in_flight {
+            return Ok(Next::Exchange(self.inner.done.subscribe()));
+        }
+        if let Some(retry_at) = state.retry_at.filter(|&at| now < at) {
+            if let Some(token) = state.unexpired(now) {
+                return Ok(Next::Token(token));
+            }
+            let failure = state
+                .last_failure
+                .clone()
+                .unwrap_or_else(|| Error::token_exchange("the last exchange failed"));
+            if !failure.is_retryable() {
+                return Err(failure);
+            }
+            if retry_at >= wait.until {
+                return Err(failure.with_note(format_args!(
+                    "; the exchanges back off for another {:?}, past the call's time",
+                    retry_at - now
+                )));
+            }
+            return Ok(Next::Backoff(retry_at));
+        }
+        state.in_flight = true;
+        let finished = self.inner.done.subscribe();
+        drop(state);
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let result =
+                match tokio::time::timeout(wait.exchange_timeout, inner.exchanger.exchange()).await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err(Error::token_exchange(format_args!(
+                        "no answer from the token endpoint within {:?}",
+                        wait.exchange_timeout
+                    ))),
+                };
+            inner.record(result);
+        });
+        Ok(Next::Exchange(finished))
+    }
+}
+
+/// What a caller that found no fresh token does next.
+enum Next {
+    /// Use this token.
+    Token(CachedToken),
+    /// Wait for the exchange in flight.
+    Exchange(tokio::sync::watch::Receiver<u64>),
+    /// Wait for the shared backoff to end.
+    Backoff(Instant),
+}
+
+impl Inner {
+    /// Records an exchange's result: a token is held and ends the backoff; a failure starts
+    /// (or lengthens) it.
+    fn record(&self, result: Result<AccessToken>) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.in_flight = false;
         state.finished += 1;
         self.finished.store(state.finished, Ordering::Release);
         match result {
             Ok(token) => {
-                let refresh_at = refresh_at(&token, Instant::now());
+                let refresh_at = refresh_at(&token, now);
                 let authorization = token.authorization().ok();
-                let token = CachedToken {
-                    token,
-                    generation: state.finished,
-                    authorization,
-                };
                 let held = Held {
-                    token: token.clone(),
+                    token: CachedToken {
+                        token,
+                        generation: state.finished,
+                        authorization,
+                    },
                     refresh_at,
                 };
                 *self.current_mut() = Some(held.clone());
                 state.held = Some(held);
                 state.last_failure = None;
-                Ok(token)
+                state.failures = 0;
+                state.retry_at = None;
             }
             Err(error) => {
-                state.last_failure = Some(error.clone());
-                Err(error)
+                state.failures = state.failures.saturating_add(1);
+                let backoff = self
+                    .jitter
+                    .with(|rng| exchange_backoff(state.failures, rng))
+                    .max(error.retry_after().unwrap_or_default());
+                state.retry_at = now.checked_add(backoff);
+                tracing::warn!(
+                    failed_exchanges = state.failures,
+                    wait_ms = backoff.as_millis() as u64,
+                    retryable = error.is_retryable(),
+                    "the token exchange failed; every caller's next exchange waits"
+                );
+                state.last_failure = Some(error);
             }
         }
+        let finished = state.finished;
+        drop(state);
+        self.done.send_replace(finished);
     }
-}
 
-impl TokenCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn current(&self) -> std::sync::RwLockReadGuard<'_, Option<Held>> {
         self.current
             .read()
@@ -626,6 +777,17 @@ impl TokenCache {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// The shared backoff after the `failures`-th failed exchange in a row: 250 ms doubling to at
+/// most 5 s, drawn uniformly in its upper half, so it never shrinks to nothing.
+fn exchange_backoff<R: rand::Rng + ?Sized>(failures: u32, rng: &mut R) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    let ceiling = EXCHANGE_BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(EXCHANGE_BACKOFF_MAX);
+    let floor = ceiling / 2;
+    floor + Duration::from_nanos(rng.random_range(0..=(ceiling - floor).as_nanos() as u64))
 }
 
 impl fmt::Debug for TokenCache {
@@ -650,6 +812,12 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     const SECRET: &str = "s3cr3t-value";
+
+    /// A minute to wait for a token.
+    #[allow(non_snake_case)]
+    fn WAIT() -> TokenWait {
+        TokenWait::within(Duration::from_secs(60))
+    }
 
     /// Counts exchanges; each gives a new token that lives `lifetime`, after `delay`.
     struct Counting {
@@ -945,14 +1113,14 @@ mod tests {
     async fn a_thousand_concurrent_401s_cause_one_exchange() {
         let exchanger = Counting::new(None);
         let cache = Arc::new(TokenCache::new(exchanger.clone()));
-        let stale = cache.get().await.expect("first token");
+        let stale = cache.get(WAIT()).await.expect("first token");
         assert_eq!(exchanger.count(), 1);
 
         let tasks: Vec<_> = (0..1_000)
             .map(|_| {
                 let cache = Arc::clone(&cache);
                 let stale = stale.clone();
-                tokio::spawn(async move { cache.refresh_after_unauthorized(&stale).await })
+                tokio::spawn(async move { cache.refresh_after_unauthorized(&stale, WAIT()).await })
             })
             .collect();
         for task in tasks {
@@ -968,7 +1136,7 @@ mod tests {
         let tasks: Vec<_> = (0..callers)
             .map(|_| {
                 let cache = Arc::clone(cache);
-                tokio::spawn(async move { cache.get().await })
+                tokio::spawn(async move { cache.get(WAIT()).await })
             })
             .collect();
         let mut results = Vec::with_capacity(callers);
@@ -995,17 +1163,34 @@ mod tests {
         let exchanger = Counting::new(Some(Duration::from_secs(100)));
         let cache = TokenCache::new(exchanger.clone());
 
-        let first = cache.get().await.expect("token");
+        let first = cache.get(WAIT()).await.expect("token");
         tokio::time::advance(Duration::from_secs(85)).await;
-        let still = cache.get().await.expect("token");
+        let still = cache.get(WAIT()).await.expect("token");
         assert_eq!(exchanger.count(), 1);
         assert_eq!(still.generation, first.generation);
 
         // A 100 s token is refreshed 10 s (a tenth of its life) before it expires.
         tokio::time::advance(Duration::from_secs(6)).await;
-        let renewed = cache.get().await.expect("token");
+        let renewed = cache.get(WAIT()).await.expect("token");
         assert_eq!(exchanger.count(), 2);
         assert_ne!(renewed.generation, first.generation);
+    }
+
+    #[test]
+    fn the_shared_backoff_doubles_from_250_ms_to_5_s_in_its_upper_half() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for (failures, ceiling_ms) in [(1, 250), (2, 500), (3, 1_000), (5, 4_000), (6, 5_000)] {
+            for _ in 0..100 {
+                let wait = exchange_backoff(failures, &mut rng);
+                let ceiling = Duration::from_millis(ceiling_ms);
+                assert!(
+                    wait >= ceiling / 2 && wait <= ceiling,
+                    "{failures}: {wait:?}"
+                );
+            }
+        }
+        assert!(exchange_backoff(u32::MAX, &mut rng) <= EXCHANGE_BACKOFF_MAX);
     }
 
     #[test]
@@ -1028,20 +1213,20 @@ mod tests {
     async fn a_refresh_for_an_older_token_reuses_the_newer_one() {
         let exchanger = Counting::new(None);
         let cache = TokenCache::new(exchanger.clone());
-        let first = cache.get().await.expect("token");
+        let first = cache.get(WAIT()).await.expect("token");
         let second = cache
-            .refresh_after_unauthorized(&first)
+            .refresh_after_unauthorized(&first, WAIT())
             .await
             .expect("token");
         let again = cache
-            .refresh_after_unauthorized(&first)
+            .refresh_after_unauthorized(&first, WAIT())
             .await
             .expect("token");
 
         assert_eq!(again.generation, second.generation);
         assert_eq!(exchanger.count(), 2);
         cache
-            .refresh_after_unauthorized(&second)
+            .refresh_after_unauthorized(&second, WAIT())
             .await
             .expect("token");
         assert_eq!(exchanger.count(), 3);
@@ -1052,15 +1237,137 @@ mod tests {
         let exchanger = Counting::failing();
         let cache = Arc::new(TokenCache::new(exchanger.clone()));
 
-        for token in concurrent_gets(&cache, 50).await {
-            let error = token.expect_err("exchange fails");
+        // 50 callers with 1.2 s each: the exchange takes 1 s and fails, and the backoff after
+        // it (125-250 ms) ends too late for the next exchange to be answered in their time.
+        let tasks: Vec<_> = (0..50)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                tokio::spawn(async move {
+                    cache
+                        .get(TokenWait::within(Duration::from_millis(1_200)))
+                        .await
+                })
+            })
+            .collect();
+        for task in tasks {
+            let error = task.await.expect("task").expect_err("exchange fails");
             assert_eq!(error.kind(), ErrorKind::TokenExchange);
         }
+        assert!(exchanger.count() <= 2, "{} exchanges", exchanger.count());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_during_the_shared_backoff_is_answered_without_an_exchange() {
+        let exchanger = Counting::failing();
+        let cache = TokenCache::new(exchanger.clone());
+        cache
+            .get(TokenWait::within(Duration::from_millis(1_100)))
+            .await
+            .expect_err("exchange fails");
         assert_eq!(exchanger.count(), 1);
 
-        // A later caller tries again.
-        cache.get().await.expect_err("exchange fails");
-        assert_eq!(exchanger.count(), 2);
+        // The backoff (125-250 ms) outlasts this caller's 100 ms: the failure, at once.
+        let asked = Instant::now();
+        let error = cache
+            .get(TokenWait::within(Duration::from_millis(100)))
+            .await
+            .expect_err("backing off");
+        assert_eq!(Instant::now(), asked, "no wait");
+        assert_eq!(exchanger.count(), 1, "no exchange");
+        assert!(error.to_string().contains("back off"), "{error}");
+        assert!(error.is_retryable());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_exchange_is_shared_until_its_backoff_ends() {
+        struct Refused(AtomicUsize);
+        impl TokenExchanger for Refused {
+            fn exchange(&self) -> ExchangeFuture<'_> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async {
+                    Err(
+                        Error::token_exchange("the token endpoint answered 401 invalid_client")
+                            .with_status(StatusCode::UNAUTHORIZED),
+                    )
+                })
+            }
+        }
+        let exchanger = Arc::new(Refused(AtomicUsize::new(0)));
+        let cache = Arc::new(TokenCache::new(exchanger.clone()));
+        let tasks: Vec<_> = (0..100)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                tokio::spawn(async move { cache.get(WAIT()).await })
+            })
+            .collect();
+        for task in tasks {
+            let error = task.await.expect("task").expect_err("refused");
+            assert!(!error.is_retryable(), "{error}");
+        }
+        assert_eq!(exchanger.0.load(Ordering::SeqCst), 1, "not waited out");
+        tokio::time::advance(Duration::from_millis(300)).await;
+        cache.get(WAIT()).await.expect_err("refused");
+        assert_eq!(exchanger.0.load(Ordering::SeqCst), 2, "tried again later");
+    }
+
+    /// Answers 503 (after `delay`) until `healed_at`, then a token.
+    struct DownUntil {
+        healed_at: Instant,
+        delay: Duration,
+        failed: AtomicUsize,
+        granted: AtomicUsize,
+    }
+
+    impl TokenExchanger for DownUntil {
+        fn exchange(&self) -> ExchangeFuture<'_> {
+            Box::pin(async move {
+                tokio::time::sleep(self.delay).await;
+                if Instant::now() < self.healed_at {
+                    self.failed.fetch_add(1, Ordering::SeqCst);
+                    return Err(Error::token_exchange("the token endpoint answered 503")
+                        .with_status(StatusCode::SERVICE_UNAVAILABLE));
+                }
+                self.granted.fetch_add(1, Ordering::SeqCst);
+                Ok(AccessToken::expiring_in(
+                    "tok-healed",
+                    Duration::from_secs(3600),
+                ))
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_token_endpoint_down_10_s_sees_few_exchanges_from_a_thousand_callers() {
+        let exchanger = Arc::new(DownUntil {
+            healed_at: Instant::now() + Duration::from_secs(10),
+            delay: Duration::from_millis(20),
+            failed: AtomicUsize::new(0),
+            granted: AtomicUsize::new(0),
+        });
+        let cache = Arc::new(TokenCache::new(exchanger.clone()));
+        // 1,000 calls arrive evenly over the 10 s outage, each with the default 60 s.
+        let mut tasks = Vec::new();
+        for _ in 0..1_000 {
+            let cache = Arc::clone(&cache);
+            tasks.push(tokio::spawn(async move { cache.get(WAIT()).await }));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for task in tasks {
+            let token = task
+                .await
+                .expect("task")
+                .expect("every call outlasts the outage");
+            assert_eq!(token.expose(), "tok-healed");
+        }
+        let failed = exchanger.failed.load(Ordering::SeqCst);
+        assert_eq!(
+            exchanger.granted.load(Ordering::SeqCst),
+            1,
+            "one exchange serves all"
+        );
+        // 250 ms doubling to 5 s, drawn in the upper half: at most 8 steps fit in 10 s.
+        assert!(failed <= 9, "{failed} exchanges failed");
+        assert_eq!(cache.exchanges(), failed as u64 + 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1081,13 +1388,16 @@ mod tests {
             }
         }
         let cache = TokenCache::new(Arc::new(FailsSecond(AtomicUsize::new(0))));
-        cache.get().await.expect("token");
+        cache.get(WAIT()).await.expect("token");
 
         tokio::time::advance(Duration::from_secs(95)).await;
-        let kept = cache.get().await.expect("the unexpired token");
+        let kept = cache.get(WAIT()).await.expect("the unexpired token");
         assert_eq!(kept.token().secret().expose(), "tok-0001");
 
         tokio::time::advance(Duration::from_secs(10)).await;
-        cache.get().await.expect_err("expired and not renewed");
+        cache
+            .get(WAIT())
+            .await
+            .expect_err("expired and not renewed");
     }
 }

@@ -222,6 +222,12 @@ impl Deadline {
         (!remaining.is_zero()).then(|| self.budget.attempt_timeout.min(remaining))
     }
 
+    /// The attempt timeout as configured, unclamped by the time left: the bound of a shared
+    /// token exchange, which other calls may wait for after this one has given up.
+    pub(crate) fn attempt_limit(&self) -> Duration {
+        self.budget.attempt_timeout
+    }
+
     /// How long an attempt starting at `now` may be held while the service is down: what
     /// remains, less one attempt's time (the attempt timeout, at most a quarter of the budget),
     /// so a held attempt that is released is still answered in time.

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::answer::Answer;
 use crate::attempt::{Attempt, TransportKind, WaitReason};
-use crate::auth::{CachedToken, TokenCache};
+use crate::auth::{CachedToken, TokenCache, TokenWait};
 use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
 use crate::classify::{classify, final_error};
@@ -240,7 +240,7 @@ impl Engine {
             // Read after every wait: a token that expired while the call waited is refreshed
             // before it is sent, never sent stale.
             let token = match &self.tokens {
-                Some(tokens) => match self.fresh_token(tokens, &deadline, &policy).await {
+                Some(tokens) => match self.fresh_token(tokens, &deadline).await {
                     Ok(token) => Some(token),
                     Err(error) => return Err(error.with_attempts(attempts)),
                 },
@@ -365,9 +365,10 @@ impl Engine {
             if verdict == Verdict::ReexchangeOnce {
                 reexchanged = true;
                 if let (Some(tokens), Some(token)) = (&self.tokens, &token) {
-                    let refreshed =
-                        bounded_exchange(&deadline, || tokens.refresh_after_unauthorized(token))
-                            .await;
+                    let refreshed = match token_wait(&deadline) {
+                        Ok(wait) => tokens.refresh_after_unauthorized(token, wait).await,
+                        Err(error) => Err(error),
+                    };
                     if let Err(error) = refreshed {
                         return Err(error.with_attempts(attempts));
                     }
@@ -379,44 +380,13 @@ impl Engine {
         }
     }
 
-    /// The token to send now, from the cache or a new exchange.
+    /// The token to send now, from the cache or the one shared exchange.
     ///
-    /// A token endpoint down for a moment costs nothing but time: nothing was sent, so an
-    /// exchange that fails retryably (no answer, 429, 5xx) is backed off (by the call's backoff
-    /// or schedule) and tried again while the call's time lasts; the call's attempts count
-    /// requests to the API, and none was made.
-    /// The cache single-flights exchanges, so calls waiting together add one request.
-    async fn fresh_token(
-        &self,
-        tokens: &TokenCache,
-        deadline: &Deadline,
-        policy: &Policy,
-    ) -> Result<CachedToken> {
-        let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
-        let mut failed = 0;
-        loop {
-            let error = match bounded_exchange(deadline, || tokens.get()).await {
-                Ok(token) => return Ok(token),
-                Err(error) => error,
-            };
-            if !error.is_retryable() {
-                return Err(error);
-            }
-            // A custom schedule that has ended stops the exchanges too.
-            let Some(wait) = self.jitter.with(|rng| waits.backoff(failed, rng)) else {
-                return Err(error);
-            };
-            if deadline.check_wait(wait, Instant::now()).is_err() {
-                return Err(error);
-            }
-            failed += 1;
-            tracing::warn!(
-                failed_exchanges = failed,
-                wait_ms = wait.as_millis() as u64,
-                "the token exchange failed; exchanging again"
-            );
-            tokio::time::sleep(wait).await;
-        }
+    /// A token endpoint down for a moment costs nothing but time: nothing was sent, so the
+    /// call waits, within its time, for the exchanges the cache retries after a shared backoff
+    /// (see [`TokenCache`]); the call's attempts count requests to the API, and none was made.
+    async fn fresh_token(&self, tokens: &TokenCache, deadline: &Deadline) -> Result<CachedToken> {
+        tokens.get(token_wait(deadline)?).await
     }
 
     /// Waits for a slot of the trigger's window (when paced), then for the credential's gate;
@@ -504,24 +474,19 @@ impl Engine {
     }
 }
 
-/// A token exchange (or the wait for another caller's), its connect and body read included,
-/// bounded like an attempt: by the attempt timeout and the time left in the call, whatever the
-/// exchanger's own timeout. One that runs out is a retryable `token_exchange` error that says
-/// so; the caller backs off and exchanges again while the call's time lasts.
-async fn bounded_exchange<F: Future<Output = Result<CachedToken>>>(
-    deadline: &Deadline,
-    exchange: impl FnOnce() -> F,
-) -> Result<CachedToken> {
-    let Some(limit) = deadline.attempt_timeout(Instant::now()) else {
+/// How long a call waits for a token: while time is left for the attempt after it. An exchange
+/// it starts is bounded by the attempt timeout, its connect and body read included, whatever
+/// the exchanger's own timeout; one that runs out is a retryable `token_exchange` failure.
+fn token_wait(deadline: &Deadline) -> Result<TokenWait> {
+    let now = Instant::now();
+    if deadline.attempt_timeout(now).is_none() {
         return Err(exhausted("no time left for the token exchange".to_owned()));
-    };
-    match tokio::time::timeout(limit, exchange()).await {
-        Ok(result) => result,
-        Err(_) => Err(Error::token_exchange(format_args!(
-            "no answer from the token endpoint within the {limit:?} the call allowed \
-             (its attempt timeout or the time left, whichever is less)"
-        ))),
     }
+    let left = deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
+    Ok(TokenWait {
+        until: now.checked_add(left).unwrap_or(now),
+        exchange_timeout: deadline.attempt_limit(),
+    })
 }
 
 /// The bearer token to keep out of error messages; none when the caller sent its own.

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, ManualClock, MockServer};
-use hodoflow_retry::{ClientCredentials, ErrorKind, ExchangeFuture, TokenExchanger, WaitReason};
-use support::{JSON_API, PROJECTS, client, key, project, server, statuses};
+use hodoflow_retry::{
+    Budget, ClientCredentials, ErrorKind, ExchangeFuture, TokenExchanger, WaitReason,
+};
+use support::{JSON_API, PROJECTS, client, client_with, key, project, server, statuses};
 
 // Every test again over h2c, as over_h2c::<name>.
 support::over_h2c!(
@@ -217,4 +219,89 @@ async fn a_thousand_concurrent_calls_refused_with_401_share_one_token_exchange()
         refused_once >= 1,
         "the first answer to the stale token is a 401"
     );
+}
+
+/// Issue 21, item 4: the token endpoint answers 503 for 10 s while 1,000 writes arrive, one
+/// every 10 ms, each with a 60 s budget. The exchanges back off as one, shared by every call: the
+/// token endpoint sees at most 30 exchange requests, one grants the token after it heals, and
+/// every write runs exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_endpoint_down_10_s_sees_at_most_30_exchanges_from_1000_calls() {
+    const CALLS: u64 = 1_000;
+    let server = server().await;
+    let outage = Duration::from_secs(10);
+    server.inject(
+        Fault::respond(503)
+            .body(r#"{"error":"temporarily_unavailable"}"#)
+            .on("POST", "/oauth/token")
+            .during(outage),
+    );
+    let client = client_with(
+        &server,
+        Budget::new()
+            .max_attempts(5)
+            .max_elapsed(Duration::from_secs(60))
+            .attempt_timeout(Duration::from_secs(5)),
+    );
+
+    let started = tokio::time::Instant::now();
+    let mut calls = Vec::new();
+    for n in 0..CALLS {
+        let client = client.clone();
+        calls.push(tokio::spawn(async move {
+            let key = key(&format!("token-outage:{n}"));
+            let name = format!("Outage {n}");
+            client.create(PROJECTS, key, project(&name)).send().await
+        }));
+        tokio::time::sleep_until(started + outage * (n as u32 + 1) / CALLS as u32).await;
+    }
+    for call in calls {
+        let response = call.await.unwrap().expect("every call outlasts the outage");
+        assert_eq!(response.attempts().len(), 1, "one request to the API");
+    }
+    let took = started.elapsed();
+
+    let ledger = server.ledger();
+    let exchanges = ledger.requests_to("POST", "/oauth/token");
+    let refused = exchanges.iter().filter(|r| r.status == Some(503)).count();
+    eprintln!(
+        "{CALLS} calls over a {outage:?} token outage: {} exchange requests ({refused} refused), \
+         all done in {took:?}",
+        exchanges.len()
+    );
+    assert!(exchanges.len() <= 30, "{} exchanges", exchanges.len());
+    assert_eq!(ledger.tokens_issued(), 1, "one exchange serves everyone");
+    assert_eq!(exchanges.len(), refused + 1);
+    assert_eq!(ledger.total_writes_executed(), CALLS as u32);
+    for n in 0..CALLS {
+        let key = key(&format!("token-outage:{n}"));
+        assert_eq!(ledger.writes_executed(key.as_str()), 1, "write {n}");
+    }
+}
+
+/// A busy token endpoint's `Retry-After` is the shared backoff: no exchange before it ends,
+/// and a call with time for it waits it out.
+#[tokio::test]
+async fn a_token_endpoint_retry_after_holds_every_exchange() {
+    let server = server().await;
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "1")
+            .body(r#"{"error":"slow_down"}"#)
+            .on("POST", "/oauth/token")
+            .times(1),
+    );
+    let client = client(&server);
+    let (first, second) = tokio::join!(client.get(PROJECTS).send(), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        client.get(PROJECTS).send().await
+    });
+    first.expect("waits the second out");
+    second.expect("waits too");
+
+    let ledger = server.ledger();
+    let exchanges = ledger.requests_to("POST", "/oauth/token");
+    assert_eq!(exchanges.len(), 2, "the refused one and one after it");
+    let gap = exchanges[1].arrived - exchanges[0].arrived;
+    assert!(gap >= Duration::from_secs(1), "{gap:?}");
 }

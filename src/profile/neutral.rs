@@ -19,7 +19,9 @@ use serde_json::Value;
 use crate::error::ErrorKind;
 use crate::matrix::{Rule, Verdict, When, rule};
 
-use super::{KeyRules, Replay, Surface, SurfaceProfile, Vendor, always_kept};
+#[cfg(any(feature = "middleware", test))]
+use super::Surface;
+use super::{KeyRules, Replay, SurfaceProfile, Vendor, always_kept};
 
 /// RFC 9110, section 9.2.2: the methods whose repeat has the effect of one request.
 #[cfg(any(feature = "middleware", test))]
