@@ -26,9 +26,9 @@
 //!
 //! # Connections
 //!
-//! A small pool of its own (four connections, opened as needed): a statement waits only when
-//! four are running already, and a transaction holds its connection alone. Each connection
-//! prepares each statement once. A connection that broke is replaced at its next use.
+//! A small pool of its own (four connections, opened as needed; `pool.rs`): a statement waits
+//! only when four are running already, and a transaction holds its connection alone. Each
+//! connection prepares each statement once. A connection that broke is replaced at its next use.
 //!
 //! # Timeouts
 //!
@@ -42,28 +42,24 @@
 //! server never answered. A worker treats it as any store failure: it logs it and tries again
 //! at its next poll.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+use tokio_postgres::{Config, Row};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::IdempotencyKey;
+
+mod pool;
+
+use pool::{CONNECTIONS, Pool};
 
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
 use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
-
-/// How many connections a store opens at most.
-const CONNECTIONS: usize = 4;
 
 /// The first key of the outbox's advisory locks (`"hodo"`), so that they do not meet an
 /// application's own; the second is [`MIGRATION_LOCK`] or a scope's hash.
@@ -752,171 +748,6 @@ fn url_password(url: &str) -> Option<String> {
     let userinfo = &rest[..rest.find('@')?];
     let (_, password) = userinfo.split_once(':')?;
     (!password.is_empty()).then(|| password.to_owned())
-}
-
-/// One connection and the statements it prepared.
-struct Conn {
-    client: Client,
-    statements: HashMap<&'static str, Statement>,
-}
-
-impl Conn {
-    /// The statement `sql`, prepared on this connection once.
-    async fn prepare(&mut self, sql: &'static str) -> Result<Statement> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client.prepare(sql).await.map_err(store_error)?;
-        self.statements.insert(sql, statement.clone());
-        Ok(statement)
-    }
-}
-
-/// At most [`CONNECTIONS`] connections, opened as needed, each used by one task at a time.
-struct Pool {
-    config: Config,
-    /// `user@host:port/database`, for messages and `Debug`.
-    shown: String,
-    idle: Mutex<Vec<Conn>>,
-    permits: Semaphore,
-    /// The longest wait to open a connection.
-    connect_timeout: Duration,
-    /// Bumped when an operation timed out: a connection leased before it is not reused.
-    epoch: AtomicU64,
-}
-
-impl Pool {
-    fn new(config: Config, connect_timeout: Duration) -> Self {
-        let host = match config.get_hosts().first() {
-            Some(Host::Tcp(host)) => host.clone(),
-            #[cfg(unix)]
-            Some(Host::Unix(path)) => path.display().to_string(),
-            None => "localhost".to_owned(),
-        };
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        let user = config.get_user().unwrap_or("");
-        let database = config.get_dbname().unwrap_or(user);
-        Self {
-            shown: format!("{user}@{host}:{port}/{database}"),
-            config,
-            idle: Mutex::new(Vec::with_capacity(CONNECTIONS)),
-            permits: Semaphore::new(CONNECTIONS),
-            connect_timeout,
-            epoch: AtomicU64::new(0),
-        }
-    }
-
-    /// Forgets every idle connection and every one leased now: after a timeout, one of them may
-    /// hold a statement the server never answered.
-    fn discard(&self) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        self.idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clear();
-    }
-
-    /// A connection for this task alone: an idle one, or a new one.
-    async fn get(&self) -> Result<Lease<'_>> {
-        let permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| store_message("the connection pool is closed".to_owned()))?;
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .pop();
-        let conn = match idle {
-            Some(conn) if !conn.client.is_closed() => conn,
-            _ => self.open().await?,
-        };
-        Ok(Lease {
-            pool: self,
-            conn: Some(conn),
-            epoch: self.epoch.load(Ordering::Acquire),
-            _permit: permit,
-        })
-    }
-
-    async fn open(&self) -> Result<Conn> {
-        let limit = self.connect_timeout;
-        let connected = tokio::time::timeout(limit, self.config.connect(NoTls))
-            .await
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::Transport,
-                    format!(
-                        "could not connect to the outbox database at {}: no answer within {limit:?} (the store's connect timeout)",
-                        self.shown
-                    ),
-                )
-            })?;
-        let (client, connection) = connected.map_err(|error| {
-            Error::new(
-                ErrorKind::Transport,
-                format!(
-                    "could not connect to the outbox database at {}: {error}",
-                    self.shown
-                ),
-            )
-            .with_source(error)
-        })?;
-        // The connection's task ends when the client is dropped or the server goes away; a
-        // failed query reports the error, so the task has nothing to add.
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Conn {
-            client,
-            statements: HashMap::new(),
-        })
-    }
-}
-
-/// A connection taken from the [`Pool`]; back to it when dropped.
-struct Lease<'a> {
-    pool: &'a Pool,
-    conn: Option<Conn>,
-    /// The pool's epoch when leased: the connection goes back only if it has not moved since.
-    epoch: u64,
-    _permit: SemaphorePermit<'a>,
-}
-
-impl std::ops::Deref for Lease<'_> {
-    type Target = Conn;
-
-    fn deref(&self) -> &Conn {
-        self.conn
-            .as_ref()
-            .expect("a lease holds its connection until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Lease<'_> {
-    fn deref_mut(&mut self) -> &mut Conn {
-        self.conn
-            .as_mut()
-            .expect("a lease holds its connection until dropped")
-    }
-}
-
-impl Drop for Lease<'_> {
-    fn drop(&mut self) {
-        let current = self.pool.epoch.load(Ordering::Acquire) == self.epoch;
-        if let Some(conn) = self
-            .conn
-            .take()
-            .filter(|conn| current && !conn.client.is_closed())
-        {
-            self.pool
-                .idle
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .push(conn);
-        }
-    }
 }
 
 #[cfg(test)]
