@@ -10,8 +10,6 @@ use bytes::Bytes;
 use http::{HeaderMap, Method};
 
 use crate::auth::Secret;
-use crate::backoff::Backoff;
-use crate::budget::Budget;
 use crate::client::RetryingClient;
 use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
@@ -20,10 +18,74 @@ use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::profile::hodoflow::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::{FixedRequest, check_trigger_token, is_path_segment};
-use crate::schedule::{Schedule, SharedSchedule};
 use crate::signing::Signer;
 use crate::transport::Http;
 use crate::trigger_limit::TriggerKey;
+
+/// What one call may change of its client's settings, held once by [`Call`], [`Delivering`]
+/// and [`MethodCall`](crate::MethodCall): the headers it adds, and its policy (budget, backoff
+/// or schedule, and the outbox's fleet). The setters are written once, by [`per_call_setters`].
+#[derive(Debug, Clone)]
+pub(crate) struct CallOptions {
+    pub(crate) headers: HeaderMap,
+    pub(crate) policy: Policy,
+}
+
+impl CallOptions {
+    /// The client's settings, unchanged.
+    pub(crate) fn of(client: &RetryingClient) -> Self {
+        Self {
+            headers: HeaderMap::new(),
+            policy: client.inner.policy.clone(),
+        }
+    }
+}
+
+/// The per-call setters every call type exposes, inside its `impl`: `budget`, `backoff`,
+/// `schedule`, and the outbox's `fleet`. The type holds its [`CallOptions`] as `options`;
+/// `$noun` names it in the docs ("call", "delivery").
+macro_rules! per_call_setters {
+    ($noun:literal) => {
+        #[doc = concat!("The budget of this ", $noun, ".\n\nDefault: the client's budget.")]
+        pub fn budget(mut self, budget: $crate::Budget) -> Self {
+            self.options.policy.budget = budget;
+            self
+        }
+
+        #[doc = concat!(
+            "The backoff of this ", $noun, ". It replaces the client's ",
+            "[`schedule`](crate::ClientBuilder::schedule) and one set on this ", $noun,
+            " before.\n\nDefault: the client's backoff."
+        )]
+        pub fn backoff(mut self, backoff: $crate::Backoff) -> Self {
+            self.options.policy.backoff = backoff;
+            self.options.policy.schedule = None;
+            self
+        }
+
+        #[doc = concat!(
+            "Takes the waits between the retries of this ", $noun, " from `schedule`; ",
+            "`Retry-After`, the backoff's ",
+            "[`retry_after_fallback`](crate::Backoff::retry_after_fallback) and the budget ",
+            "still apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). ",
+            "A later [`backoff`](Self::backoff) replaces it.\n\n",
+            "Default: the client's schedule, if one was set; otherwise the waits are the backoff's."
+        )]
+        pub fn schedule(mut self, schedule: impl $crate::Schedule + 'static) -> Self {
+            self.options.policy.schedule = Some($crate::schedule::SharedSchedule::new(schedule));
+            self
+        }
+
+        /// Shares the credential's pause and the trigger's window with other processes (the
+        /// outbox's workers).
+        #[cfg(feature = "outbox")]
+        pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::fleet::Fleet>) -> Self {
+            self.options.policy.fleet = Some(fleet);
+            self
+        }
+    };
+}
+pub(crate) use per_call_setters;
 
 /// What a [`Call`] addresses.
 pub(crate) enum Target {
@@ -76,8 +138,7 @@ impl fmt::Debug for Target {
 pub struct Call<'a> {
     client: &'a RetryingClient,
     target: Target,
-    headers: HeaderMap,
-    policy: Policy,
+    options: CallOptions,
 }
 
 impl<'a> Call<'a> {
@@ -85,54 +146,18 @@ impl<'a> Call<'a> {
         Self {
             client,
             target,
-            headers: HeaderMap::new(),
-            policy: client.inner.policy.clone(),
+            options: CallOptions::of(client),
         }
     }
 
     /// Adds headers, sent unchanged on every attempt. `Authorization` and
     /// `Idempotency-Key` are the client's own and refused.
     pub fn headers(mut self, headers: HeaderMap) -> Self {
-        self.headers.extend(headers);
+        self.options.headers.extend(headers);
         self
     }
 
-    /// The budget of this call.
-    ///
-    /// Default: the client's budget.
-    pub fn budget(mut self, budget: Budget) -> Self {
-        self.policy.budget = budget;
-        self
-    }
-
-    /// The backoff of this call. It replaces the client's
-    /// [`schedule`](crate::ClientBuilder::schedule) and one set on this call before.
-    ///
-    /// Default: the client's backoff.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.policy.backoff = backoff;
-        self.policy.schedule = None;
-        self
-    }
-
-    /// Takes the waits between the retries of this call from `schedule`; `Retry-After`, the
-    /// backoff's [`retry_after_fallback`](Backoff::retry_after_fallback) and the budget still
-    /// apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). A later
-    /// [`backoff`](Self::backoff) replaces it.
-    ///
-    /// Default: the client's schedule, if one was set; otherwise the waits are the backoff's.
-    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
-        self.policy.schedule = Some(SharedSchedule::new(schedule));
-        self
-    }
-
-    /// Shares the credential's pause and the trigger's window with other processes (the
-    /// outbox's workers).
-    #[cfg(feature = "outbox")]
-    pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn crate::fleet::Fleet>) -> Self {
-        self.policy.fleet = Some(fleet);
-        self
-    }
+    per_call_setters!("call");
 
     /// Sends the call, retrying as the surface's matrix says.
     ///
@@ -151,15 +176,18 @@ impl<'a> Call<'a> {
                 path,
                 key,
                 body,
-            } => FixedRequest::write(base, method, &path, &key, body, &self.headers)?,
+            } => FixedRequest::write(base, method, &path, &key, body, &self.options.headers)?,
             Target::Read { method, path } => {
-                FixedRequest::read(base, method, &path, &self.headers)?
+                FixedRequest::read(base, method, &path, &self.options.headers)?
             }
             Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
         };
         let inner = &self.client.inner;
         let mut http = Http(&inner.http);
-        let answered = inner.engine.run(&request, self.policy, &mut http).await?;
+        let answered = inner
+            .engine
+            .run(&request, self.options.policy, &mut http)
+            .await?;
         Ok(Response::new(
             answered.status,
             answered.headers,
@@ -176,9 +204,8 @@ pub struct Delivering<'a> {
     trigger_token: Secret,
     body: Bytes,
     id: Option<DeliveryId>,
-    headers: HeaderMap,
     legacy_org: Option<String>,
-    policy: Policy,
+    options: CallOptions,
     /// This delivery's own signing secrets; `None`: the client's.
     signing_secrets: Option<Vec<Secret>>,
 }
@@ -190,7 +217,7 @@ impl fmt::Debug for Delivering<'_> {
             .field("body", &BodyLen(self.body.len()))
             .field("id", &self.id)
             .field("legacy_org", &self.legacy_org)
-            .field("policy", &self.policy)
+            .field("policy", &self.options.policy)
             .field(
                 "signing_secrets",
                 &self.signing_secrets.as_ref().map(Vec::len),
@@ -206,9 +233,8 @@ impl<'a> Delivering<'a> {
             trigger_token,
             body,
             id: None,
-            headers: HeaderMap::new(),
             legacy_org: None,
-            policy: client.inner.policy.clone(),
+            options: CallOptions::of(client),
             signing_secrets: None,
         }
     }
@@ -253,7 +279,7 @@ impl<'a> Delivering<'a> {
     /// `X-Twilio-Idempotency-Token`): without an explicit [`delivery_id`](Self::delivery_id),
     /// the first of them in document 001's order is the delivery ID. `X-Request-Id` never is.
     pub fn headers(mut self, headers: HeaderMap) -> Self {
-        self.headers.extend(headers);
+        self.options.headers.extend(headers);
         self
     }
 
@@ -266,42 +292,7 @@ impl<'a> Delivering<'a> {
         self
     }
 
-    /// The budget of this delivery.
-    ///
-    /// Default: the client's budget.
-    pub fn budget(mut self, budget: Budget) -> Self {
-        self.policy.budget = budget;
-        self
-    }
-
-    /// The backoff of this delivery. It replaces the client's
-    /// [`schedule`](crate::ClientBuilder::schedule) and one set on this delivery before.
-    ///
-    /// Default: the client's backoff.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.policy.backoff = backoff;
-        self.policy.schedule = None;
-        self
-    }
-
-    /// Takes the waits between the retries of this delivery from `schedule`; `Retry-After`, the
-    /// backoff's [`retry_after_fallback`](Backoff::retry_after_fallback) and the budget still
-    /// apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). A later
-    /// [`backoff`](Self::backoff) replaces it.
-    ///
-    /// Default: the client's schedule, if one was set; otherwise the waits are the backoff's.
-    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
-        self.policy.schedule = Some(SharedSchedule::new(schedule));
-        self
-    }
-
-    /// Shares the credential's pause and the trigger's window with other processes (the
-    /// outbox's workers).
-    #[cfg(feature = "outbox")]
-    pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn crate::fleet::Fleet>) -> Self {
-        self.policy.fleet = Some(fleet);
-        self
-    }
+    per_call_setters!("delivery");
 
     /// Delivers the event.
     ///
@@ -335,7 +326,7 @@ impl<'a> Delivering<'a> {
         check_trigger_token(token)?;
         let id = match self.id {
             Some(id) => id,
-            None => DeliveryId::from_headers(&self.headers)?.ok_or_else(|| {
+            None => DeliveryId::from_headers(&self.options.headers)?.ok_or_else(|| {
                 Error::invalid_input(
                     "a delivery needs a stable delivery ID: set delivery_id(..) or pass a provider delivery header",
                 )
@@ -367,12 +358,12 @@ impl<'a> Delivering<'a> {
             trigger,
             &id,
             self.body,
-            &self.headers,
+            &self.options.headers,
             signer,
         )?;
         let answered = inner
             .engine
-            .run(&request, self.policy, &mut Http(&inner.http))
+            .run(&request, self.options.policy, &mut Http(&inner.http))
             .await
             .map_err(|error| match &request.signer {
                 Some(signer) => refused_signature(error, signer),

@@ -35,17 +35,14 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::attempt::Attempt;
-use crate::backoff::Backoff;
-use crate::budget::Budget;
+use crate::call::{CallOptions, per_call_setters};
 use crate::client::RetryingClient;
-use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::IdempotencyKey;
 use crate::profile::Surface;
 use crate::profile::modulify::{BODY_LIMIT, Effect, MODULIFY};
 use crate::redact::BodyLen;
 use crate::request::FixedRequest;
-use crate::schedule::{Schedule, SharedSchedule};
 use crate::transport::Http;
 
 /// The least age of a cached catalogue before a call to a method it lacks reads it again.
@@ -116,8 +113,7 @@ impl ModulifyClient {
             method: method.to_owned(),
             body: body.into(),
             key: None,
-            headers: HeaderMap::new(),
-            policy: self.client.inner.policy.clone(),
+            options: CallOptions::of(&self.client),
         }
     }
 
@@ -194,8 +190,7 @@ pub struct MethodCall<'a> {
     method: String,
     body: Bytes,
     key: Option<IdempotencyKey>,
-    headers: HeaderMap,
-    policy: Policy,
+    options: CallOptions,
 }
 
 impl fmt::Debug for MethodCall<'_> {
@@ -229,42 +224,11 @@ impl MethodCall<'_> {
     /// Adds headers, sent unchanged on every attempt. `Authorization` and `Idempotency-Key` are
     /// the client's own and refused.
     pub fn headers(mut self, headers: HeaderMap) -> Self {
-        self.headers.extend(headers);
+        self.options.headers.extend(headers);
         self
     }
 
-    /// The budget of this call.
-    ///
-    /// Default: the client's budget.
-    pub fn budget(mut self, budget: Budget) -> Self {
-        self.policy.budget = budget;
-        self
-    }
-
-    /// The backoff of this call; it replaces a schedule.
-    ///
-    /// Default: the client's backoff.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.policy.backoff = backoff;
-        self.policy.schedule = None;
-        self
-    }
-
-    /// Takes the waits between retries from `schedule` (see [`crate::Call::schedule`]).
-    ///
-    /// Default: the client's schedule, if one was set.
-    pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
-        self.policy.schedule = Some(SharedSchedule::new(schedule));
-        self
-    }
-
-    /// Shares the credential's pause and the trigger's window with other processes (the
-    /// outbox's workers).
-    #[cfg(feature = "outbox")]
-    pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn crate::fleet::Fleet>) -> Self {
-        self.policy.fleet = Some(fleet);
-        self
-    }
+    per_call_setters!("call");
 
     /// Sends the call, retrying as document 004's table says, with the same key on every
     /// attempt.
@@ -289,7 +253,7 @@ impl MethodCall<'_> {
         // The catalogue read, and the wait for another caller's, is part of the call: it is
         // bounded by the call's budget, and the attempts get what it leaves.
         let started = Instant::now();
-        let max_elapsed = self.policy.budget.max_elapsed;
+        let max_elapsed = self.options.policy.budget.max_elapsed;
         let read = tokio::time::timeout(max_elapsed, self.modulify.effect_of(&self.method)).await;
         let left = max_elapsed.saturating_sub(started.elapsed());
         let effect = match read {
@@ -299,7 +263,7 @@ impl MethodCall<'_> {
         if left.is_zero() {
             return Err(catalogue_late(max_elapsed));
         }
-        self.policy.budget = self.policy.budget.max_elapsed(left);
+        self.options.policy.budget = self.options.policy.budget.max_elapsed(left);
         let key = effect
             .needs_key()
             .then(|| self.key.unwrap_or_else(IdempotencyKey::random));
@@ -309,11 +273,11 @@ impl MethodCall<'_> {
             &self.method,
             key.as_ref(),
             self.body,
-            &self.headers,
+            &self.options.headers,
         )?;
         let answered = match inner
             .engine
-            .run(&request, self.policy, &mut Http(&inner.http))
+            .run(&request, self.options.policy, &mut Http(&inner.http))
             .await
         {
             Ok(answered) => answered,
