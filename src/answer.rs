@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode, header};
 
 use crate::attempt::TransportKind;
-use crate::backoff::parse_retry_after;
+use crate::retry_after::parse_retry_after;
 
 /// The header every answer carries to name its request (never an identity).
 pub(crate) const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");

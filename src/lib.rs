@@ -117,6 +117,7 @@ mod rate;
 mod rate_limit_field;
 mod redact;
 mod request;
+mod retry_after;
 mod retry_budget;
 mod run;
 mod schedule;

@@ -10,11 +10,11 @@ use tokio::time::Instant;
 
 use crate::answer_limit::{BodyRead, TOKEN_ANSWER_LIMIT, read_body};
 use crate::attempt::TransportKind;
-use crate::backoff::parse_retry_after;
 use crate::clock::wall_now;
 use crate::endpoint;
 use crate::error::{Error, Result};
 use crate::profile::hodoflow::TOKEN_PATH;
+use crate::retry_after::parse_retry_after;
 
 use super::{AccessToken, ExchangeFuture, Secret, TokenExchanger};
 

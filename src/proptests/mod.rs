@@ -24,13 +24,14 @@ use tokio::time::Instant;
 
 use crate::answer::Answer;
 use crate::attempt::{TransportKind, WaitReason};
-use crate::backoff::{Backoff, MAX_RETRY_AFTER, parse_retry_after};
+use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline, Exhausted};
 use crate::classify::{classify, final_error};
 use crate::error::ErrorKind;
 use crate::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
 use crate::matrix::Verdict;
 use crate::profile::Surface;
+use crate::retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 use crate::schedule::{Schedule, SharedSchedule, Waits};
 
 #[cfg(any(feature = "backon", feature = "backoff"))]
