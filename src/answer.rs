@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode, header};
 
-use crate::attempt::TransportKind;
+use crate::attempt::{Attempt, TransportKind};
 use crate::retry_after::parse_retry_after;
 
 /// The header every answer carries to name its request (never an identity).
@@ -132,4 +132,13 @@ impl Answer {
             Received::Nothing(_) | Received::TooLarge { .. } => None,
         }
     }
+}
+
+/// The final, successful answer and every attempt that led to it.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    pub(crate) attempts: Vec<Attempt>,
 }

@@ -4,12 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::answer::Answer;
+use crate::answer::{Answer, Answered};
 use crate::attempt::{Attempt, TransportKind, WaitReason};
 use crate::auth::{CachedToken, TokenCache, TokenWait};
 use crate::backoff::Backoff;
@@ -60,15 +58,6 @@ pub(crate) struct Engine {
     pub(crate) answer_limit: usize,
     /// The client's draws: backoff jitter and the gate's spread.
     pub(crate) jitter: Jitter,
-}
-
-/// The final, successful answer and every attempt that led to it.
-#[derive(Debug)]
-pub(crate) struct Answered {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Bytes,
-    pub(crate) attempts: Vec<Attempt>,
 }
 
 impl Engine {

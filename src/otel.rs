@@ -22,7 +22,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::answer::Answer;
-use crate::engine::Answered;
+use crate::answer::Answered;
 use crate::error::Result;
 use crate::request::FixedRequest;
 
