@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http::{HeaderMap, Method};
 
 use crate::auth::Secret;
-use crate::client::RetryingClient;
 use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
@@ -18,6 +17,7 @@ use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::profile::hodoflow::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::{FixedRequest, check_trigger_token, is_path_segment};
+use crate::shared::Shared;
 use crate::signing::Signer;
 use crate::transport::Http;
 use crate::trigger_limit::TriggerKey;
@@ -33,10 +33,10 @@ pub(crate) struct CallOptions {
 
 impl CallOptions {
     /// The client's settings, unchanged.
-    pub(crate) fn of(client: &RetryingClient) -> Self {
+    pub(crate) fn of(shared: &Shared) -> Self {
         Self {
             headers: HeaderMap::new(),
-            policy: client.inner.policy.clone(),
+            policy: shared.policy.clone(),
         }
     }
 }
@@ -136,17 +136,17 @@ impl fmt::Debug for Target {
 #[derive(Debug)]
 #[must_use = "a call does nothing until it is sent"]
 pub struct Call<'a> {
-    client: &'a RetryingClient,
+    shared: &'a Shared,
     target: Target,
     options: CallOptions,
 }
 
 impl<'a> Call<'a> {
-    pub(crate) fn new(client: &'a RetryingClient, target: Target) -> Self {
+    pub(crate) fn new(shared: &'a Shared, target: Target) -> Self {
         Self {
-            client,
+            shared,
             target,
-            options: CallOptions::of(client),
+            options: CallOptions::of(shared),
         }
     }
 
@@ -169,7 +169,7 @@ impl<'a> Call<'a> {
     /// An [`Error`] whose [`kind`](Error::kind) says why it stopped and whose
     /// [`may_have_run`](Error::may_have_run) says whether the operation may have taken effect.
     pub async fn send(self) -> Result<Response> {
-        let base = &self.client.inner.base;
+        let base = &self.shared.base;
         let request = match self.target {
             Target::Write {
                 method,
@@ -182,7 +182,7 @@ impl<'a> Call<'a> {
             }
             Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
         };
-        let inner = &self.client.inner;
+        let inner = self.shared;
         let mut http = Http(&inner.http);
         let answered = inner
             .engine
@@ -200,7 +200,7 @@ impl<'a> Call<'a> {
 /// A webhook delivery, sent with [`send`](Delivering::send).
 #[must_use = "a delivery does nothing until it is sent"]
 pub struct Delivering<'a> {
-    client: &'a RetryingClient,
+    shared: &'a Shared,
     trigger_token: Secret,
     body: Bytes,
     id: Option<DeliveryId>,
@@ -227,14 +227,14 @@ impl fmt::Debug for Delivering<'_> {
 }
 
 impl<'a> Delivering<'a> {
-    pub(crate) fn new(client: &'a RetryingClient, trigger_token: Secret, body: Bytes) -> Self {
+    pub(crate) fn new(shared: &'a Shared, trigger_token: Secret, body: Bytes) -> Self {
         Self {
-            client,
+            shared,
             trigger_token,
             body,
             id: None,
             legacy_org: None,
-            options: CallOptions::of(client),
+            options: CallOptions::of(shared),
             signing_secrets: None,
         }
     }
@@ -311,7 +311,7 @@ impl<'a> Delivering<'a> {
     /// Unsupported trigger authentication` stops after that one attempt (a retry signed with
     /// the same secrets cannot succeed), and the error names each secret's fingerprint.
     pub async fn send(self) -> Result<Delivery> {
-        let inner = &self.client.inner;
+        let inner = self.shared;
         if self.body.len() > inner.webhook_body_limit {
             return Err(Error::new(
                 ErrorKind::PayloadTooLarge,

@@ -21,6 +21,7 @@ use crate::rate::{RateBudget, RateGate};
 use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
 use crate::schedule::{Schedule, SharedSchedule};
+use crate::shared::Shared;
 use crate::signing::Signer;
 use crate::stats::{Counters, Stats};
 use crate::transport::{self, AttemptTransport, Sender};
@@ -401,7 +402,7 @@ impl ClientBuilder {
             (None, None) => unreachable!("a reqwest client is built when no transport is set"),
         };
         Ok(RetryingClient {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Shared {
                 base,
                 http: sender,
                 engine: Engine {
@@ -429,20 +430,7 @@ impl ClientBuilder {
 /// clone it into every task that sends with it, so they all respect one budget and one gate.
 #[derive(Debug, Clone)]
 pub struct RetryingClient {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) base: reqwest::Url,
-    /// Every attempt of the client's calls goes out through it.
-    pub(crate) http: Sender,
-    pub(crate) engine: Engine,
-    pub(crate) policy: Policy,
-    pub(crate) webhook_body_limit: usize,
-    pub(crate) poll_interval: Duration,
-    /// The secrets every delivery is signed with, unless it sets its own.
-    pub(crate) signer: Option<Signer>,
+    pub(crate) inner: Arc<Shared>,
 }
 
 impl RetryingClient {
@@ -461,7 +449,7 @@ impl RetryingClient {
         body: impl Into<Bytes>,
     ) -> Call<'_> {
         Call::new(
-            self,
+            &self.inner,
             Target::Write {
                 method,
                 path: path.to_owned(),
@@ -479,7 +467,7 @@ impl RetryingClient {
     /// `GET path`: a read, retried with bounded backoff.
     pub fn get(&self, path: &str) -> Call<'_> {
         Call::new(
-            self,
+            &self.inner,
             Target::Read {
                 method: Method::GET,
                 path: path.to_owned(),
@@ -490,7 +478,7 @@ impl RetryingClient {
     /// `HEAD path`: a read without a body, retried like `GET`.
     pub fn head(&self, path: &str) -> Call<'_> {
         Call::new(
-            self,
+            &self.inner,
             Target::Read {
                 method: Method::HEAD,
                 path: path.to_owned(),
@@ -502,7 +490,7 @@ impl RetryingClient {
     pub fn graphql(&self, query: &str, variables: serde_json::Value) -> Call<'_> {
         let body = serde_json::json!({"query": query, "variables": variables});
         Call::new(
-            self,
+            &self.inner,
             Target::GraphQl {
                 body: Bytes::from(body.to_string()),
             },
@@ -518,7 +506,7 @@ impl RetryingClient {
         trigger_token: impl Into<Secret>,
         body: impl Into<Bytes>,
     ) -> Delivering<'_> {
-        Delivering::new(self, trigger_token.into(), body.into())
+        Delivering::new(&self.inner, trigger_token.into(), body.into())
     }
 
     /// What this client and its clones have done so far: calls, attempts, retries by cause,
@@ -529,6 +517,6 @@ impl RetryingClient {
 
     /// Follows a workflow run until it succeeds, fails or is cancelled.
     pub fn follow_run(&self, run_id: &str) -> FollowRun<'_> {
-        FollowRun::new(self, run_id)
+        FollowRun::new(&self.inner, run_id)
     }
 }

@@ -121,6 +121,7 @@ mod retry_after;
 mod retry_budget;
 mod run;
 mod schedule;
+mod shared;
 mod signing;
 mod stats;
 mod transport;

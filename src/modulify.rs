@@ -113,7 +113,7 @@ impl ModulifyClient {
             method: method.to_owned(),
             body: body.into(),
             key: None,
-            options: CallOptions::of(&self.client),
+            options: CallOptions::of(&self.client.inner),
         }
     }
 

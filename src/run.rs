@@ -2,14 +2,16 @@
 
 use std::time::Duration;
 
+use http::Method;
 use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::attempt::Attempt;
 use crate::budget::Budget;
-use crate::client::RetryingClient;
+use crate::call::{Call, Target};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profile::hodoflow::WORKFLOW_RUNS;
+use crate::shared::Shared;
 
 /// The state of a workflow run.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -99,19 +101,19 @@ struct Attributes {
 #[derive(Debug)]
 #[must_use = "following does nothing until it is sent"]
 pub struct FollowRun<'a> {
-    client: &'a RetryingClient,
+    shared: &'a Shared,
     run_id: String,
     interval: Duration,
     max_elapsed: Duration,
 }
 
 impl<'a> FollowRun<'a> {
-    pub(crate) fn new(client: &'a RetryingClient, run_id: &str) -> Self {
+    pub(crate) fn new(shared: &'a Shared, run_id: &str) -> Self {
         Self {
-            client,
+            shared,
             run_id: run_id.to_owned(),
-            interval: client.inner.poll_interval,
-            max_elapsed: client.inner.policy.budget.max_elapsed,
+            interval: shared.poll_interval,
+            max_elapsed: shared.policy.budget.max_elapsed,
         }
     }
 
@@ -164,7 +166,7 @@ impl<'a> FollowRun<'a> {
                 end.saturating_duration_since(Instant::now())
             })
         };
-        let client_budget = self.client.inner.policy.budget;
+        let client_budget = self.shared.policy.budget;
         let mut polls = 0;
         loop {
             let left = remaining(end);
@@ -177,7 +179,11 @@ impl<'a> FollowRun<'a> {
                 max_elapsed: left.min(Budget::MAX),
                 ..client_budget
             };
-            let response = self.client.get(&path).budget(budget).send().await?;
+            let poll = Target::Read {
+                method: Method::GET,
+                path: path.clone(),
+            };
+            let response = Call::new(self.shared, poll).budget(budget).send().await?;
             polls += 1;
             let document: Document = response.json()?;
             let state = document.data.attributes.state;
