@@ -124,9 +124,9 @@ impl Backoff {
     ///
     /// `retry_after` is the server's `Retry-After`, already parsed. When present it is honoured
     /// (plus jitter, see [`retry_after_wait`]): as the wait itself for
-    /// [`Verdict::RetryAfterRetryAfter`], as a floor under the backoff for
+    /// [`Verdict::RetryAfterServerWait`], as a floor under the backoff for
     /// [`Verdict::RetryAfterBackoff`]. When absent, [`Verdict::RetryAfterBackoff`] backs off and
-    /// [`Verdict::RetryAfterRetryAfter`] waits the fallback (plus jitter) or the backoff, the
+    /// [`Verdict::RetryAfterServerWait`] waits the fallback (plus jitter) or the backoff, the
     /// longer.
     pub(crate) fn wait<R: Rng + ?Sized>(
         &self,
@@ -150,7 +150,7 @@ impl Backoff {
     ) -> Option<(Duration, WaitReason)> {
         let server_wait = retry_after.map(|wait| retry_after_wait(wait, rng));
         match verdict {
-            Verdict::RetryAfterRetryAfter => Some(match server_wait {
+            Verdict::RetryAfterServerWait => Some(match server_wait {
                 Some(wait) => (wait, WaitReason::RetryAfter),
                 None => {
                     let fallback = retry_after_wait(self.retry_after_fallback, rng);
@@ -308,14 +308,14 @@ mod tests {
         let server = Duration::from_secs(20);
 
         let (wait, reason) = backoff
-            .wait(Verdict::RetryAfterRetryAfter, 0, Some(server), &mut rng)
+            .wait(Verdict::RetryAfterServerWait, 0, Some(server), &mut rng)
             .expect("retries");
         assert_eq!(reason, WaitReason::RetryAfter);
         assert!(wait >= server && wait <= server + Duration::from_secs(1));
 
         for _ in 0..SAMPLES {
             let (wait, reason) = backoff
-                .wait(Verdict::RetryAfterRetryAfter, 0, None, &mut rng)
+                .wait(Verdict::RetryAfterServerWait, 0, None, &mut rng)
                 .expect("retries");
             assert_eq!(reason, WaitReason::RetryAfterFallback);
             assert!(
@@ -330,7 +330,7 @@ mod tests {
         let backoff = Backoff::new().retry_after_fallback(Duration::from_millis(100));
         let mut rng = rng();
         let (wait, reason) = backoff
-            .wait(Verdict::RetryAfterRetryAfter, 0, None, &mut rng)
+            .wait(Verdict::RetryAfterServerWait, 0, None, &mut rng)
             .expect("retries");
         assert!(wait >= Duration::from_millis(100), "{wait:?}");
         assert!(matches!(
@@ -339,7 +339,7 @@ mod tests {
         ));
         // At retry 6 the ceiling is 30 s: the backoff is longer far more often than not.
         let reasons: Vec<_> = (0..SAMPLES)
-            .map(|_| backoff.wait(Verdict::RetryAfterRetryAfter, 6, None, &mut rng))
+            .map(|_| backoff.wait(Verdict::RetryAfterServerWait, 6, None, &mut rng))
             .map(|wait| wait.expect("retries"))
             .collect();
         assert!(
@@ -356,7 +356,7 @@ mod tests {
             .retry_after_fallback(Duration::ZERO)
             .base(Duration::ZERO);
         assert_eq!(
-            zero.wait(Verdict::RetryAfterRetryAfter, 0, None, &mut rng),
+            zero.wait(Verdict::RetryAfterServerWait, 0, None, &mut rng),
             Some((Duration::ZERO, WaitReason::RetryAfterFallback)),
             "both turned off, for tests"
         );

@@ -128,7 +128,7 @@ mod tests {
         ClientError, Forbidden, GraphQl, InProgress, KeyReused, NotFound, PayloadTooLarge, Server,
         Unauthorized, UnexpectedStatus, Unprocessable,
     };
-    use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterRetryAfter, Stop, Success};
+    use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 
     const ALL: [Surface; 4] = [
         Surface::JsonApiWrite,
@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn waits_retry_after_on_429_everywhere() {
         for surface in ALL {
-            assert_eq!(verdict(surface, 429, ""), RetryAfterRetryAfter, "{surface}");
+            assert_eq!(verdict(surface, 429, ""), RetryAfterServerWait, "{surface}");
         }
     }
 
@@ -272,7 +272,7 @@ mod tests {
     fn waits_for_in_progress_only_when_opted_in() {
         assert_eq!(
             Stop(InProgress).waiting_for_in_progress(),
-            RetryAfterRetryAfter
+            RetryAfterServerWait
         );
         assert_eq!(Stop(KeyReused).waiting_for_in_progress(), Stop(KeyReused));
         assert_eq!(Success.waiting_for_in_progress(), Success);
@@ -544,9 +544,9 @@ mod tests {
     fn modulify_waits_out_a_key_in_progress_and_a_spent_budget() {
         assert_eq!(
             modulify(409, "idempotency_key_in_progress"),
-            RetryAfterRetryAfter
+            RetryAfterServerWait
         );
-        assert_eq!(modulify(429, "rate_limited"), RetryAfterRetryAfter);
+        assert_eq!(modulify(429, "rate_limited"), RetryAfterServerWait);
         for status in [500, 502, 503, 504] {
             assert_eq!(modulify(status, "internal_error"), RetryAfterBackoff);
         }

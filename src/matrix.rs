@@ -24,7 +24,7 @@ pub enum Verdict {
     /// Retry with the same key after the server's `Retry-After`; after
     /// [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback) (or a longer
     /// backoff) when it is absent.
-    RetryAfterRetryAfter,
+    RetryAfterServerWait,
     /// Discard the cached token, exchange a new one, and retry once with the same key.
     ReexchangeOnce,
     /// Stop: never retried unchanged.
@@ -32,11 +32,18 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The old name of [`Verdict::RetryAfterServerWait`].
+    #[deprecated(
+        note = "renamed `Verdict::RetryAfterServerWait`: it waits for the server's `Retry-After`"
+    )]
+    #[allow(non_upper_case_globals)]
+    pub const RetryAfterRetryAfter: Self = Self::RetryAfterServerWait;
+
     /// Whether the verdict sends the request again (after a wait or a token exchange).
     pub const fn retries(self) -> bool {
         matches!(
             self,
-            Self::RetryAfterBackoff | Self::RetryAfterRetryAfter | Self::ReexchangeOnce
+            Self::RetryAfterBackoff | Self::RetryAfterServerWait | Self::ReexchangeOnce
         )
     }
 
@@ -44,7 +51,7 @@ impl Verdict {
     /// in-progress stop becomes a wait for `Retry-After` (backoff when absent), within the budget.
     pub(crate) fn waiting_for_in_progress(self) -> Self {
         match self {
-            Self::Stop(ErrorKind::InProgress) => Self::RetryAfterRetryAfter,
+            Self::Stop(ErrorKind::InProgress) => Self::RetryAfterServerWait,
             other => other,
         }
     }
@@ -149,4 +156,19 @@ pub(crate) fn lookup<'r>(
         return &TOO_LARGE;
     }
     rule
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)]
+    fn the_old_name_of_retry_after_server_wait_still_names_and_matches_it() {
+        assert_eq!(Verdict::RetryAfterRetryAfter, Verdict::RetryAfterServerWait);
+        assert!(matches!(
+            Verdict::RetryAfterServerWait,
+            Verdict::RetryAfterRetryAfter
+        ));
+    }
 }

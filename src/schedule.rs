@@ -201,7 +201,7 @@ impl<'a> Waits<'a> {
         rng: &mut R,
     ) -> Option<(Duration, WaitReason)> {
         match verdict {
-            Verdict::RetryAfterBackoff | Verdict::RetryAfterRetryAfter
+            Verdict::RetryAfterBackoff | Verdict::RetryAfterServerWait
                 if self.schedule.is_some() =>
             {
                 let scheduled = self.backoff(retry, rng)?;
@@ -260,7 +260,7 @@ mod tests {
         let mut waits = Waits::new(Backoff::new(), Some(&shared));
         let mut rng = rng();
         let server = Duration::from_secs(1);
-        for verdict in [Verdict::RetryAfterRetryAfter, Verdict::RetryAfterBackoff] {
+        for verdict in [Verdict::RetryAfterServerWait, Verdict::RetryAfterBackoff] {
             let (wait, reason) = waits
                 .plan(verdict, 0, Some(server), &mut rng)
                 .expect("retries");
@@ -276,11 +276,11 @@ mod tests {
         let mut waits = Waits::new(backoff, Some(&shared));
         let mut rng = rng();
         let (wait, reason) = waits
-            .plan(Verdict::RetryAfterRetryAfter, 0, None, &mut rng)
+            .plan(Verdict::RetryAfterServerWait, 0, None, &mut rng)
             .expect("retries");
         assert_eq!(reason, WaitReason::RetryAfterFallback);
         assert!(wait >= Duration::from_secs(2), "{wait:?}");
-        let longer = waits.plan(Verdict::RetryAfterRetryAfter, 1, None, &mut rng);
+        let longer = waits.plan(Verdict::RetryAfterServerWait, 1, None, &mut rng);
         assert_eq!(longer, Some((Duration::from_secs(9), WaitReason::Backoff)));
     }
 

@@ -128,7 +128,7 @@ use ErrorKind::{
     ClientError, Forbidden, GraphQl, InProgress, KeyReused, NotFound, PayloadTooLarge, Server,
     Unauthorized, UnexpectedStatus, Unprocessable,
 };
-use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterRetryAfter, Stop, Success};
+use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 use When::{Code, NoResponse, Other, Range, Status};
 
 /// Document 000, "Retry matrix", for POST, PUT, PATCH and DELETE under `/api/json`.
@@ -137,7 +137,7 @@ const JSON_API_WRITES: &[Rule] = &[
     //   Result                                           Retry?                  Action
     rule(NoResponse,                                      RetryAfterBackoff,      "Retry with the same idempotency/delivery key"),
     rule(Range(200, 299),                                 Success,                "Done; a replay carries idempotency-replayed: true"),
-    rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait the Retry-After duration, then retry"),
+    rule(Status(&[429]),                                  RetryAfterServerWait,   "Wait the Retry-After duration, then retry"),
     rule(Status(&[500, 502, 503, 504]),                   RetryAfterBackoff,      "Exponential backoff with jitter and a bounded attempt/time budget"),
     rule(Code(&[503], "idempotency_unavailable"),         RetryAfterBackoff,      "Nothing was written; retry with the same key"),
     rule(Status(&[401]),                                  ReexchangeOnce,         "Discard cached token, exchange, retry once; then alert"),
@@ -168,7 +168,7 @@ const WEBHOOK_DELIVERIES: &[Rule] = &[
     rule(Status(&[413]),                                  Stop(PayloadTooLarge),  "Reduce the body; a byte-identical retry cannot succeed"), // Request body too large
     rule(Status(&[422]),                                  Stop(Unprocessable),    "Fix payload or trigger configuration"), // Processing failed
     rule(Code(&[422], UNSUPPORTED_AUTHENTICATION),        Stop(Unprocessable),    "Fix the trigger's authentication or the signing secret; a re-signed retry with the same secret cannot succeed"),
-    rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait the response's Retry-After, then retry with the same ID"), // Rate limit exceeded
+    rule(Status(&[429]),                                  RetryAfterServerWait,   "Wait the response's Retry-After, then retry with the same ID"), // Rate limit exceeded
     rule(Status(&[503]),                                  RetryAfterBackoff,      "Wait Retry-After, back off, and retry with the same ID"), // Processing temporarily unavailable
     rule(Status(&[500, 502, 504]),                        RetryAfterBackoff,      "Exponential backoff with jitter; retry with the same ID"),
     rule(Range(400, 499),                                 Stop(ClientError),      "Correct the request; never retried unchanged"),
@@ -182,7 +182,7 @@ const READS: &[Rule] = &[
     //   Result                                           Retry?                  Action
     rule(NoResponse,                                      RetryAfterBackoff,      "Reads are naturally repeatable; retry with bounded backoff"),
     rule(Range(200, 299),                                 Success,                "Done"),
-    rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait the Retry-After duration, then retry"),
+    rule(Status(&[429]),                                  RetryAfterServerWait,   "Wait the Retry-After duration, then retry"),
     rule(Status(&[500, 502, 503, 504]),                   RetryAfterBackoff,      "Exponential backoff with jitter and a bounded attempt/time budget"),
     rule(Status(&[401]),                                  ReexchangeOnce,         "Discard cached token, exchange, retry once; then alert"),
     rule(Status(&[403]),                                  Stop(Forbidden),        "Correct scopes or run-as permissions"),
@@ -203,7 +203,7 @@ const GRAPHQL_QUERIES: &[Rule] = &[
     rule(Code(&[200, 400], "GRAPHQL_PARSE_FAILED"),       Stop(GraphQl),          "Permanent until the document or variables change"),
     rule(Code(&[200, 400], "QUERY_COMPLEXITY_EXCEEDED"),  Stop(GraphQl),          "Permanent until the document or variables change"),
     rule(Range(200, 299),                                 Success,                "Done"),
-    rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait the Retry-After duration, then retry"),
+    rule(Status(&[429]),                                  RetryAfterServerWait,   "Wait the Retry-After duration, then retry"),
     rule(Status(&[500, 502, 503, 504]),                   RetryAfterBackoff,      "Exponential backoff with jitter and a bounded attempt/time budget"),
     rule(Status(&[401]),                                  ReexchangeOnce,         "Discard cached token, exchange, retry once; then alert"),
     rule(Status(&[403]),                                  Stop(Forbidden),        "Correct scopes or run-as permissions"),

@@ -79,7 +79,7 @@ use ErrorKind::{
     ClientError, Forbidden, InvalidInput, KeyReused, NotFound, PayloadTooLarge, Server,
     Unauthorized, UnexpectedStatus, Unprocessable,
 };
-use Verdict::{RetryAfterBackoff, RetryAfterRetryAfter, Stop, Success};
+use Verdict::{RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 use When::{Code, NoResponse, Other, Range, Status};
 
 /// Document 004 and CONTRACT.md's table for `POST /v1/<method>`. 502 and 504 are a gateway's
@@ -95,11 +95,11 @@ const METHOD_CALLS: &[Rule] = &[
     rule(Status(&[401]),                                  Stop(Unauthorized),     "Fix the token; it is static, there is no exchange"),
     rule(Status(&[403]),                                  Stop(Forbidden),        "The token may not call this method"),
     rule(Status(&[404]),                                  Stop(NotFound),         "Correct the method or the object"),
-    rule(Code(&[409], "idempotency_key_in_progress"),     RetryAfterRetryAfter,   "Wait Retry-After (2 s when absent), retry with the same key"),
+    rule(Code(&[409], "idempotency_key_in_progress"),     RetryAfterServerWait,   "Wait Retry-After (2 s when absent), retry with the same key"),
     rule(Status(&[413]),                                  Stop(PayloadTooLarge),  "Reduce the body to at most 1,048,576 bytes"),
     rule(Code(&[422], "idempotency_key_reused"),          Stop(KeyReused),        "New work needs a new key; do not reuse this one"),
     rule(Status(&[422]),                                  Stop(Unprocessable),    "Correct the parameters"), // validation_failed
-    rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait Retry-After (2 s when absent), retry with the same key"),
+    rule(Status(&[429]),                                  RetryAfterServerWait,   "Wait Retry-After (2 s when absent), retry with the same key"),
     rule(Status(&[500, 503]),                             RetryAfterBackoff,      "Not kept, the key is released: back off, retry with the same key"),
     rule(Status(&[502, 504]),                             RetryAfterBackoff,      "A gateway failed: back off, retry with the same key"),
     rule(Range(400, 499),                                 Stop(ClientError),      "Correct the request; never retried unchanged"),

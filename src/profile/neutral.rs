@@ -92,7 +92,7 @@ fn no_codes(_: &Value) -> Vec<String> {
 use ErrorKind::{
     ClientError, Forbidden, NotFound, PayloadTooLarge, UnexpectedStatus, Unprocessable,
 };
-use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterRetryAfter, Stop, Success};
+use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 use When::{NoResponse, Other, Range, Status};
 
 /// Issue 21: retried on no answer (a timeout, a reset), 429 and 5xx; nothing else.
@@ -101,7 +101,7 @@ const TRANSIENT_RETRIED: &[Rule] = &[
     //   Result                                           Retry?                  Action
     rule(NoResponse,                                      RetryAfterBackoff,      "Idempotent or keyed: retry with bounded backoff"),
     rule(Range(200, 299),                                 Success,                "Done"),
-    rule(Status(&[429]),                                  RetryAfterRetryAfter,   "Wait the Retry-After duration, then retry"),
+    rule(Status(&[429]),                                  RetryAfterServerWait,   "Wait the Retry-After duration, then retry"),
     rule(Range(500, 599),                                 RetryAfterBackoff,      "Exponential backoff with jitter and a bounded attempt/time budget"),
     rule(Status(&[401]),                                  ReexchangeOnce,         "Exchange once if the client has an exchanger, then stop"),
     rule(Status(&[403]),                                  Stop(Forbidden),        "Correct the credential's permissions"),

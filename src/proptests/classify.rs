@@ -71,7 +71,7 @@ proptest! {
         let verdict = classify(Surface::Modulify, &answer);
         let expected = match status {
             409 if codes.iter().any(|code| code == "idempotency_key_in_progress") => {
-                Verdict::RetryAfterRetryAfter
+                Verdict::RetryAfterServerWait
             }
             409 => Verdict::Stop(ErrorKind::ClientError),
             _ if codes.iter().any(|code| code == "idempotency_key_reused") => {
@@ -93,7 +93,7 @@ proptest! {
         let verdict = classify(Surface::Modulify, &answer);
         match status {
             401 => prop_assert_eq!(verdict, Verdict::Stop(ErrorKind::Unauthorized)),
-            429 => prop_assert_eq!(verdict, Verdict::RetryAfterRetryAfter),
+            429 => prop_assert_eq!(verdict, Verdict::RetryAfterServerWait),
             _ => prop_assert_eq!(verdict, Verdict::RetryAfterBackoff),
         }
         let lost = Answer::no_response(kind);

@@ -331,7 +331,7 @@ fn verdicts() -> impl Strategy<Value = Verdict> {
     select(vec![
         Verdict::Success,
         Verdict::RetryAfterBackoff,
-        Verdict::RetryAfterRetryAfter,
+        Verdict::RetryAfterServerWait,
         Verdict::ReexchangeOnce,
         Verdict::Stop(ErrorKind::Forbidden),
         Verdict::Stop(ErrorKind::InProgress),
@@ -343,7 +343,7 @@ fn verdicts() -> impl Strategy<Value = Verdict> {
 fn waiting_verdicts() -> impl Strategy<Value = Verdict> {
     select(vec![
         Verdict::RetryAfterBackoff,
-        Verdict::RetryAfterRetryAfter,
+        Verdict::RetryAfterServerWait,
     ])
 }
 
@@ -384,7 +384,7 @@ impl<S: Schedule> Schedule for Recorded<S> {
 fn answers() -> impl Strategy<Value = Vec<(Verdict, Option<Duration>)>> {
     let verdict = select(vec![
         Verdict::RetryAfterBackoff,
-        Verdict::RetryAfterRetryAfter,
+        Verdict::RetryAfterServerWait,
         Verdict::ReexchangeOnce,
     ]);
     prop::collection::vec((verdict, prop::option::of(durations())), 1..12)
@@ -447,7 +447,7 @@ fn plans_keep_the_floors_and_the_budget<S: Schedule + 'static>(
         prop_assert_eq!(drawn.len(), 1, "one wait drawn per retry");
         let scheduled = drawn[0];
         match (verdict, retry_after) {
-            (Verdict::RetryAfterRetryAfter, Some(server)) => {
+            (Verdict::RetryAfterServerWait, Some(server)) => {
                 prop_assert_eq!(reason, WaitReason::RetryAfter);
                 prop_assert!(
                     wait >= server,
@@ -457,7 +457,7 @@ fn plans_keep_the_floors_and_the_budget<S: Schedule + 'static>(
                 );
                 prop_assert!(wait - server <= retry_after_jitter_max(server));
             }
-            (Verdict::RetryAfterRetryAfter, None) => {
+            (Verdict::RetryAfterServerWait, None) => {
                 prop_assert!(
                     wait >= fallback,
                     "{:?} undercuts the fallback {:?}",

@@ -24,7 +24,7 @@ proptest! {
                 prop_assert_eq!(wait, Duration::ZERO);
             }
             Some((wait, WaitReason::RetryAfterFallback)) => {
-                prop_assert_eq!(verdict, Verdict::RetryAfterRetryAfter);
+                prop_assert_eq!(verdict, Verdict::RetryAfterServerWait);
                 let fallback = Backoff::DEFAULT_RETRY_AFTER_FALLBACK;
                 prop_assert!(wait >= fallback && wait - fallback <= retry_after_jitter_max(fallback));
             }
