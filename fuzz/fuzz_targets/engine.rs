@@ -134,7 +134,12 @@ struct Fixed;
 
 impl TokenExchanger for Fixed {
     fn exchange(&self) -> ExchangeFuture<'_> {
-        Box::pin(async { Ok(AccessToken::expiring_in("hft_FUZZ", Duration::from_secs(3600))) })
+        Box::pin(async {
+            Ok(AccessToken::expiring_in(
+                "hft_FUZZ",
+                Duration::from_secs(3600),
+            ))
+        })
     }
 }
 
@@ -161,8 +166,7 @@ fn answer(input: &mut Unstructured<'_>) -> Result<Vec<u8>> {
         declared |= name == "content-length" || name == "transfer-encoding";
         let value = if input.ratio(1, 4)? {
             let len = input.int_in_range(0..=24usize)?;
-            String::from_utf8_lossy(input.bytes(len.min(input.len()))?)
-                .replace(['\r', '\n'], "")
+            String::from_utf8_lossy(input.bytes(len.min(input.len()))?).replace(['\r', '\n'], "")
         } else {
             (*input.choose(VALUES)?).to_owned()
         };
@@ -248,8 +252,11 @@ fn run(input: &mut Unstructured<'_>) -> Result<()> {
         }
     });
     let took = started.elapsed();
+    // The slack is a loaded machine's: a fuzzer at nice 19 beside builds was once descheduled
+    // for 340 ms past 200 ms of slack on an input that runs in 28 ms. A call that ignored its
+    // budget would overshoot by a backoff or a timeout's multiple, far past it.
     assert!(
-        took <= MAX_ELAPSED + ATTEMPT_TIMEOUT + Duration::from_millis(200),
+        took <= MAX_ELAPSED + ATTEMPT_TIMEOUT + Duration::from_secs(1),
         "a call ends within its budget: {took:?}"
     );
     let made = match &result {
@@ -258,18 +265,30 @@ fn run(input: &mut Unstructured<'_>) -> Result<()> {
             if error.kind() == ErrorKind::AnswerTooLarge
                 && error.status().is_some_and(|status| status.is_success())
             {
-                assert!(error.may_have_run(), "a 2xx over the limit: the server acted");
+                assert!(
+                    error.may_have_run(),
+                    "a 2xx over the limit: the server acted"
+                );
             }
             let text = format!("{error} {error:?}");
-            assert!(!text.contains("hft_FUZZ"), "the bearer token is never echoed");
+            assert!(
+                !text.contains("hft_FUZZ"),
+                "the bearer token is never echoed"
+            );
             if surface == 0 {
-                assert!(!text.contains("trg_FUZZ"), "the trigger token is never echoed");
+                assert!(
+                    !text.contains("trg_FUZZ"),
+                    "the trigger token is never echoed"
+                );
             }
             error.attempts().len()
         }
     };
     assert!(made <= attempts as usize, "{made} attempts of {attempts}");
-    assert!(*SEEN.lock().unwrap() <= made, "no request the client did not record");
+    assert!(
+        *SEEN.lock().unwrap() <= made,
+        "no request the client did not record"
+    );
     Ok(())
 }
 
