@@ -65,8 +65,12 @@ pub struct Stats {
     /// window (this client's pacing, or an outbox's shared window); `None` while none waits.
     /// [`trigger_held_by`](Self::trigger_held_by) says which limit holds them.
     pub trigger_held_for: Option<Duration>,
-    /// The limit of the trigger window that last held a call, and where it came from: the
-    /// caller, the server's `RateLimit-Policy`, or document 001's default.
+    /// How long the trigger window that last turned a call away stays full from now: an
+    /// outbox's shared window full past a call's budget puts the job off to later instead of
+    /// holding it. `None` when no such window is still full.
+    pub trigger_full_for: Option<Duration>,
+    /// The limit of the trigger window that last held (or turned away) a call, and where it
+    /// came from: the caller, the server's `RateLimit-Policy`, or document 001's default.
     pub trigger_held_by: Option<TriggerPacing>,
     /// How long calls have been held at the credential's gate (a pause the server asked for,
     /// the rate budget, an outbox's shared pause), without a break; `None` while none waits.
@@ -182,6 +186,8 @@ struct HoldState {
     holding: usize,
     since: Option<Instant>,
     by: Option<TriggerPacing>,
+    /// A call was turned away: the limit stays closed until then.
+    full_until: Option<Instant>,
 }
 
 /// One call held; it is no longer when this drops.
@@ -202,6 +208,25 @@ impl Hold {
             state.by = by;
         }
         Holding(self)
+    }
+
+    /// A call was turned away, `by` a limit that stays closed for `wait`.
+    pub(crate) fn turned_away(&self, by: Option<TriggerPacing>, wait: Duration) {
+        let mut state = self.lock();
+        if by.is_some() {
+            state.by = by;
+        }
+        if let Some(until) = Instant::now().checked_add(wait) {
+            state.full_until = state.full_until.max(Some(until));
+        }
+    }
+
+    /// How long the limit that last turned a call away stays closed from `now`.
+    pub(crate) fn full_for(&self, now: Instant) -> Option<Duration> {
+        self.lock()
+            .full_until
+            .filter(|until| *until > now)
+            .map(|until| until - now)
     }
 
     /// How long calls have been held at `now` without a break; `None` while none is.
@@ -289,6 +314,7 @@ impl Counters {
             gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
             trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
             trigger_held_for: self.trigger_hold.held_for(Instant::now()),
+            trigger_full_for: self.trigger_hold.full_for(Instant::now()),
             trigger_held_by: self.trigger_hold.by(),
             gate_held_for: self.gate_hold.held_for(Instant::now()),
             gate_closed_for: None,

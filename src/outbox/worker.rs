@@ -918,7 +918,11 @@ impl Fleet for StoreFleet {
                     Ok(Slot::FreeAt(at)) => {
                         let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
                         in_window.get_or_insert_with(|| counters.trigger_hold.begin(Some(pacing)));
-                        wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
+                        if let Err(wait) = wait_or_refuse(wait.max(Duration::from_millis(1))).await
+                        {
+                            counters.trigger_hold.turned_away(Some(pacing), wait);
+                            return Err(wait);
+                        }
                     }
                     Err(error) => {
                         tracing::warn!(error = %error, "the shared trigger window could not be read; sending");
