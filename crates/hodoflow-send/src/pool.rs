@@ -148,16 +148,7 @@ impl Pool {
                 }
                 _ = tick.tick() => {}
             }
-            // What holds the sends past a second, said once per change, terminal or not.
-            let held = announcer.observe(&client.stats());
-            if let Some(held) = held.filter(|held| held.changed) {
-                let waiting = outbox
-                    .counts()
-                    .await
-                    .ok()
-                    .map(|counts| counts.pending + counts.in_flight);
-                bar.suspend(|| crate::redact::eprint_own(&held.text(waiting)));
-            }
+            let held = say_what_holds(&mut announcer, &client, &outbox, &bar).await;
             if last_second.elapsed() >= EVERY_SECOND {
                 last_second = Instant::now();
                 if !bar.is_hidden()
@@ -184,6 +175,8 @@ impl Pool {
                 }
             }
         }
+        // A job put off by a full window just before the end is said too.
+        say_what_holds(&mut announcer, &client, &outbox, &bar).await;
         if signalled {
             bar.set_message("stopping: no new claims; finishing the deliveries in flight");
         }
@@ -210,6 +203,26 @@ impl Pool {
             signalled,
         })
     }
+}
+
+/// Says on standard error, once per change, what has held the sends for more than a second
+/// (terminal or not), with the jobs waiting; returns it for the progress line.
+async fn say_what_holds(
+    announcer: &mut crate::pacing::Announcer,
+    client: &RetryingClient,
+    outbox: &Outbox,
+    bar: &ProgressBar,
+) -> Option<crate::pacing::Held> {
+    let held = announcer.observe(&client.stats())?;
+    if held.changed {
+        let waiting = outbox
+            .counts()
+            .await
+            .ok()
+            .map(|counts| counts.pending + counts.in_flight);
+        bar.suspend(|| crate::redact::eprint_own(&held.text(waiting)));
+    }
+    Some(held)
 }
 
 /// Whether no pending job is due and no job is in flight, of `events` (or of every job).
