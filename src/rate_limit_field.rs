@@ -433,6 +433,11 @@ mod tests {
             Some(Duration::from_secs(30))
         );
         assert_eq!(closed(&["default;t=1;r=0"]), Some(Duration::from_secs(1)));
+        assert_eq!(
+            closed(&[r#""default";r=-0;t=5"#]),
+            Some(Duration::from_secs(5)),
+            "RFC 9651: -0 is the integer 0 (found by the fuzz target)"
+        );
     }
 
     #[test]
