@@ -25,7 +25,7 @@ use crate::shared::Shared;
 use crate::signing::Signer;
 use crate::stats::{Counters, Stats};
 use crate::transport::{self, AttemptTransport, Sender};
-use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
+use crate::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter, TriggerPacing};
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
 pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
@@ -59,6 +59,7 @@ pub struct ClientBuilder {
     retry_budget: RetryBudget,
     trigger_limit: Option<TriggerLimit>,
     trigger_limits: HashMap<TriggerKey, TriggerLimit>,
+    pace_triggers: bool,
     http: Option<reqwest::Client>,
     transport: Option<Arc<dyn AttemptTransport>>,
     http2_prior_knowledge: bool,
@@ -76,6 +77,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("rate_budget", &self.rate_budget)
             .field("retry_budget", &self.retry_budget)
             .field("trigger_limit", &self.trigger_limit)
+            .field("pace_triggers", &self.pace_triggers)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
             .field("signing_secrets", &self.signing_secrets.len())
             .finish_non_exhaustive()
@@ -103,6 +105,7 @@ impl ClientBuilder {
             retry_budget: RetryBudget::new(),
             trigger_limit: None,
             trigger_limits: HashMap::new(),
+            pace_triggers: false,
             http: None,
             transport: None,
             http2_prior_knowledge: false,
@@ -217,10 +220,13 @@ impl ClientBuilder {
     }
 
     /// Paces the deliveries to every webhook trigger to `limit` on the client, so a burst
-    /// waits here instead of bouncing off 429s. [`TriggerLimit::DOCUMENTED`] is document 001's
-    /// default of 100 requests per 60 s.
+    /// waits here instead of bouncing off 429s, whatever the server's `RateLimit-Policy` says:
+    /// the caller's limit wins over the server's figures. [`TriggerLimit::DOCUMENTED`] is
+    /// document 001's default of 100 requests per 60 s. A call's first attempt waits for its
+    /// slot before its budget starts, at most `max_elapsed`; a retry's wait counts against it.
     ///
-    /// Default: no pacing (only the server's 429s pace deliveries).
+    /// Default: no pacing (only the server's 429s pace deliveries); see
+    /// [`pace_triggers`](Self::pace_triggers) to pace at the server's own figures.
     pub fn trigger_limit(mut self, limit: TriggerLimit) -> Self {
         self.trigger_limit = Some(limit);
         self
@@ -233,6 +239,32 @@ impl ClientBuilder {
     pub fn trigger_limit_for(mut self, trigger_token: &str, limit: TriggerLimit) -> Self {
         self.trigger_limits
             .insert(TriggerKey::of(trigger_token), limit);
+        self
+    }
+
+    /// Paces the deliveries to every webhook trigger that has no
+    /// [`trigger_limit`](Self::trigger_limit) at the trigger's own limit, as the server states
+    /// it on every answer (`RateLimit-Policy: "trigger";q=100;w=60`), and at document 001's
+    /// default, [`TriggerLimit::DOCUMENTED`], until the server has said. The precedence is
+    /// the caller's limit, then the server's figures, then document 001's.
+    /// [`Stats::trigger_held_by`](crate::Stats::trigger_held_by) says which one held calls.
+    ///
+    /// Default: off (no pacing unless [`trigger_limit`](Self::trigger_limit) is set).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hodoflow_retry::RetryingClient;
+    ///
+    /// let client = RetryingClient::builder("https://hodoflow.example")
+    ///     .client_credentials("sender-1", "s3cr3t")
+    ///     .pace_triggers()
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), hodoflow_retry::Error>(())
+    /// ```
+    pub fn pace_triggers(mut self) -> Self {
+        self.pace_triggers = true;
         self
     }
 
@@ -409,7 +441,11 @@ impl ClientBuilder {
                     jitter: Jitter::new(self.seed),
                     tokens: Some(TokenCache::new(exchanger)),
                     gate: RateGate::new(self.rate_budget),
-                    triggers: TriggerLimiter::new(self.trigger_limit, self.trigger_limits),
+                    triggers: TriggerLimiter::new(
+                        self.trigger_limit,
+                        self.trigger_limits,
+                        self.pace_triggers,
+                    ),
                     retry_budget: self.retry_budget,
                     counters: Counters::default(),
                     answer_limit: self.answer_limit,
@@ -513,6 +549,16 @@ impl RetryingClient {
     /// retry tokens left, time waited, exchanges. Cheap: a few atomic loads.
     pub fn stats(&self) -> Stats {
         self.inner.engine.stats()
+    }
+
+    /// The limit this client paces deliveries to the trigger with `trigger_token` at now, and
+    /// where it came from ([`ClientBuilder::trigger_limit`], the server's `RateLimit-Policy`
+    /// or document 001's default); `None` when it does not pace them.
+    pub fn trigger_pacing(&self, trigger_token: &str) -> Option<TriggerPacing> {
+        self.inner
+            .engine
+            .triggers
+            .pacing(TriggerKey::of(trigger_token))
     }
 
     /// Follows a workflow run until it succeeds, fails or is cancelled.

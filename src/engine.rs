@@ -97,6 +97,7 @@ impl Engine {
                 .map(|rate| Duration::from_secs_f64(1.0 / rate)),
             service_down_for: self.retry_budget.down_for(),
             exchanges: self.tokens.as_ref().map_or(0, TokenCache::exchanges),
+            gate_closed_for: self.gate.closed_for(Instant::now()),
             ..self.counters.snapshot()
         }
     }
@@ -142,6 +143,16 @@ impl Engine {
         transport: &mut T,
     ) -> Result<Answered> {
         let budget = policy.budget;
+        // The first attempt's place in the trigger's window is taken before the budget starts
+        // (`trigger_limit.rs`): queueing is not retrying. An outbox worker's call counts it, as
+        // its lease measures the whole call.
+        let mut queued = match (&policy.fleet, request.trigger) {
+            (None, Some(_)) => match self.trigger_slot(request, budget.max_elapsed).await {
+                Ok(slot) => Some(slot),
+                Err(error) => return Err(error),
+            },
+            _ => None,
+        };
         let deadline = Deadline::start(budget, Instant::now());
         let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let mut attempts: Vec<Attempt> = Vec::new();
@@ -188,10 +199,21 @@ impl Engine {
             if let Some(cause) = cause {
                 self.counters.retried(cause);
             }
-            let slot = match self.take_slots(request, &deadline).await {
-                Ok(slot) => slot,
-                Err(error) => return Err(error.with_attempts(attempts)),
+            let slot = match queued.take() {
+                Some(slot) => slot,
+                None => {
+                    let max_wait = deadline
+                        .remaining(Instant::now())
+                        .saturating_sub(MIN_ATTEMPT);
+                    match self.trigger_slot(request, max_wait).await {
+                        Ok(slot) => slot,
+                        Err(error) => return Err(error.with_attempts(attempts)),
+                    }
+                }
             };
+            if let Err(error) = self.pass_gate(&deadline).await {
+                return Err(error.with_attempts(attempts));
+            }
             let fleet_slot = match &policy.fleet {
                 None => None,
                 Some(fleet) => {
@@ -247,11 +269,17 @@ impl Engine {
                 .instrument(attempt_span.clone())
                 .await;
             otel::record_attempt(&attempt_span, &answer);
+            // What the answer says of the trigger's window is learned before its slot is
+            // released, so the slot is held for the window the server just stated.
+            if let (Some(trigger), Some(headers)) = (request.trigger, answer.headers()) {
+                self.triggers
+                    .heard(trigger, rate_limit_field::trigger_window(headers));
+            }
             if let Some(slot) = slot {
                 slot.release_after_window();
             }
             if let (Some(fleet), Some(slot)) = (&policy.fleet, fleet_slot) {
-                fleet.answered(slot).await;
+                fleet.answered(request.trigger_token(), slot).await;
             }
             let retry_after = answer.retry_after(wall_now());
             let closed_for = self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
@@ -378,60 +406,62 @@ impl Engine {
         tokens.get(token_wait(deadline)?).await
     }
 
-    /// Waits for a slot of the trigger's window (when paced), then for the credential's gate;
-    /// refuses when a wait would leave no time for the attempt.
-    async fn take_slots(
+    /// Waits for a slot of the trigger's window, when the request is a delivery to a paced
+    /// trigger, at most `max_wait`.
+    async fn trigger_slot(
         &self,
         request: &FixedRequest,
-        deadline: &Deadline,
+        max_wait: Duration,
     ) -> Result<Option<Slot>> {
-        let max_wait = |now| deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
-        let slot = match request.trigger {
-            None => None,
-            Some(trigger) => match self
-                .triggers
-                .acquire(trigger, max_wait(Instant::now()))
-                .await
-            {
-                Ok(None) => None,
-                Ok(Some((slot, waited))) => {
-                    if !waited.is_zero() {
-                        self.counters.waited_for_trigger(waited);
-                        tracing::debug!(
-                            wait_ms = waited.as_millis() as u64,
-                            "waited for a slot of the trigger's window"
-                        );
-                    }
-                    Some(slot)
-                }
-                Err(()) => {
-                    return Err(exhausted(
-                        "the trigger's window had no free slot in the time left".to_owned(),
-                    ));
-                }
-            },
+        let Some(trigger) = request.trigger else {
+            return Ok(None);
         };
+        match self
+            .triggers
+            .acquire(trigger, max_wait, &self.counters.trigger_hold)
+            .await
+        {
+            Ok(None) => Ok(None),
+            Ok(Some((slot, waited))) => {
+                if !waited.is_zero() {
+                    self.counters.waited_for_trigger(waited);
+                    tracing::debug!(
+                        wait_ms = waited.as_millis() as u64,
+                        "waited for a slot of the trigger's window"
+                    );
+                }
+                Ok(Some(slot))
+            }
+            Err(()) => Err(exhausted(format!(
+                "the trigger's window had no free slot within {max_wait:?}"
+            ))),
+        }
+    }
+
+    /// Waits for the credential's gate; refuses when the wait would leave no time for the
+    /// attempt.
+    async fn pass_gate(&self, deadline: &Deadline) -> Result<()> {
         let now = Instant::now();
+        let max_wait = deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
         let reserved = self
             .jitter
-            .with(|rng| self.gate.reserve(now, max_wait(now), rng));
+            .with(|rng| self.gate.reserve(now, max_wait, rng));
         match reserved {
-            Ok(wait) if wait.is_zero() => {}
+            Ok(wait) if wait.is_zero() => Ok(()),
             Ok(wait) => {
                 self.counters.waited_at_gate(wait);
                 tracing::debug!(
                     wait_ms = wait.as_millis() as u64,
                     "waiting at the credential's gate"
                 );
+                let _held = self.counters.gate_hold.begin(None);
                 tokio::time::sleep(wait).await;
+                Ok(())
             }
-            Err(wait) => {
-                return Err(exhausted(format!(
-                    "the credential's gate stays closed for {wait:?}, past the time left"
-                )));
-            }
+            Err(wait) => Err(exhausted(format!(
+                "the credential's gate stays closed for {wait:?}, past the time left"
+            ))),
         }
-        Ok(slot)
     }
 
     /// A status of the vendor's `slow_down` (429 or 503) with `Retry-After`, or a `RateLimit`

@@ -25,8 +25,9 @@ pub(crate) trait Fleet: Send + Sync + fmt::Debug {
         max_wait: Duration,
     ) -> FleetFuture<'a, Result<Option<i64>, Duration>>;
 
-    /// The attempt of `slot` was answered (or gave up): the slot stays busy for one window.
-    fn answered(&self, slot: i64) -> FleetFuture<'_, ()>;
+    /// The attempt of `slot`, a delivery to `trigger` (its token), was answered (or gave up):
+    /// the slot stays busy for one window of that trigger.
+    fn answered<'a>(&'a self, trigger: Option<&'a str>, slot: i64) -> FleetFuture<'a, ()>;
 
     /// The server asked the credential to slow down for `wait`: every worker pauses.
     fn slow_down(&self, wait: Duration) -> FleetFuture<'_, ()>;

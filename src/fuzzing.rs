@@ -12,6 +12,18 @@ pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
     crate::rate_limit_field::exhausted_for(headers)
 }
 
+/// What the `"trigger"` policy of the `RateLimit-Policy` and `RateLimit` fields of `headers`
+/// says (`rate_limit_field.rs`): its quota and window, and until when a spent window is held.
+pub fn rate_limit_trigger_window(
+    headers: &HeaderMap,
+) -> (Option<(u32, Duration)>, Option<Duration>) {
+    let window = crate::rate_limit_field::trigger_window(headers);
+    (
+        window.limit.map(|limit| (limit.requests(), limit.per())),
+        window.spent_for,
+    )
+}
+
 /// The target of a stored job row (`outbox/job.rs`): its kind, method and route columns.
 ///
 /// # Errors

@@ -160,7 +160,7 @@ pub use schedule::Schedule;
 pub use signing::{MIN_SECRET_BYTES, SigningSecret};
 pub use stats::{Retries, Stats};
 pub use transport::{AttemptFuture, AttemptTransport, Outgoing};
-pub use trigger_limit::TriggerLimit;
+pub use trigger_limit::{PacingSource, TriggerLimit, TriggerPacing};
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

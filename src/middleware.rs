@@ -295,7 +295,7 @@ impl RetryMiddlewareBuilder {
         let engine = Engine {
             tokens: self.exchanger.map(TokenCache::new),
             gate: RateGate::new(self.rate_budget),
-            triggers: TriggerLimiter::new(None, HashMap::new()),
+            triggers: TriggerLimiter::new(None, HashMap::new(), false),
             retry_budget: self.retry_budget,
             counters: Counters::default(),
             answer_limit: self.answer_limit,

@@ -187,6 +187,15 @@ impl RateGate {
         self.guarded.store(true, Ordering::Release);
     }
 
+    /// How long the gate stays closed from `now`, as the server asked; `None` while it is open.
+    pub(crate) fn closed_for(&self, now: Instant) -> Option<Duration> {
+        if !self.guarded.load(Ordering::Acquire) {
+            return None;
+        }
+        let closed = self.lock().closed?;
+        (closed.until > now).then(|| closed.until - now)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state
             .lock()
@@ -270,11 +279,13 @@ mod tests {
         }
         let refused = gate.reserve(now, SECOND, &mut rng).unwrap_err();
         assert!(refused >= 5 * SECOND, "{refused:?}");
+        assert_eq!(gate.closed_for(now + SECOND), Some(4 * SECOND));
         assert_eq!(
             gate.reserve(now + 5 * SECOND, FOREVER, &mut rng),
             Ok(Duration::ZERO),
             "open again at the instant"
         );
+        assert_eq!(gate.closed_for(now + 5 * SECOND), None);
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //! [`RetryingClient::stats`]: crate::RetryingClient::stats
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use http::StatusCode;
+use tokio::time::Instant;
 
 use crate::attempt::TransportKind;
+use crate::trigger_limit::TriggerPacing;
 
 /// What a client has done since it was built: a snapshot, shared by its clones.
 ///
@@ -58,6 +61,23 @@ pub struct Stats {
     pub gate_wait: Duration,
     /// Time calls spent waiting for a slot of a trigger's window, summed over calls.
     pub trigger_wait: Duration,
+    /// How long calls have been held, without a break, waiting for a slot of a trigger's
+    /// window (this client's pacing, or an outbox's shared window); `None` while none waits.
+    /// [`trigger_held_by`](Self::trigger_held_by) says which limit holds them.
+    pub trigger_held_for: Option<Duration>,
+    /// How long the trigger window that last turned a call away stays full from now: an
+    /// outbox's shared window full past a call's budget puts the job off to later instead of
+    /// holding it. `None` when no such window is still full.
+    pub trigger_full_for: Option<Duration>,
+    /// The limit of the trigger window that last held (or turned away) a call, and where it
+    /// came from: the caller, the server's `RateLimit-Policy`, or document 001's default.
+    pub trigger_held_by: Option<TriggerPacing>,
+    /// How long calls have been held at the credential's gate (a pause the server asked for,
+    /// the rate budget, an outbox's shared pause), without a break; `None` while none waits.
+    pub gate_held_for: Option<Duration>,
+    /// How long the credential's gate stays closed, as the server asked with a 429 or 503 and
+    /// `Retry-After`, or a `RateLimit` field with nothing remaining; `None` while it is open.
+    pub gate_closed_for: Option<Duration>,
     /// Token exchanges finished, failed ones included.
     pub exchanges: u64,
     /// How long the retry budget has seen the service down (`None` while it is up, or when the
@@ -148,6 +168,88 @@ pub(crate) struct Counters {
     retry_budget_refusals: AtomicU64,
     gate_wait_nanos: AtomicU64,
     trigger_wait_nanos: AtomicU64,
+    /// Calls waiting now for a slot of a trigger's window.
+    pub(crate) trigger_hold: Hold,
+    /// Calls waiting now at the credential's gate.
+    pub(crate) gate_hold: Hold,
+}
+
+/// Calls held back by one kind of limit: how many now, since when without a break, and by
+/// which trigger limit last.
+#[derive(Debug, Default)]
+pub(crate) struct Hold {
+    state: Mutex<HoldState>,
+}
+
+#[derive(Debug, Default)]
+struct HoldState {
+    holding: usize,
+    since: Option<Instant>,
+    by: Option<TriggerPacing>,
+    /// A call was turned away: the limit stays closed until then.
+    full_until: Option<Instant>,
+}
+
+/// One call held; it is no longer when this drops.
+#[derive(Debug)]
+pub(crate) struct Holding<'a>(&'a Hold);
+
+impl Hold {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HoldState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A call starts waiting, held by `by` (a trigger's limit; `None` at the gate).
+    pub(crate) fn begin(&self, by: Option<TriggerPacing>) -> Holding<'_> {
+        let mut state = self.lock();
+        state.holding += 1;
+        state.since.get_or_insert_with(Instant::now);
+        if by.is_some() {
+            state.by = by;
+        }
+        Holding(self)
+    }
+
+    /// A call was turned away, `by` a limit that stays closed for `wait`.
+    pub(crate) fn turned_away(&self, by: Option<TriggerPacing>, wait: Duration) {
+        let mut state = self.lock();
+        if by.is_some() {
+            state.by = by;
+        }
+        if let Some(until) = Instant::now().checked_add(wait) {
+            state.full_until = state.full_until.max(Some(until));
+        }
+    }
+
+    /// How long the limit that last turned a call away stays closed from `now`.
+    pub(crate) fn full_for(&self, now: Instant) -> Option<Duration> {
+        self.lock()
+            .full_until
+            .filter(|until| *until > now)
+            .map(|until| until - now)
+    }
+
+    /// How long calls have been held at `now` without a break; `None` while none is.
+    pub(crate) fn held_for(&self, now: Instant) -> Option<Duration> {
+        self.lock()
+            .since
+            .map(|since| now.saturating_duration_since(since))
+    }
+
+    /// The trigger limit that last held a call.
+    pub(crate) fn by(&self) -> Option<TriggerPacing> {
+        self.lock().by
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.holding -= 1;
+        if state.holding == 0 {
+            state.since = None;
+        }
+    }
 }
 
 impl Counters {
@@ -211,6 +313,11 @@ impl Counters {
             retry_budget_send_interval: None,
             gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
             trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
+            trigger_held_for: self.trigger_hold.held_for(Instant::now()),
+            trigger_full_for: self.trigger_hold.full_for(Instant::now()),
+            trigger_held_by: self.trigger_hold.by(),
+            gate_held_for: self.gate_hold.held_for(Instant::now()),
+            gate_closed_for: None,
             exchanges: 0,
             service_down_for: None,
         }

@@ -64,6 +64,7 @@ on_both_stores!(
     a_job_whose_worker_died_is_reclaimed_after_its_lease,
     a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
     two_worker_pools_share_one_trigger_window_and_meet_no_429,
+    workers_without_a_limit_share_the_window_the_server_states,
     an_operator_retry_requeues_a_failed_job,
     spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight,
     workers_stopped_midway_finish_every_job_they_claimed,
@@ -687,6 +688,61 @@ async fn two_worker_pools_share_one_trigger_window_and_meet_no_429(backend: Back
     assert_eq!(
         refused, 0,
         "the shared window kept both pools under the trigger's limit"
+    );
+}
+
+/// No `trigger_limit`: the pools' shared window follows the server's `RateLimit-Policy`
+/// (20 per second here), not document 001's 100 per minute, which would let all 60 through at
+/// once into 429s.
+async fn workers_without_a_limit_share_the_window_the_server_states(backend: Backend) {
+    let window = Duration::from_secs(1);
+    let server = support::server_with(MockServer::builder().limits(Limits {
+        webhook_rate_limit: 20,
+        webhook_rate_window: window,
+        ..support::fast_limits()
+    }))
+    .await;
+    let outbox = fresh(backend).await;
+    outbox
+        .enqueue("first", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    let sender = client(&server, 5);
+    // One job first: its answer states the figures.
+    outbox
+        .workers(sender.clone())
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    for n in 0..60 {
+        let event = format!("learned-{n}");
+        let target = Target::webhook(DEMO_TRIGGER_TOKEN);
+        outbox.enqueue(&event, target, "{}").await.unwrap();
+    }
+    let pools = [0, 1].map(|n| {
+        outbox
+            .workers(sender.clone())
+            .name(format!("pool-{n}"))
+            .lease(LEASE)
+            .poll_interval(Duration::from_millis(20))
+    });
+    let [a, b] = pools;
+    let (a, b) = tokio::join!(a.run_until_idle(), b.run_until_idle());
+    let _ = (a.unwrap(), b.unwrap());
+
+    assert_eq!(outbox.counts().await.unwrap().accepted, 61);
+    let ledger = server.ledger();
+    let deliveries = ledger.requests_to("POST", WEBHOOKS);
+    assert_eq!(deliveries.len(), 61, "each sent once");
+    assert!(deliveries.iter().all(|request| request.status == Some(202)));
+    let stats = sender.stats();
+    assert_eq!(
+        stats
+            .trigger_held_by
+            .map(|p| (p.limit.requests(), p.source)),
+        Some((20, hodoflow_retry::PacingSource::Server)),
+        "{stats:?}"
     );
 }
 

@@ -29,7 +29,8 @@ use crate::fleet::{Fleet, FleetFuture};
 use crate::key::DeliveryId;
 use crate::modulify::ModulifyClient;
 use crate::outcome::WebhookOutcome;
-use crate::trigger_limit::TriggerLimit;
+use crate::stats::Holding;
+use crate::trigger_limit::{PacingSource, TriggerKey, TriggerLimit, TriggerPacing};
 
 use super::job::{Job, JobState, LastError, Record, Slot, Target};
 use super::schedule::{LongSchedule, horizon_end, may_send};
@@ -75,7 +76,9 @@ pub struct WorkerBuilder {
     schedule: LongSchedule,
     webhook_horizon: Duration,
     key_horizon: Duration,
-    trigger_limit: Option<TriggerLimit>,
+    /// The caller's limit (`Some(None)`: no shared window); `None`: the server's figures,
+    /// document 001's until known.
+    trigger_limit: Option<Option<TriggerLimit>>,
     credential: String,
     on_finished: Option<OnFinished>,
 }
@@ -122,7 +125,7 @@ impl WorkerBuilder {
             schedule: LongSchedule::default(),
             webhook_horizon: WEBHOOK_HORIZON,
             key_horizon: KEY_HORIZON,
-            trigger_limit: Some(TriggerLimit::DOCUMENTED),
+            trigger_limit: None,
             credential: format!("credential:{credential}"),
             on_finished: None,
         }
@@ -205,11 +208,15 @@ impl WorkerBuilder {
         self
     }
 
-    /// The per-trigger window every worker of the store shares, or `None` for none.
+    /// The per-trigger window every worker of the store shares, or `None` for none. A limit
+    /// set here wins over the server's figures.
     ///
-    /// Default: [`TriggerLimit::DOCUMENTED`], 100 per 60 s (document 001).
+    /// Default: the trigger's own limit, as the server states it on every answer
+    /// (`RateLimit-Policy: "trigger";q=…;w=…`), and document 001's
+    /// [`TriggerLimit::DOCUMENTED`], 100 per 60 s, until it has: the rule of
+    /// [`ClientBuilder::pace_triggers`](crate::ClientBuilder::pace_triggers).
     pub fn trigger_limit(mut self, limit: Option<TriggerLimit>) -> Self {
-        self.trigger_limit = limit;
+        self.trigger_limit = Some(limit);
         self
     }
 
@@ -253,10 +260,8 @@ impl WorkerBuilder {
             clock: Arc::clone(&self.outbox.clock),
             credential: self.credential.clone(),
             trigger_limit: self.trigger_limit,
-            hold: self
-                .trigger_limit
-                .map_or(Duration::ZERO, |limit| limit.per())
-                .saturating_add(budget.attempt_timeout),
+            client: self.client.clone(),
+            attempt_timeout: budget.attempt_timeout,
             paused: Mutex::new(None),
         });
         Ok(Arc::new(Pool {
@@ -815,14 +820,32 @@ struct StoreFleet {
     store: Arc<dyn Store>,
     clock: Arc<dyn WallClock>,
     credential: String,
-    trigger_limit: Option<TriggerLimit>,
-    /// How long a slot stays busy before its answer comes: the window plus an attempt.
-    hold: Duration,
+    /// As [`WorkerBuilder`] holds it.
+    trigger_limit: Option<Option<TriggerLimit>>,
+    /// The webhook client: the server's figures it learned, and where waits are counted.
+    client: RetryingClient,
+    /// With the window, how long a slot stays busy before its answer comes.
+    attempt_timeout: Duration,
     /// The pause last read, and when: trusted for [`PAUSE_READ_EVERY`].
     paused: Mutex<Option<(tokio::time::Instant, Option<SystemTime>)>>,
 }
 
 impl StoreFleet {
+    /// The shared window of the trigger with `token`, and where its limit came from; `None`
+    /// when the caller turned shared windows off.
+    fn pacing(&self, token: &str) -> Option<TriggerPacing> {
+        match self.trigger_limit {
+            Some(limit) => limit.map(|limit| TriggerPacing::new(limit, PacingSource::Caller)),
+            None => Some(
+                self.client
+                    .inner
+                    .engine
+                    .triggers
+                    .learned_or_documented(TriggerKey::of(token)),
+            ),
+        }
+    }
+
     /// Until when the credential is paused, if past `now`: from the store at most every
     /// [`PAUSE_READ_EVERY`], so a pool does not read it before every attempt.
     async fn paused_until(&self, now: SystemTime) -> Result<Option<SystemTime>> {
@@ -862,11 +885,16 @@ impl Fleet for StoreFleet {
                 tokio::time::sleep(wait).await;
                 Ok(())
             };
+            // Counted from the first wait until this returns, for the client's stats.
+            let counters = &self.client.inner.engine.counters;
+            let (mut at_gate, mut in_window): (Option<Holding<'_>>, Option<Holding<'_>>) =
+                (None, None);
             loop {
                 let now = self.clock.now();
                 match self.paused_until(now).await {
                     Ok(Some(until)) => {
                         let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
+                        at_gate.get_or_insert_with(|| counters.gate_hold.begin(None));
                         wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
                         continue;
                     }
@@ -875,18 +903,26 @@ impl Fleet for StoreFleet {
                         tracing::warn!(error = %error, "the shared pause could not be read; sending");
                     }
                 }
-                let (Some(token), Some(limit)) = (trigger, self.trigger_limit) else {
+                let Some((token, pacing)) =
+                    trigger.and_then(|token| Some((token, self.pacing(token)?)))
+                else {
                     return Ok(None);
                 };
+                let hold = pacing.limit.per().saturating_add(self.attempt_timeout);
                 match self
                     .store
-                    .take_slot(&trigger_scope(token), limit.requests(), self.hold, now)
+                    .take_slot(&trigger_scope(token), pacing.limit.requests(), hold, now)
                     .await
                 {
                     Ok(Slot::Granted(slot)) => return Ok(Some(slot)),
                     Ok(Slot::FreeAt(at)) => {
                         let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
-                        wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
+                        in_window.get_or_insert_with(|| counters.trigger_hold.begin(Some(pacing)));
+                        if let Err(wait) = wait_or_refuse(wait.max(Duration::from_millis(1))).await
+                        {
+                            counters.trigger_hold.turned_away(Some(pacing), wait);
+                            return Err(wait);
+                        }
                     }
                     Err(error) => {
                         tracing::warn!(error = %error, "the shared trigger window could not be read; sending");
@@ -897,11 +933,11 @@ impl Fleet for StoreFleet {
         })
     }
 
-    fn answered(&self, slot: i64) -> FleetFuture<'_, ()> {
+    fn answered<'a>(&'a self, trigger: Option<&'a str>, slot: i64) -> FleetFuture<'a, ()> {
         Box::pin(async move {
-            let per = self
-                .trigger_limit
-                .map_or(Duration::ZERO, |limit| limit.per());
+            let per = trigger
+                .and_then(|token| self.pacing(token))
+                .map_or(Duration::ZERO, |pacing| pacing.limit.per());
             let until = self
                 .clock
                 .now()

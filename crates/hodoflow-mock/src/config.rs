@@ -36,6 +36,10 @@ pub struct Limits {
     pub webhook_rate_limit: u32,
     /// Length of the webhook rate window. Default: 60 seconds.
     pub webhook_rate_window: Duration,
+    /// Whether webhook answers state the trigger's window with the IETF RateLimit fields,
+    /// `RateLimit-Policy: "trigger";q=<webhook_rate_limit>;w=<webhook_rate_window in s>` and
+    /// `RateLimit: "trigger";r=<left>;t=<s to reset>` (CONTRACT.md). Default: true.
+    pub webhook_rate_limit_fields: bool,
     /// Accepted delivery identities are remembered for this long. Default: 7 days.
     pub delivery_retention: Duration,
     /// Width of the time bucket of the header-less delivery hash. Default: 2 hours.
@@ -82,6 +86,7 @@ impl Default for Limits {
             webhook_body_limit: 1_048_576,
             webhook_rate_limit: 100,
             webhook_rate_window: Duration::from_secs(60),
+            webhook_rate_limit_fields: true,
             delivery_retention: Duration::from_secs(7 * 24 * HOUR),
             delivery_hash_bucket: Duration::from_secs(2 * HOUR),
             api_rate_limit: None,

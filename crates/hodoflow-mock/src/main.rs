@@ -37,9 +37,17 @@ struct Args {
     /// Access-token lifetime in seconds.
     #[arg(long, default_value_t = 3600)]
     token_ttl_secs: u64,
-    /// Webhook requests per trigger per window.
-    #[arg(long, default_value_t = 100)]
+    /// Webhook requests per trigger per window (stated as `RateLimit-Policy` q).
+    #[arg(long, env = "HODOFLOW_MOCK_WEBHOOK_RATE_LIMIT", default_value_t = 100)]
     webhook_rate_limit: u32,
+    /// The webhook rate window in seconds (stated as `RateLimit-Policy` w).
+    #[arg(long, env = "HODOFLOW_MOCK_WEBHOOK_RATE_WINDOW_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    webhook_rate_window_secs: u64,
+    /// Send no `RateLimit-Policy` and `RateLimit` fields on webhook answers, as a deployment
+    /// that does not state its limits.
+    #[arg(long, env = "HODOFLOW_MOCK_NO_RATELIMIT_FIELDS")]
+    no_ratelimit_fields: bool,
     /// How long a new workflow run stays queued, in milliseconds.
     #[arg(long, default_value_t = 200)]
     run_queued_ms: u64,
@@ -107,6 +115,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limits = Limits {
         token_ttl: Duration::from_secs(args.token_ttl_secs),
         webhook_rate_limit: args.webhook_rate_limit,
+        webhook_rate_window: Duration::from_secs(args.webhook_rate_window_secs),
+        webhook_rate_limit_fields: !args.no_ratelimit_fields,
         run_queued_for: Duration::from_millis(args.run_queued_ms),
         run_running_for: Duration::from_millis(args.run_running_ms),
         ..Limits::default()

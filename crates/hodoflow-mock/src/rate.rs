@@ -9,6 +9,15 @@ pub(crate) struct FixedWindows {
     windows: HashMap<String, (SystemTime, u32)>,
 }
 
+/// What is left of a window once a request was counted in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Left {
+    /// Requests the window still admits.
+    pub(crate) remaining: u32,
+    /// Until the window ends.
+    pub(crate) reset: Duration,
+}
+
 impl FixedWindows {
     /// Counts a request of `subject`; `Err(wait)` when over `limit`, with the
     /// time until the window ends.
@@ -18,7 +27,7 @@ impl FixedWindows {
         limit: u32,
         window: Duration,
         now: SystemTime,
-    ) -> Result<(), Duration> {
+    ) -> Result<Left, Duration> {
         let (start, count) = self.windows.entry(subject.to_owned()).or_insert((now, 0));
         let elapsed = now.duration_since(*start).unwrap_or_default();
         if elapsed >= window {
@@ -30,7 +39,11 @@ impl FixedWindows {
             return Err(window.saturating_sub(elapsed));
         }
         *count += 1;
-        Ok(())
+        let elapsed = now.duration_since(*start).unwrap_or_default();
+        Ok(Left {
+            remaining: limit - *count,
+            reset: window.saturating_sub(elapsed),
+        })
     }
 }
 
@@ -43,15 +56,22 @@ mod tests {
         let mut windows = FixedWindows::default();
         let t0 = SystemTime::UNIX_EPOCH;
         let minute = Duration::from_secs(60);
-        for _ in 0..100 {
-            assert_eq!(windows.hit("t", 100, minute, t0), Ok(()));
+        for n in 1..=100 {
+            let left = windows.hit("t", 100, minute, t0).unwrap();
+            assert_eq!((left.remaining, left.reset), (100 - n, minute));
         }
         let later = t0 + Duration::from_secs(45);
         assert_eq!(
             windows.hit("t", 100, minute, later),
             Err(Duration::from_secs(15))
         );
-        assert_eq!(windows.hit("other", 100, minute, later), Ok(()));
-        assert_eq!(windows.hit("t", 100, minute, t0 + minute), Ok(()));
+        assert!(windows.hit("other", 100, minute, later).is_ok());
+        assert_eq!(
+            windows.hit("t", 100, minute, t0 + minute),
+            Ok(Left {
+                remaining: 99,
+                reset: minute
+            })
+        );
     }
 }

@@ -1,5 +1,24 @@
 //! Webhook deliveries (document 001): identity, deduplication per organization,
 //! `202 accepted` / `202 duplicate`, and the runtime's error answers.
+//!
+//! # The trigger's window, said on every answer
+//!
+//! Each trigger has a fixed window (`Limits::webhook_rate_limit` requests per
+//! `Limits::webhook_rate_window`, document 001's 100 per 60 s by default). Every answer that
+//! reached the window check (a 202, a 413, 422 or 503 after it, and the 429 of a full window)
+//! states it with the IETF RateLimit fields, in the form CONTRACT.md fixes:
+//!
+//! ```text
+//! RateLimit-Policy: "trigger";q=100;w=60
+//! RateLimit: "trigger";r=57;t=42
+//! ```
+//!
+//! `q` is the quota and `w` the window in seconds; `r` what the window still admits after
+//! this request (0 on a 429) and `t` the seconds until it resets. CONTRACT.md leaves the
+//! rounding open: `w` and `t` are whole seconds rounded up, at least 1, so a window of 600 ms
+//! is stated as `w=1` and a sender that follows it is never faster than the server. Answers
+//! refused before the check (401, 403, 404) carry neither field. `Limits::webhook_rate_limit_fields`
+//! turns both off, for a deployment that does not send them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -15,8 +34,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::config::Scope;
+use crate::config::{Limits, TriggerSeed};
 use crate::fault::FaultAction;
 use crate::ledger::SignedRecord;
+use crate::rate::Left;
 use crate::reply::{BodyRefusal, body_within, webhook_error, with_retry_after};
 use crate::signature::SignatureVerdict;
 use crate::state::Shared;
@@ -156,18 +177,71 @@ async fn handle(
     };
     let limits = &shared.limits;
     let now = shared.clock.now();
-    let over = crate::lock(&shared.rates).hit(
+    let window = crate::lock(&shared.rates).hit(
         &format!("trigger:{token}"),
         limits.webhook_rate_limit,
         limits.webhook_rate_window,
         now,
     );
-    if let Err(wait) = over {
-        return with_retry_after(
+    let answer = match window {
+        Ok(_) => admitted(shared, token, &trigger, fault, headers, body, now).await,
+        Err(wait) => with_retry_after(
             webhook_error(StatusCode::TOO_MANY_REQUESTS, "Rate limit exceeded"),
             wait,
-        );
+        ),
+    };
+    with_rate_limit_fields(answer, limits, window)
+}
+
+/// The answer with `RateLimit-Policy` and `RateLimit`, unless the server is configured
+/// without them.
+fn with_rate_limit_fields(
+    mut answer: Response,
+    limits: &Limits,
+    window: Result<Left, Duration>,
+) -> Response {
+    if !limits.webhook_rate_limit_fields {
+        return answer;
     }
+    let left = window.unwrap_or_else(|wait| Left {
+        remaining: 0,
+        reset: wait,
+    });
+    let policy = format!(
+        "\"trigger\";q={};w={}",
+        limits.webhook_rate_limit,
+        whole_seconds(limits.webhook_rate_window)
+    );
+    let remaining = format!(
+        "\"trigger\";r={};t={}",
+        left.remaining,
+        whole_seconds(left.reset)
+    );
+    let headers = answer.headers_mut();
+    for (name, value) in [("ratelimit-policy", policy), ("ratelimit", remaining)] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    answer
+}
+
+/// Whole seconds, rounded up, at least 1.
+fn whole_seconds(span: Duration) -> u64 {
+    (span.as_secs() + u64::from(span.subsec_nanos() > 0)).max(1)
+}
+
+/// A delivery the trigger's window admitted: its body, signature, identity and run.
+async fn admitted(
+    shared: &Shared,
+    token: &str,
+    trigger: &TriggerSeed,
+    fault: Option<FaultAction>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    now: SystemTime,
+) -> Response {
+    let limits = &shared.limits;
     let body = match body_within(body, limits.webhook_body_limit) {
         Ok(body) => body,
         Err(BodyRefusal::TooLarge) => {

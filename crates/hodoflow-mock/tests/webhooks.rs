@@ -322,3 +322,75 @@ async fn refuses_a_trigger_with_unsupported_authentication() {
     assert_refused(&refused, 422, "Unsupported trigger authentication");
     assert_eq!(server.ledger().total_runs(), 0);
 }
+
+#[tokio::test]
+async fn states_the_trigger_s_window_in_ratelimit_fields_on_every_answer_past_the_check() {
+    let limits = Limits {
+        webhook_rate_limit: 2,
+        webhook_rate_window: 30 * SECOND,
+        ..Limits::default()
+    };
+    let (clock, server) = clocked_server(limits).await;
+    let caller = Caller::demo(&server).await;
+    let fields = |reply: &Reply| {
+        (
+            reply.header("ratelimit-policy").map(str::to_owned),
+            reply.header("ratelimit").map(str::to_owned),
+        )
+    };
+    let policy = Some(r#""trigger";q=2;w=30"#.to_owned());
+
+    let first = caller.deliver_keyed("evt-1").await;
+    assert_accepted(&first);
+    assert_eq!(
+        fields(&first),
+        (policy.clone(), Some(r#""trigger";r=1;t=30"#.to_owned()))
+    );
+    clock.advance(10 * SECOND);
+    let refused = caller
+        .deliver(&[("idempotency-key", "evt-2")], "not json")
+        .await;
+    assert_refused(&refused, 422, "Processing failed");
+    assert_eq!(
+        fields(&refused),
+        (policy.clone(), Some(r#""trigger";r=0;t=20"#.to_owned())),
+        "a 422 after the window check counts and says so"
+    );
+    let limited = caller.deliver_keyed("evt-3").await;
+    assert_refused(&limited, 429, "Rate limit exceeded");
+    assert_eq!(
+        fields(&limited),
+        (policy.clone(), Some(r#""trigger";r=0;t=20"#.to_owned()))
+    );
+    let unknown = support::send(caller.delivery("trg_never_seeded", &[], ORDER)).await;
+    assert_refused(&unknown, 404, "Trigger not found");
+    assert_eq!(fields(&unknown), (None, None), "refused before the check");
+}
+
+#[tokio::test]
+async fn states_a_sub_second_window_rounded_up_and_can_send_no_fields() {
+    let limits = Limits {
+        webhook_rate_limit: 1000,
+        webhook_rate_window: std::time::Duration::from_millis(600),
+        ..Limits::default()
+    };
+    let (_clock, server) = clocked_server(limits).await;
+    let caller = Caller::demo(&server).await;
+    let reply = caller.deliver_keyed("evt-1").await;
+    assert_eq!(
+        reply.header("ratelimit-policy"),
+        Some(r#""trigger";q=1000;w=1"#)
+    );
+    assert_eq!(reply.header("ratelimit"), Some(r#""trigger";r=999;t=1"#));
+
+    let silent = Limits {
+        webhook_rate_limit_fields: false,
+        ..Limits::default()
+    };
+    let (_clock, server) = clocked_server(silent).await;
+    let caller = Caller::demo(&server).await;
+    let reply = caller.deliver_keyed("evt-1").await;
+    assert_accepted(&reply);
+    assert_eq!(reply.header("ratelimit-policy"), None);
+    assert_eq!(reply.header("ratelimit"), None);
+}

@@ -38,6 +38,14 @@
 //! down), standard error says how many, and the events in flight end as the SDK ends them.
 //! Running the same file again later sends them.
 //!
+//! # Pacing
+//!
+//! With `--outbox` or without, deliveries to the trigger follow one rule (`pacing.rs`):
+//! `--trigger-limit`, else the server's `RateLimit-Policy`, else document 001's 100 per 60 s.
+//! Without an outbox the client paces them (`ClientBuilder::pace_triggers`); with one, the
+//! workers' window in the store does. Either way, a hold of more than a second is said on
+//! standard error, once per change, and on the progress bar.
+//!
 //! Each input line is `{"event_id": "<business id>", "body": <any JSON>}`; the body is sent as the
 //! bytes it has in the line, not re-serialized. Each output line, in the order deliveries finish:
 //!
@@ -119,15 +127,22 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
                 return Err("--outbox stores the trigger token alone: pass the token or a                      {base}/api/v1/webhooks/<token> URL, not a legacy URL with an organization"
                     .to_owned());
             }
-            Some((spec.clone(), crate::outbox::PoolPlan::of(cli, &batch.pool)?))
+            let plan = crate::outbox::PoolPlan::of(cli, &batch.pool, &batch.pacing)?;
+            Some((spec.clone(), plan))
         }
-        None if batch.pool.lease.is_some() || batch.pool.trigger_limit.is_some() => {
-            return Err("--lease and --trigger-limit need --outbox".to_owned());
+        None if batch.pool.lease.is_some() => {
+            return Err("--lease needs --outbox".to_owned());
         }
         None => None,
     };
     let Parsed { events, merged } = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
-    let client = crate::client::build(cli, trigger.base_url.as_deref(), Some(&batch.signing))?;
+    let builder = crate::client::builder(cli, trigger.base_url.as_deref(), Some(&batch.signing))?;
+    // Through an outbox the workers' shared window paces, by the same rule (`pool.rs`).
+    let builder = match outbox {
+        None => crate::client::paced(builder, batch.pacing.trigger_limit),
+        Some(_) => builder,
+    };
+    let client = builder.build().map_err(|e| e.to_string())?;
     Ok(Prepared {
         client,
         trigger: Arc::new(trigger),
@@ -166,7 +181,9 @@ impl Prepared {
         let mut pending = self.events.into_iter();
         let mut running = JoinSet::new();
         let mut in_flight = HashMap::new();
+        let finished = std::cell::Cell::new(0usize);
         let mut emit = |line: &ResultLine| {
+            finished.set(finished.get() + 1);
             tally.add(line);
             let print = || crate::redact::print_json(line);
             // Hiding the bar redraws it: only when both share the terminal.
@@ -178,6 +195,9 @@ impl Prepared {
             bar.inc(1);
         };
         let mut stopped = false;
+        let mut announcer = crate::pacing::Announcer::default();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             while !stopped && running.len() < self.concurrency {
                 if let Some(down) = down_too_long(&self.client, self.max_elapsed) {
@@ -204,10 +224,20 @@ impl Prepared {
                 let task = running.spawn(async move { deliver(&client, &trigger, event).await });
                 in_flight.insert(task.id(), event_id);
             }
-            let Some(finished) = running.join_next_with_id().await else {
+            if running.is_empty() {
                 break;
-            };
-            emit(&settle(finished, &mut in_flight));
+            }
+            tokio::select! {
+                joined = running.join_next_with_id() => {
+                    if let Some(joined) = joined {
+                        emit(&settle(joined, &mut in_flight));
+                    }
+                }
+                _ = tick.tick() => {
+                    let waiting = total.saturating_sub(finished.get()) as u64;
+                    say_what_holds(&mut announcer, &self.client, &bar, waiting);
+                }
+            }
         }
         bar.finish_and_clear();
         crate::redact::eprint_own(&tally.summary(total, started.elapsed()));
@@ -312,13 +342,37 @@ fn not_started(event: Event, down: Duration, max_elapsed: Duration) -> ResultLin
     }
 }
 
+/// How often the batch looks at what holds its sends (`pacing.rs`).
+const TICK: Duration = Duration::from_millis(250);
+
+/// Says on standard error, once per change, what has held the sends for more than a second
+/// (terminal or not), and shows it on the bar while it lasts.
+fn say_what_holds(
+    announcer: &mut crate::pacing::Announcer,
+    client: &RetryingClient,
+    bar: &ProgressBar,
+    waiting: u64,
+) {
+    let Some(held) = announcer.observe(&client.stats()) else {
+        bar.set_message("");
+        return;
+    };
+    let text = held.text(Some(waiting));
+    if held.changed {
+        bar.suspend(|| crate::redact::eprint_own(&text));
+    }
+    bar.set_message(text);
+}
+
 /// A bar on standard error when it is a terminal; hidden otherwise, so logs stay clean.
 fn progress_bar(total: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{wide_bar} {pos}/{len} events {elapsed}") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{wide_bar} {pos}/{len} events {elapsed} {wide_msg}")
+    {
         bar.set_style(style);
     }
     bar

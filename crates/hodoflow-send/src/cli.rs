@@ -365,9 +365,12 @@ pub(crate) struct Batch {
     /// stores nothing unless asked here.
     #[arg(long, value_name = "PATH|URL")]
     pub(crate) outbox: Option<String>,
-    /// How the outbox's workers hold and pace their jobs (only with --outbox).
+    /// How the outbox's workers hold their jobs (only with --outbox).
     #[command(flatten)]
     pub(crate) pool: PoolOptions,
+    /// How the deliveries to the trigger are paced, with --outbox or without.
+    #[command(flatten)]
+    pub(crate) pacing: Pacing,
     /// How the deliveries are signed (with --outbox too: the store never holds a secret).
     #[command(flatten)]
     pub(crate) signing: Signing,
@@ -382,8 +385,14 @@ pub(crate) struct PoolOptions {
     /// plus 30s if longer]
     #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
     pub(crate) lease: Option<Duration>,
-    /// The per-trigger limit every worker of the outbox shares, in the store: N/DUR, or off.
-    /// [default: 100/60s, document 001's]
+}
+
+/// The pacing of `batch` (with --outbox or without) and `outbox worker`: one rule for all three.
+#[derive(Debug, Args)]
+pub(crate) struct Pacing {
+    /// The most deliveries per trigger per window: N/DUR, or off. It wins over the server's
+    /// figures; an outbox's workers share it through the store. [default: the server's
+    /// `RateLimit-Policy`, else 100/60s, document 001's]
     #[arg(long, value_name = "N/DUR|off", value_parser = crate::limit::parse)]
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
 }
@@ -465,9 +474,12 @@ pub(crate) struct Worker {
     /// The worker's name in the outbox's leases. [default: hodoflow-send-{pid}-{random}]
     #[arg(long, value_name = "NAME")]
     pub(crate) name: Option<String>,
-    /// How the workers hold and pace their jobs.
+    /// How the workers hold their jobs.
     #[command(flatten)]
     pub(crate) pool: PoolOptions,
+    /// How the deliveries are paced.
+    #[command(flatten)]
+    pub(crate) pacing: Pacing,
     /// How the deliveries are signed, as each attempt is sent: the outbox never holds a secret.
     #[command(flatten)]
     pub(crate) signing: Signing,

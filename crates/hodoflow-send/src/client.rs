@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hodoflow_retry::{
-    Budget, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture, RetryingClient,
-    TokenExchanger,
+    Budget, ClientBuilder, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture,
+    RetryingClient, TokenExchanger,
 };
 
 use crate::base_url::BaseUrl;
 use crate::cli::{Cli, Signing};
+use crate::limit::TriggerLimitArg;
 
 /// The most bytes of one webhook body: the SDK's default, document 001's limit. A batch checks
 /// every line against it before sending any.
@@ -24,17 +25,43 @@ pub(crate) const WEBHOOK_BODY_LIMIT: usize = DEFAULT_WEBHOOK_BODY_LIMIT;
 /// Builds the client: base URL, client credentials (and token URL), the budget, and the signing
 /// secrets `signing` names, if any.
 ///
+/// # Errors
+///
+/// As [`builder`].
+pub(crate) fn build(
+    cli: &Cli,
+    trigger_base: Option<&str>,
+    signing: Option<&Signing>,
+) -> Result<RetryingClient, String> {
+    builder(cli, trigger_base, signing)?
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Paces the client's deliveries by the one rule of `batch` and `outbox worker`
+/// (`pacing.rs`): `--trigger-limit` when given (`off`: no pacing), else the server's
+/// `RateLimit-Policy`, else document 001's 100 per 60 s.
+pub(crate) fn paced(builder: ClientBuilder, flag: Option<TriggerLimitArg>) -> ClientBuilder {
+    match flag {
+        Some(TriggerLimitArg(Some(limit))) => builder.trigger_limit(limit),
+        Some(TriggerLimitArg(None)) => builder,
+        None => builder.pace_triggers(),
+    }
+}
+
+/// The builder of the client [`build`] makes.
+///
 /// `trigger_base` is the base URL in front of a trigger URL's route; it serves as the base URL
 /// when `--base-url` is not given, and must agree with it when it is.
 ///
 /// # Errors
 ///
 /// A sentence for the user, with no secret in it, when an option is missing or refused.
-pub(crate) fn build(
+pub(crate) fn builder(
     cli: &Cli,
     trigger_base: Option<&str>,
     signing: Option<&Signing>,
-) -> Result<RetryingClient, String> {
+) -> Result<ClientBuilder, String> {
     let given = cli
         .base_url
         .as_deref()
@@ -77,13 +104,11 @@ pub(crate) fn build(
         .max_attempts(cli.max_attempts)
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
-    RetryingClient::builder(base_url.as_str())
+    Ok(RetryingClient::builder(base_url.as_str())
         .exchanger(Arc::new(Recording { inner: credentials }))
         .webhook_body_limit(WEBHOOK_BODY_LIMIT)
         .budget(budget)
-        .signing_secrets(signing_secrets)
-        .build()
-        .map_err(|e| e.to_string())
+        .signing_secrets(signing_secrets))
 }
 
 /// How long `client`'s retry budget has seen the service down; `None` while it is up.

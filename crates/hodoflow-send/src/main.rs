@@ -24,6 +24,7 @@ mod limit;
 mod logging;
 mod modulify;
 mod outbox;
+mod pacing;
 mod pool;
 mod redact;
 mod report;

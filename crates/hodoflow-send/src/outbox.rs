@@ -29,9 +29,10 @@ use hodoflow_retry::outbox::{Counts, Job, JobState, Outbox, Target};
 use hodoflow_retry::{ErrorKind, Secret};
 use tokio::task::JoinSet;
 
-use crate::cli::{Cli, OutboxCommand, PoolOptions};
+use crate::cli::{Cli, OutboxCommand, Pacing, PoolOptions};
 use crate::commands::finish;
 use crate::job_line::{JobLine, delivered};
+use crate::limit::TriggerLimitArg;
 use crate::pool::{Pool, Until};
 use crate::report::{Exit, Failure, Report};
 
@@ -149,25 +150,22 @@ fn usage(message: &str) -> Report {
 #[derive(Debug)]
 pub(crate) struct PoolPlan {
     pub(crate) lease: std::time::Duration,
-    pub(crate) trigger_limit: Option<hodoflow_retry::TriggerLimit>,
+    /// `--trigger-limit`; `None`: the rule's default (the server's figures, else document 001's).
+    pub(crate) trigger_limit: Option<TriggerLimitArg>,
     /// `--store-timeout`: the longest wait for a PostgreSQL store.
     pub(crate) store_timeout: std::time::Duration,
 }
 
 impl PoolPlan {
-    /// Reads `options` under the budget of `cli`.
+    /// Reads `options` and `pacing` under the budget of `cli`.
     ///
     /// # Errors
     ///
     /// A usage sentence for a lease shorter than a call.
-    pub(crate) fn of(cli: &Cli, options: &PoolOptions) -> Result<Self, String> {
+    pub(crate) fn of(cli: &Cli, options: &PoolOptions, pacing: &Pacing) -> Result<Self, String> {
         Ok(Self {
             lease: crate::pool::lease(options.lease, cli.max_elapsed)?,
-            trigger_limit: options
-                .trigger_limit
-                .map_or(Some(hodoflow_retry::TriggerLimit::DOCUMENTED), |limit| {
-                    limit.0
-                }),
+            trigger_limit: pacing.trigger_limit,
             store_timeout: cli.store_timeout,
         })
     }
@@ -195,7 +193,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
     // Checked before the store is opened: a usage error opens nothing.
     let worker = match &outbox.command {
         OutboxCommand::Worker(worker) => {
-            let plan = PoolPlan::of(cli, &worker.pool).and_then(|plan| {
+            let plan = PoolPlan::of(cli, &worker.pool, &worker.pacing).and_then(|plan| {
                 let client = crate::client::build(cli, None, Some(&worker.signing))?;
                 Ok((plan, client))
             });

@@ -12,6 +12,11 @@
 //!   pool too; a second one exits at once (130), leaving the jobs in flight to their lease.
 //! - **Progress.** On a terminal, standard error shows the outbox's counts, one line redrawn every
 //!   second; elsewhere nothing, so logs and `--json` output stay clean.
+//! - **Pacing, said.** The workers' shared trigger window follows `--trigger-limit`, else the
+//!   server's `RateLimit-Policy`, else document 001's 100 per 60 s (`pacing.rs`). When it, or
+//!   the credential's pause, has held sends for more than a second, standard error says which
+//!   limit, where it came from and how to change it, once per change, terminal or not; the
+//!   progress line shows it too.
 //! - **JSON lines.** With `--json`, one line per job this pool brought to a final state (the
 //!   SDK's `on_finished`), read back from the store as `job_line.rs` shows it; a job rescheduled
 //!   for later gets its line when it ends.
@@ -21,11 +26,12 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use hodoflow_retry::RetryingClient;
 use hodoflow_retry::outbox::{JobState, Outbox, RunReport};
-use hodoflow_retry::{RetryingClient, TriggerLimit};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::job_line::JobLine;
+use crate::limit::TriggerLimitArg;
 
 /// How often the store is read beside the workers.
 const TICK: Duration = Duration::from_millis(250);
@@ -62,7 +68,8 @@ pub(crate) struct Pool {
     pub(crate) client: RetryingClient,
     pub(crate) concurrency: usize,
     pub(crate) lease: Duration,
-    pub(crate) trigger_limit: Option<TriggerLimit>,
+    /// `--trigger-limit`; `None`: the SDK's rule, the server's figures else document 001's.
+    pub(crate) trigger_limit: Option<TriggerLimitArg>,
     pub(crate) name: String,
 }
 
@@ -100,12 +107,15 @@ impl Pool {
     ) -> Result<Ended, hodoflow_retry::Error> {
         let outbox = self.outbox.clone();
         let (sender, mut finished) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let client = self.client.clone();
         let mut builder = outbox
             .workers(self.client)
             .concurrency(self.concurrency)
             .lease(self.lease)
-            .trigger_limit(self.trigger_limit)
             .name(self.name);
+        if let Some(TriggerLimitArg(limit)) = self.trigger_limit {
+            builder = builder.trigger_limit(limit);
+        }
         if json_lines {
             builder = builder.on_finished(move |done| {
                 if done.state.is_final() {
@@ -122,6 +132,7 @@ impl Pool {
         let mut last_second = Instant::now();
         let mut signalled = false;
         let mut failed = None;
+        let mut announcer = crate::pacing::Announcer::default();
         loop {
             tokio::select! {
                 () = signals.next() => {
@@ -137,12 +148,16 @@ impl Pool {
                 }
                 _ = tick.tick() => {}
             }
+            let held = say_what_holds(&mut announcer, &client, &outbox, &bar).await;
             if last_second.elapsed() >= EVERY_SECOND {
                 last_second = Instant::now();
                 if !bar.is_hidden()
                     && let Ok(counts) = outbox.counts().await
                 {
-                    let text = progress_text(&counts, &workers.report());
+                    let mut text = progress_text(&counts, &workers.report());
+                    if let Some(held) = held {
+                        text = format!("{text} | {}", held.text(None));
+                    }
                     bar.set_message(crate::redact::terminal(&text));
                 }
             }
@@ -160,6 +175,8 @@ impl Pool {
                 }
             }
         }
+        // A job put off by a full window just before the end is said too.
+        say_what_holds(&mut announcer, &client, &outbox, &bar).await;
         if signalled {
             bar.set_message("stopping: no new claims; finishing the deliveries in flight");
         }
@@ -186,6 +203,26 @@ impl Pool {
             signalled,
         })
     }
+}
+
+/// Says on standard error, once per change, what has held the sends for more than a second
+/// (terminal or not), with the jobs waiting; returns it for the progress line.
+async fn say_what_holds(
+    announcer: &mut crate::pacing::Announcer,
+    client: &RetryingClient,
+    outbox: &Outbox,
+    bar: &ProgressBar,
+) -> Option<crate::pacing::Held> {
+    let held = announcer.observe(&client.stats())?;
+    if held.changed {
+        let waiting = outbox
+            .counts()
+            .await
+            .ok()
+            .map(|counts| counts.pending + counts.in_flight);
+        bar.suspend(|| crate::redact::eprint_own(&held.text(waiting)));
+    }
+    Some(held)
 }
 
 /// Whether no pending job is due and no job is in flight, of `events` (or of every job).

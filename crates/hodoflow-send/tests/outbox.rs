@@ -469,7 +469,7 @@ fn outbox_usage_errors_exit_2_and_send_nothing() {
     for (args, says) in [
         (
             vec!["batch", TRIGGER, "--events", &file.arg(), "--lease", "30s"],
-            "--lease and --trigger-limit need --outbox",
+            "--lease needs --outbox",
         ),
         (
             vec![
