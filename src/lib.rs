@@ -102,6 +102,7 @@ mod fleet;
 pub mod fuzzing;
 mod jitter;
 mod key;
+mod limit;
 mod matrix;
 #[cfg(feature = "middleware")]
 mod middleware;
@@ -139,6 +140,7 @@ pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
 pub use clock::{Clock, TokioClock};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+pub use limit::{PacingSource, TriggerLimit, TriggerPacing};
 pub use matrix::Verdict;
 #[cfg(feature = "middleware")]
 pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
@@ -160,7 +162,6 @@ pub use schedule::Schedule;
 pub use signing::{MIN_SECRET_BYTES, SigningSecret};
 pub use stats::{Retries, Stats};
 pub use transport::{AttemptFuture, AttemptTransport, Outgoing};
-pub use trigger_limit::{PacingSource, TriggerLimit, TriggerPacing};
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
-use crate::trigger_limit::TriggerLimit;
+use crate::limit::TriggerLimit;
 
 /// The `RateLimit` field's name.
 const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");

@@ -10,7 +10,7 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::attempt::TransportKind;
-use crate::trigger_limit::TriggerPacing;
+use crate::limit::TriggerPacing;
 
 /// What a client has done since it was built: a snapshot, shared by its clones.
 ///

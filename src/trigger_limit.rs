@@ -51,102 +51,10 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+pub use crate::limit::{PacingSource, TriggerLimit, TriggerPacing};
 use crate::rate_limit_field::TriggerWindow;
 use crate::stats::Hold;
-
-/// How many deliveries one trigger accepts per window.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use hodoflow_retry::TriggerLimit;
-///
-/// assert_eq!(TriggerLimit::DOCUMENTED.requests(), 100);
-/// let tighter = TriggerLimit::new(20, Duration::from_secs(60))?;
-/// # let _ = tighter;
-/// # Ok::<(), hodoflow_retry::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TriggerLimit {
-    requests: u32,
-    per: Duration,
-}
-
-impl TriggerLimit {
-    /// Document 001's default: 100 requests per trigger per 60-second window.
-    pub const DOCUMENTED: Self = Self {
-        requests: 100,
-        per: Duration::from_secs(60),
-    };
-
-    /// `requests` per window of `per`.
-    ///
-    /// # Errors
-    ///
-    /// `invalid_input` when `requests` or `per` is zero, or `requests` is above tokio's
-    /// semaphore limit (about 2 billion).
-    pub fn new(requests: u32, per: Duration) -> Result<Self> {
-        if requests == 0 || per.is_zero() || requests as usize > Semaphore::MAX_PERMITS {
-            return Err(Error::invalid_input(
-                "a trigger limit needs at least one request per positive window",
-            ));
-        }
-        Ok(Self { requests, per })
-    }
-
-    /// The requests allowed per window.
-    pub fn requests(&self) -> u32 {
-        self.requests
-    }
-
-    /// The window.
-    pub fn per(&self) -> Duration {
-        self.per
-    }
-}
-
-/// Where the limit a trigger is paced at came from (see [`TriggerPacing`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PacingSource {
-    /// The caller set it: [`ClientBuilder::trigger_limit`](crate::ClientBuilder::trigger_limit),
-    /// [`trigger_limit_for`](crate::ClientBuilder::trigger_limit_for), or an outbox worker's
-    /// `trigger_limit`. It wins over the server's figures.
-    Caller,
-    /// The server's own figures: its `RateLimit-Policy: "trigger";q=…;w=…` field.
-    Server,
-    /// Document 001's default, [`TriggerLimit::DOCUMENTED`]: the server has not stated its
-    /// figures (yet).
-    Documented,
-}
-
-/// The limit a trigger is paced at, and where it came from.
-///
-/// # Examples
-///
-/// ```
-/// use hodoflow_retry::{PacingSource, TriggerLimit, TriggerPacing};
-///
-/// let pacing = TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented);
-/// assert_eq!(pacing.limit.requests(), 100);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct TriggerPacing {
-    /// The requests per window.
-    pub limit: TriggerLimit,
-    /// Where it came from.
-    pub source: PacingSource,
-}
-
-impl TriggerPacing {
-    /// `limit`, from `source`.
-    pub const fn new(limit: TriggerLimit, source: PacingSource) -> Self {
-        Self { limit, source }
-    }
-}
 
 /// A trigger, by a hash of its token: the token itself is never kept here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -254,10 +162,10 @@ impl Drop for Slot {
 impl LaneShared {
     fn new(limit: TriggerLimit) -> Self {
         Self {
-            permits: Arc::new(Semaphore::new(limit.requests as usize)),
+            permits: Arc::new(Semaphore::new(limit.requests() as usize)),
             state: Mutex::new(LaneState {
                 owed: 0,
-                per: limit.per,
+                per: limit.per(),
                 closed_until: None,
             }),
         }
@@ -282,12 +190,12 @@ impl LaneShared {
         }
     }
 
-    /// From `from` permits per `per` to `to` per `limit.per`. Under the lane's lock, as every
+    /// From `from` permits per `per` to `to` per `limit.per()`. Under the lane's lock, as every
     /// permit that comes back is, so the permits out, free and owed always add up.
     fn resize(&self, from: u32, to: TriggerLimit) {
         let mut state = self.lock();
-        state.per = to.per;
-        let (from, to) = (from as usize, to.requests as usize);
+        state.per = to.per();
+        let (from, to) = (from as usize, to.requests() as usize);
         if to > from {
             let more = to - from;
             let paid = more.min(state.owed);
@@ -360,7 +268,8 @@ impl TriggerLimiter {
             if let (Some(lane), Some(pacing)) = (state.lanes.get_mut(&trigger), pacing)
                 && lane.pacing != pacing
             {
-                lane.shared.resize(lane.pacing.limit.requests, pacing.limit);
+                lane.shared
+                    .resize(lane.pacing.limit.requests(), pacing.limit);
                 lane.pacing = pacing;
             }
         }
