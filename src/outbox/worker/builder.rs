@@ -1,0 +1,266 @@
+//! [`WorkerBuilder`]: what a worker pool is configured with, and how it starts.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::client::RetryingClient;
+use crate::error::{Error, Result};
+use crate::fleet::Fleet;
+use crate::modulify::ModulifyClient;
+use crate::trigger_limit::TriggerLimit;
+
+use crate::outbox::Outbox;
+use crate::outbox::job::JobState;
+use crate::outbox::schedule::LongSchedule;
+
+use super::*;
+
+/// Configures the workers of an [`Outbox`]; start them with [`spawn`](Self::spawn) or
+/// [`run_until_idle`](Self::run_until_idle).
+#[derive(Debug)]
+#[must_use]
+pub struct WorkerBuilder {
+    pub(super) outbox: Outbox,
+    pub(super) client: RetryingClient,
+    pub(super) modulify: Option<ModulifyClient>,
+    pub(super) name: String,
+    pub(super) concurrency: usize,
+    pub(super) lease: Duration,
+    pub(super) poll: Duration,
+    pub(super) schedule: LongSchedule,
+    pub(super) webhook_horizon: Duration,
+    pub(super) key_horizon: Duration,
+    /// The caller's limit (`Some(None)`: no shared window); `None`: the server's figures,
+    /// document 001's until known.
+    pub(super) trigger_limit: Option<Option<TriggerLimit>>,
+    pub(super) credential: String,
+    pub(super) on_finished: Option<OnFinished>,
+}
+
+/// A callback for every job a pool finished and recorded.
+#[derive(Clone)]
+pub(super) struct OnFinished(pub(super) Arc<dyn Fn(&JobDone) + Send + Sync>);
+
+impl std::fmt::Debug for OnFinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnFinished(..)")
+    }
+}
+
+/// A job a pool delivered and recorded: its event ID and what it came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobDone {
+    /// The job's event ID.
+    pub event_id: String,
+    /// Its new state: final, or pending when rescheduled.
+    pub state: JobState,
+    /// Requests this call sent.
+    pub attempts: u32,
+}
+
+impl WorkerBuilder {
+    pub(crate) fn new(outbox: Outbox, client: RetryingClient) -> Self {
+        let base = client.inner.base.as_str().to_owned();
+        let credential = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, base.as_bytes());
+        let name = format!(
+            "worker-{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        Self {
+            outbox,
+            client,
+            modulify: None,
+            name,
+            concurrency: DEFAULT_CONCURRENCY,
+            lease: DEFAULT_LEASE,
+            poll: DEFAULT_POLL,
+            schedule: LongSchedule::default(),
+            webhook_horizon: WEBHOOK_HORIZON,
+            key_horizon: KEY_HORIZON,
+            trigger_limit: None,
+            credential: format!("credential:{credential}"),
+            on_finished: None,
+        }
+    }
+
+    /// Calls `callback` for every job this pool delivered, once its result is recorded (not for
+    /// a record refused because the claim was lost). It runs on the recorder's task: keep it
+    /// short.
+    ///
+    /// Default: none.
+    pub fn on_finished(mut self, callback: impl Fn(&JobDone) + Send + Sync + 'static) -> Self {
+        self.on_finished = Some(OnFinished(Arc::new(callback)));
+        self
+    }
+
+    /// The worker's name in the store's leases.
+    ///
+    /// Default: `worker-<pid>-<random>`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How many deliveries run at once.
+    ///
+    /// Default: [`DEFAULT_CONCURRENCY`].
+    pub fn concurrency(mut self, deliveries: usize) -> Self {
+        self.concurrency = deliveries;
+        self
+    }
+
+    /// How long a claim holds; after it another worker reclaims the job. It must outlast one
+    /// call: at least the client's `max_elapsed` plus one second; at most [`MAX_LEASE`].
+    ///
+    /// Default: [`DEFAULT_LEASE`].
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long a worker waits before claiming again when nothing was due.
+    ///
+    /// Default: [`DEFAULT_POLL`].
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll = interval;
+        self
+    }
+
+    /// The waits between the calls of a job.
+    ///
+    /// Default: [`LongSchedule::default`].
+    pub fn schedule(mut self, schedule: LongSchedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// How long after its first send a webhook delivery ID may still be sent; at most
+    /// [`MAX_LEASE`].
+    ///
+    /// Default: [`WEBHOOK_HORIZON`], 7 days.
+    pub fn webhook_horizon(mut self, horizon: Duration) -> Self {
+        self.webhook_horizon = horizon;
+        self
+    }
+
+    /// How long after its first send a JSON:API or Modulify key may still be sent; at most
+    /// [`MAX_LEASE`].
+    ///
+    /// Default: [`KEY_HORIZON`], 24 hours.
+    pub fn key_horizon(mut self, horizon: Duration) -> Self {
+        self.key_horizon = horizon;
+        self
+    }
+
+    /// Delivers Modulify jobs through this client (built for Modulify's base URL).
+    ///
+    /// Default: none; a Modulify job then fails with `invalid_input`.
+    pub fn modulify(mut self, client: ModulifyClient) -> Self {
+        self.modulify = Some(client);
+        self
+    }
+
+    /// The per-trigger window every worker of the store shares, or `None` for none. A limit
+    /// set here wins over the server's figures.
+    ///
+    /// Default: the trigger's own limit, as the server states it on every answer
+    /// (`RateLimit-Policy: "trigger";q=…;w=…`), and document 001's
+    /// [`TriggerLimit::DOCUMENTED`], 100 per 60 s, until it has: the rule of
+    /// [`ClientBuilder::pace_triggers`](crate::ClientBuilder::pace_triggers).
+    pub fn trigger_limit(mut self, limit: Option<TriggerLimit>) -> Self {
+        self.trigger_limit = Some(limit);
+        self
+    }
+
+    /// The name under which the workers of one credential share their pause.
+    ///
+    /// Default: derived from the client's base URL.
+    pub fn credential(mut self, name: impl Into<String>) -> Self {
+        self.credential = format!("credential:{}", name.into());
+        self
+    }
+
+    pub(super) fn build(self) -> Result<Arc<Pool>> {
+        let budget = self.client.inner.policy.budget;
+        if self.concurrency == 0 {
+            return Err(Error::invalid_input(
+                "a worker needs a concurrency of at least 1",
+            ));
+        }
+        if self.lease < budget.max_elapsed.saturating_add(Duration::from_secs(1)) {
+            return Err(Error::invalid_input(format!(
+                "the lease of {:?} does not outlast a call of up to {:?}: another worker would send the job again while it runs",
+                self.lease, budget.max_elapsed
+            )));
+        }
+        if self.poll.is_zero() {
+            return Err(Error::invalid_input("the poll interval must be positive"));
+        }
+        for (what, value) in [
+            ("lease", self.lease),
+            ("webhook horizon", self.webhook_horizon),
+            ("key horizon", self.key_horizon),
+        ] {
+            if value > MAX_LEASE {
+                return Err(Error::invalid_input(format!(
+                    "the {what} of {value:?} is over the 7-day maximum"
+                )));
+            }
+        }
+        let fleet: Arc<dyn Fleet> = Arc::new(StoreFleet {
+            store: Arc::clone(&self.outbox.store),
+            clock: Arc::clone(&self.outbox.clock),
+            credential: self.credential.clone(),
+            trigger_limit: self.trigger_limit,
+            client: self.client.clone(),
+            attempt_timeout: budget.attempt_timeout,
+            paused: Mutex::new(None),
+        });
+        Ok(Arc::new(Pool {
+            store: Arc::clone(&self.outbox.store),
+            clock: Arc::clone(&self.outbox.clock),
+            client: self.client,
+            modulify: self.modulify,
+            name: self.name,
+            concurrency: self.concurrency,
+            lease: self.lease,
+            poll: self.poll,
+            schedule: self.schedule,
+            webhook_horizon: self.webhook_horizon,
+            key_horizon: self.key_horizon,
+            budget,
+            fleet,
+            credential: self.credential,
+            on_finished: self.on_finished,
+            report: Mutex::new(RunReport::default()),
+        }))
+    }
+
+    /// Starts the workers in the background; they run until [`Workers::stop`].
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` for a zero concurrency or poll interval, or a lease shorter than a call.
+    pub fn spawn(self) -> Result<Workers> {
+        let pool = self.build()?;
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(Arc::clone(&pool).run(stopped, false));
+        Ok(Workers { pool, stop, task })
+    }
+
+    /// Delivers every job due now, and those that come due while it runs, and returns when
+    /// none is due and none is in flight here. Jobs rescheduled for later stay pending.
+    ///
+    /// # Errors
+    ///
+    /// As for [`spawn`](Self::spawn), and the store's error.
+    pub async fn run_until_idle(self) -> Result<RunReport> {
+        let pool = self.build()?;
+        let (_stop, stopped) = watch::channel(false);
+        pool.run(stopped, true).await
+    }
+}

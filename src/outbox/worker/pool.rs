@@ -1,0 +1,480 @@
+//! The pool loop: claim due jobs up to the free delivery slots, deliver each through the
+//! vendor's client, record the results in batches, and stop starting jobs while the service
+//! is down.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::budget::Budget;
+use crate::client::RetryingClient;
+use crate::error::{Error, Result};
+use crate::fleet::Fleet;
+use crate::key::DeliveryId;
+use crate::modulify::ModulifyClient;
+use crate::outcome::WebhookOutcome;
+
+use crate::outbox::WallClock;
+use crate::outbox::job::{Job, JobState, LastError, Record, Target};
+use crate::outbox::schedule::{LongSchedule, horizon_end, may_send};
+use crate::outbox::store::{Store, StoreFuture};
+
+use super::*;
+
+#[derive(Debug)]
+pub(super) struct Pool {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Arc<dyn WallClock>,
+    pub(super) client: RetryingClient,
+    pub(super) modulify: Option<ModulifyClient>,
+    pub(super) name: String,
+    pub(super) concurrency: usize,
+    pub(super) lease: Duration,
+    pub(super) poll: Duration,
+    pub(super) schedule: LongSchedule,
+    pub(super) webhook_horizon: Duration,
+    pub(super) key_horizon: Duration,
+    pub(super) budget: Budget,
+    pub(super) fleet: Arc<dyn Fleet>,
+    /// The scope of the credential's shared pause.
+    pub(super) credential: String,
+    pub(super) on_finished: Option<OnFinished>,
+    pub(super) report: Mutex<RunReport>,
+}
+
+impl Pool {
+    pub(super) fn snapshot(&self) -> RunReport {
+        *self
+            .report
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn count(&self, change: impl FnOnce(&mut RunReport)) {
+        change(&mut self.report.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    pub(super) async fn run(
+        self: Arc<Self>,
+        mut stopped: watch::Receiver<bool>,
+        until_idle: bool,
+    ) -> Result<RunReport> {
+        let permits = Arc::new(Semaphore::new(self.concurrency));
+        let mut deliveries = JoinSet::new();
+        // Deliveries that may send, as against jobs rescheduled unsent.
+        let sending = Arc::new(AtomicUsize::new(0));
+        let mut failed_claims: u32 = 0;
+        // Results are written in batches by one task: what finished while the last batch was
+        // written goes in the next, so a busy pool pays one transaction for many jobs.
+        let (finished, to_record) = mpsc::channel(self.concurrency.saturating_mul(4));
+        let recorder = tokio::spawn(Arc::clone(&self).record_batches(to_record));
+        // Claims run ahead of the deliveries: up to one pool's worth of claimed jobs waits in
+        // `queue`, and the next claim is already on its way while they start, so a slot that
+        // frees up never waits for a round trip to the store. A claimed job waits here about one
+        // delivery; a lease of at least two calls covers that (the default: 120 s for 60 s).
+        let mut queue: VecDeque<Job> = VecDeque::new();
+        // Only a lease with room for a wait in the queue and a whole call claims ahead; with a
+        // tight lease a pool claims for its free slots only, a quarter of them at a time.
+        let ahead = if self.lease >= self.budget.max_elapsed.saturating_mul(2) {
+            self.concurrency
+        } else {
+            0
+        };
+        let claim_at = (self.concurrency / 4).max(1);
+        let mut claiming: Option<StoreFuture<'_, Vec<Job>>> = None;
+        let mut drained = false;
+        // Set when the `Workers` handle was dropped: nobody can stop them any more, so they stop.
+        let mut orphaned = false;
+        let outcome = loop {
+            while deliveries.try_join_next().is_some() {}
+            while !queue.is_empty() {
+                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                    break;
+                };
+                let Some(job) = queue.pop_front() else { break };
+                // A job that waited here so long that its lease no longer covers a whole call
+                // is left alone: when its lease ends it is claimed again, so two workers never
+                // send it at once.
+                let now = self.clock.now();
+                if job
+                    .lease_until
+                    .is_some_and(|until| !may_send(now, self.budget.max_elapsed, Some(until)))
+                {
+                    tracing::debug!(event_id = %job.event_id, "a queued job's lease ran short: left for its lease to end");
+                    continue;
+                }
+                let pool = Arc::clone(&self);
+                let finished = finished.clone();
+                if sending.load(Ordering::Relaxed) > 0
+                    && let Some(down) = self.down_too_long()
+                {
+                    deliveries.spawn(async move {
+                        let done = pool.not_started(job, down).await;
+                        drop(permit);
+                        let _ = finished.send(done).await;
+                    });
+                    continue;
+                }
+                let sending = Sending::count(&sending);
+                deliveries.spawn(async move {
+                    let done = pool.deliver(job).await;
+                    drop(sending);
+                    drop(permit);
+                    // Only a closed recorder refuses it; the lease then brings the job back.
+                    let _ = finished.send(done).await;
+                });
+            }
+            let stopping = orphaned || *stopped.borrow();
+            if stopping && claiming.is_none() && queue.is_empty() {
+                break Ok(());
+            }
+            if drained && claiming.is_none() && queue.is_empty() && deliveries.is_empty() {
+                break Ok(());
+            }
+            let busy = self.concurrency - permits.available_permits();
+            let wanted = (self.concurrency + ahead).saturating_sub(busy + queue.len());
+            let low = if ahead > 0 {
+                queue.len() < self.concurrency / 2 + 1
+            } else {
+                queue.is_empty() && (wanted >= claim_at || busy == 0)
+            };
+            if claiming.is_none() && !stopping && !drained && low && wanted > 0 {
+                claiming =
+                    Some(
+                        self.store
+                            .claim(&self.name, self.clock.now(), self.lease, wanted.max(1)),
+                    );
+            }
+            tokio::select! {
+                claimed = async { claiming.as_mut().expect("polled only when set").await }, if claiming.is_some() => {
+                    claiming = None;
+                    match claimed {
+                        Ok(jobs) if jobs.is_empty() => {
+                            failed_claims = 0;
+                            if until_idle {
+                                // Nothing due: finish what is running, then stop.
+                                drained = deliveries.is_empty() && queue.is_empty();
+                                if !drained {
+                                    deliveries.join_next().await;
+                                }
+                            } else {
+                                tokio::select! {
+                                    _ = tokio::time::sleep(self.poll) => {}
+                                    changed = stopped.changed() => orphaned = changed.is_err(),
+                                }
+                            }
+                        }
+                        Ok(jobs) => {
+                            failed_claims = 0;
+                            self.count(|report| report.claimed += jobs.len() as u64);
+                            queue.extend(jobs);
+                        }
+                        // A run until idle reports the store's failure; a long-running worker
+                        // rides out a database restart, waiting longer after each failure.
+                        Err(error) if until_idle => break Err(error),
+                        Err(error) => {
+                            failed_claims += 1;
+                            let wait = self
+                                .poll
+                                .saturating_mul(failed_claims.min(50))
+                                .min(CLAIM_RETRY_MAX);
+                            tracing::error!(error = %error, wait_ms = wait.as_millis() as u64, "claiming jobs failed; trying again");
+                            tokio::select! {
+                                _ = tokio::time::sleep(wait) => {}
+                                changed = stopped.changed() => orphaned = changed.is_err(),
+                            }
+                        }
+                    }
+                }
+                _ = deliveries.join_next(), if !deliveries.is_empty() => {}
+                changed = stopped.changed(), if !stopping => orphaned = changed.is_err(),
+                _ = tokio::time::sleep(self.poll), if claiming.is_none() && deliveries.is_empty() => {}
+            }
+        };
+        while deliveries.join_next().await.is_some() {}
+        drop(finished);
+        let _ = recorder.await;
+        outcome.map(|()| self.snapshot())
+    }
+
+    /// Writes the results of finished deliveries, in batches, until every sender is gone.
+    pub(super) async fn record_batches(self: Arc<Self>, mut finished: mpsc::Receiver<Finished>) {
+        let mut batch: Vec<Finished> = Vec::new();
+        while let Some(first) = finished.recv().await {
+            batch.push(first);
+            while batch.len() < MAX_RECORD_BATCH {
+                match finished.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let mut seen = Vec::with_capacity(batch.len());
+            let mut records = Vec::with_capacity(batch.len());
+            for done in batch.drain(..) {
+                seen.push((done.event_id, done.record.state, done.record.attempts_added));
+                records.push((done.id, done.claim, done.record));
+            }
+            match self.store.record_many(records).await {
+                Ok(written) => {
+                    if let Some(callback) = &self.on_finished {
+                        for ((event_id, state, attempts), written) in seen.iter().zip(&written) {
+                            if *written {
+                                (callback.0)(&JobDone {
+                                    event_id: event_id.clone(),
+                                    state: *state,
+                                    attempts: *attempts,
+                                });
+                            }
+                        }
+                    }
+                    self.count(|report| {
+                    for ((event_id, state, attempts), written) in seen.iter().zip(written) {
+                        if !written {
+                            tracing::warn!(event_id = %event_id, "the job's claim was lost to another worker; its record is dropped");
+                            report.claims_lost += 1;
+                            continue;
+                        }
+                        report.attempts += u64::from(*attempts);
+                        match state {
+                            JobState::Accepted => report.accepted += 1,
+                            JobState::Duplicate => report.duplicate += 1,
+                            JobState::Done => report.done += 1,
+                            JobState::Failed => report.failed += 1,
+                            JobState::NeedsReconciliation => report.needs_reconciliation += 1,
+                            _ => report.rescheduled += 1,
+                        }
+                    }
+                    })
+                }
+                Err(error) => {
+                    // The leases run out and other workers send these jobs again, under the
+                    // same identities: the server deduplicates them.
+                    tracing::error!(jobs = seen.len(), error = %error, "the jobs' results could not be recorded");
+                }
+            }
+        }
+    }
+
+    /// How long the client has seen the service down, when that is at least one call's budget.
+    pub(super) fn down_too_long(&self) -> Option<Duration> {
+        service_down_for(&self.client).filter(|down| *down >= self.budget.max_elapsed)
+    }
+
+    /// When `job` was first sent (or counts as sent), and the end of its horizon.
+    pub(super) fn horizon(&self, job: &Job, now: SystemTime) -> (SystemTime, Option<SystemTime>) {
+        let horizon = match job.target {
+            Target::Webhook { .. } => self.webhook_horizon,
+            _ => self.key_horizon,
+        };
+        // The claim set it (to the first claim, never after the first send); a job claimed
+        // through another path counts from now.
+        let first_sent_at = job.first_sent_at.unwrap_or(now);
+        (first_sent_at, horizon_end(Some(first_sent_at), horizon))
+    }
+
+    /// Reschedules a claimed job without sending it, the service having been down for `down`:
+    /// what to record, as for a call the retry budget refused before sending.
+    pub(super) async fn not_started(&self, job: Job, down: Duration) -> Finished {
+        let (first_sent_at, end) = self.horizon(&job, self.clock.now());
+        let refused = Error::new(
+            crate::ErrorKind::RetryBudgetExhausted,
+            format!(
+                "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s)",
+                down.as_secs_f64(),
+                self.budget.max_elapsed.as_secs_f64()
+            ),
+        );
+        let record = self.after(&job, first_sent_at, end, Err(refused)).await;
+        Finished {
+            id: job.id,
+            claim: job.claim,
+            event_id: job.event_id,
+            record,
+        }
+    }
+
+    /// Delivers one claimed job: what to record.
+    pub(super) async fn deliver(&self, job: Job) -> Finished {
+        let now = self.clock.now();
+        let (first_sent_at, end) = self.horizon(&job, now);
+        let record = if may_send(now, self.budget.max_elapsed, end) {
+            let sent = self.send(&job).await;
+            self.after(&job, first_sent_at, end, sent).await
+        } else {
+            tracing::warn!(
+                event_id = %job.event_id,
+                "the job reached its deduplication horizon without a definite answer: not sent; reconcile it"
+            );
+            let state = JobState::NeedsReconciliation;
+            ended(state, now, first_sent_at, 0, job.last_error.clone())
+        };
+        Finished {
+            id: job.id,
+            claim: job.claim,
+            event_id: job.event_id,
+            record,
+        }
+    }
+
+    /// One call for `job`: the final state, the run ID, and the attempts it sent.
+    pub(super) async fn send(
+        &self,
+        job: &Job,
+    ) -> std::result::Result<(JobState, Option<String>, u32), Error> {
+        let fleet = Arc::clone(&self.fleet);
+        let identity = job.identity.clone();
+        match &job.target {
+            Target::Webhook { trigger_token } => {
+                let delivery = self
+                    .client
+                    .deliver(trigger_token.clone(), job.body.clone())
+                    .delivery_id(DeliveryId::new(identity))
+                    .fleet(fleet)
+                    .send()
+                    .await?;
+                let attempts = delivery.attempts().len() as u32;
+                Ok(match delivery.outcome() {
+                    WebhookOutcome::Accepted { run_id } => {
+                        (JobState::Accepted, run_id.clone(), attempts)
+                    }
+                    WebhookOutcome::Duplicate => (JobState::Duplicate, None, attempts),
+                })
+            }
+            Target::Write { method, path } => {
+                let response = self
+                    .client
+                    .write(method.clone(), path, identity, job.body.clone())
+                    .fleet(fleet)
+                    .send()
+                    .await?;
+                Ok((JobState::Done, None, response.attempts().len() as u32))
+            }
+            Target::Modulify { method } => {
+                let Some(modulify) = &self.modulify else {
+                    return Err(Error::invalid_input(
+                        "a Modulify job needs workers built with .modulify(ModulifyClient)",
+                    ));
+                };
+                let answer = modulify
+                    .call(method, job.body.clone())
+                    .key(identity)
+                    .fleet(fleet)
+                    .send()
+                    .await?;
+                Ok((JobState::Done, None, answer.attempts().len() as u32))
+            }
+        }
+    }
+
+    /// The record of a call of `job`, which stops at the horizon `end`.
+    pub(super) async fn after(
+        &self,
+        job: &Job,
+        first_sent_at: SystemTime,
+        end: Option<SystemTime>,
+        sent: std::result::Result<(JobState, Option<String>, u32), Error>,
+    ) -> Record {
+        let now = self.clock.now();
+        let error = match sent {
+            Ok((state, run_id, attempts)) => {
+                return Record {
+                    run_id,
+                    ..ended(state, now, first_sent_at, attempts, None)
+                };
+            }
+            Err(error) => error,
+        };
+        let attempts = error.attempts().len() as u32;
+        let last_error = Some(LastError {
+            kind: error.kind().as_str().to_owned(),
+            status: error.status().map(|status| status.as_u16()),
+            request_id: error.request_id().map(str::to_owned),
+            message: error.to_string(),
+        });
+        if !error.is_retryable() {
+            return ended(JobState::Failed, now, first_sent_at, attempts, last_error);
+        }
+        // A call refused before it sent anything (a shared window or pause that stayed closed
+        // past its budget) says nothing about the server: the schedule does not move on.
+        let step = if attempts == 0 { 1 } else { job.calls + 1 };
+        let wait = self
+            .schedule
+            .wait(step, error.retry_after(), &mut rand::rng());
+        let mut next_at = now.checked_add(wait).unwrap_or(now);
+        if let Ok(Some(paused)) = self.store.paused_until(&self.credential, now).await {
+            next_at = next_at.max(paused);
+        }
+        if !may_send(next_at, self.budget.max_elapsed, end) {
+            tracing::warn!(
+                event_id = %job.event_id,
+                "the next call would end past the job's deduplication horizon: stopped; reconcile it"
+            );
+            let state = JobState::NeedsReconciliation;
+            return ended(state, now, first_sent_at, attempts, last_error);
+        }
+        tracing::info!(
+            event_id = %job.event_id,
+            calls = job.calls + 1,
+            wait_s = wait.as_secs(),
+            "the call ended retryable: rescheduled"
+        );
+        Record {
+            next_at,
+            finished_at: None,
+            ..ended(JobState::Pending, now, first_sent_at, attempts, last_error)
+        }
+    }
+}
+
+/// Counts a delivery that may send while it lives, a panic included.
+pub(super) struct Sending(Arc<AtomicUsize>);
+
+impl Sending {
+    pub(super) fn count(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How long `client`'s retry budget has seen the service down; `None` while it is up.
+pub(super) fn service_down_for(client: &RetryingClient) -> Option<Duration> {
+    client.stats().service_down_for
+}
+
+/// The record of a job that ended in `state` at `now`.
+pub(super) fn ended(
+    state: JobState,
+    now: SystemTime,
+    first_sent_at: SystemTime,
+    attempts: u32,
+    last_error: Option<LastError>,
+) -> Record {
+    Record {
+        state,
+        next_at: now,
+        attempts_added: attempts,
+        first_sent_at: Some(first_sent_at),
+        run_id: None,
+        last_error,
+        finished_at: Some(now),
+    }
+}
+
+/// A delivery's result, waiting to be written.
+#[derive(Debug)]
+pub(super) struct Finished {
+    pub(super) id: i64,
+    pub(super) claim: u64,
+    pub(super) event_id: String,
+    pub(super) record: Record,
+}
