@@ -65,7 +65,6 @@ use serde::Serialize;
 use tokio::task::{Id, JoinError, JoinSet};
 
 use crate::cli::{self, Cli};
-pub(crate) use crate::events::quoted;
 use crate::events::{Event, Parsed, merged_note, parse};
 use crate::report::{Exit, Failure, Outcome};
 use crate::trigger::Trigger;
@@ -382,7 +381,7 @@ fn progress_bar(total: u64) -> ProgressBar {
 async fn deliver(client: &RetryingClient, trigger: &Trigger, event: Event) -> ResultLine {
     let id = crate::identity::event_delivery_id(&event.event_id);
     let delivery_id = id.key().as_str().to_owned();
-    match crate::commands::deliver(client, trigger, event.body, &id).await {
+    match crate::trigger::deliver(client, trigger, event.body, &id).await {
         Ok(delivery) => ResultLine {
             event_id: event.event_id,
             delivery_id,

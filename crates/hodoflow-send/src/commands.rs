@@ -19,8 +19,8 @@ use hodoflow_retry::{
 
 use crate::cli::{self, Cli, Command};
 use crate::identity::{Identity, Operation};
-use crate::report::{Exit, Failure, FirstDelivery, Outcome, Report};
-use crate::trigger::Trigger;
+use crate::report::{Exit, Failure, FirstDelivery, Outcome, Report, finish, with_command_fields};
+use crate::trigger::{Trigger, deliver};
 
 /// Runs the command line, parsed from `args` (the program first), and returns how the process
 /// ends.
@@ -68,33 +68,6 @@ pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
         started,
         json,
     )
-}
-
-/// Adds the fields the command named `command` always reports, even when it failed before
-/// sending: `state` for `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and
-/// `graphql`, and `body`, `data` and `answer_kept` for `modulify call`.
-pub(crate) fn with_command_fields(mut report: Report, command: &str) -> Report {
-    match command {
-        "follow" => report.state = Some(report.state.flatten()),
-        "rehearse" => report.first = Some(report.first.unwrap_or_default()),
-        "write" | "get" | "graphql" => {
-            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
-        }
-        "modulify call" => {
-            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
-            report.data = Some(report.data.unwrap_or(serde_json::Value::Null));
-            report.answer_kept = Some(report.answer_kept.flatten());
-        }
-        _ => {}
-    }
-    report
-}
-
-/// Stamps the elapsed time, prints the report and returns its exit.
-pub(crate) fn finish(mut report: Report, started: Instant, json: bool) -> Exit {
-    report.elapsed_ms = crate::report::millis(started.elapsed());
-    report.print(json);
-    report.exit()
 }
 
 /// A command whose input was checked, ready to send.
@@ -268,22 +241,6 @@ impl Prepared {
             Action::Follow { run_id } => follow(client, &run_id).await,
         }
     }
-}
-
-/// Delivers `body` to `trigger` with `id`.
-pub(crate) async fn deliver(
-    client: &RetryingClient,
-    trigger: &Trigger,
-    body: Vec<u8>,
-    id: &DeliveryId,
-) -> Result<Delivery, Error> {
-    let mut delivering = client
-        .deliver(trigger.token.clone(), body)
-        .delivery_id(id.clone());
-    if let Some(org) = &trigger.legacy_org {
-        delivering = delivering.legacy_org(org);
-    }
-    delivering.send().await
 }
 
 /// The report of a delivery.

@@ -65,8 +65,8 @@ pub(crate) async fn run(cli: &Cli, modulify: &cli::Modulify, args: &[OsString]) 
             Err(message) => Report::failure(Failure::invalid_input(message)),
         },
     };
-    crate::commands::finish(
-        crate::commands::with_command_fields(report, &name),
+    crate::report::finish(
+        crate::report::with_command_fields(report, &name),
         started,
         json,
     )

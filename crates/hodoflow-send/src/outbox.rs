@@ -30,10 +30,10 @@ use hodoflow_retry::{ErrorKind, Secret};
 use tokio::task::JoinSet;
 
 use crate::cli::{Cli, OutboxCommand, Pacing, PoolOptions};
-use crate::commands::finish;
 use crate::job_line::{JobLine, delivered};
 use crate::limit::TriggerLimitArg;
 use crate::pool::{Pool, Until};
+use crate::report::finish;
 use crate::report::{Exit, Failure, Report};
 
 /// How many store statements a command keeps going at once while it enqueues or reads jobs.
@@ -413,7 +413,7 @@ pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) 
         total - stored_now
     ));
     if !kept.is_empty() {
-        crate::redact::eprint(&crate::batch::quoted(
+        crate::redact::eprint(&crate::events::quoted(
             &format!(
                 "batch: {} event(s) were already in the outbox with another body or trigger; \
                  the stored job is kept (one event ID, one delivery): ",

@@ -48,7 +48,7 @@
 //! Everything here is printed through `redact.rs`, server-provided text included.
 
 use std::borrow::Cow;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hodoflow_retry::{Attempt, AttemptResult, Error, ErrorKind};
 use serde::Serialize;
@@ -538,6 +538,33 @@ impl Report {
 /// Whole milliseconds, saturating.
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Adds the fields the command named `command` always reports, even when it failed before
+/// sending: `state` for `follow`, `first_*` for `rehearse`, `body` for `write`, `get` and
+/// `graphql`, and `body`, `data` and `answer_kept` for `modulify call`.
+pub(crate) fn with_command_fields(mut report: Report, command: &str) -> Report {
+    match command {
+        "follow" => report.state = Some(report.state.flatten()),
+        "rehearse" => report.first = Some(report.first.unwrap_or_default()),
+        "write" | "get" | "graphql" => {
+            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
+        }
+        "modulify call" => {
+            report.body = Some(report.body.unwrap_or(serde_json::Value::Null));
+            report.data = Some(report.data.unwrap_or(serde_json::Value::Null));
+            report.answer_kept = Some(report.answer_kept.flatten());
+        }
+        _ => {}
+    }
+    report
+}
+
+/// Stamps the elapsed time, prints the report and returns its exit.
+pub(crate) fn finish(mut report: Report, started: Instant, json: bool) -> Exit {
+    report.elapsed_ms = millis(started.elapsed());
+    report.print(json);
+    report.exit()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! The token is a secret (document 001): it is wrapped in a [`Secret`] at once and added to the
 //! redaction set, and no error message here quotes the argument, the URL or the token.
 
-use hodoflow_retry::Secret;
+use hodoflow_retry::{Delivery, DeliveryId, Error, RetryingClient, Secret};
 
 /// Where every trigger route starts.
 const ROUTE: &str = "/api/v1/webhooks/";
@@ -88,6 +88,22 @@ impl Trigger {
             base_url: Some(base_url.to_owned()),
         })
     }
+}
+
+/// Delivers `body` to `trigger` with `id`.
+pub(crate) async fn deliver(
+    client: &RetryingClient,
+    trigger: &Trigger,
+    body: Vec<u8>,
+    id: &DeliveryId,
+) -> Result<Delivery, Error> {
+    let mut delivering = client
+        .deliver(trigger.token.clone(), body)
+        .delivery_id(id.clone());
+    if let Some(org) = &trigger.legacy_org {
+        delivering = delivering.legacy_org(org);
+    }
+    delivering.send().await
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub(crate) fn refuse(error: &clap::Error, args: &[OsString]) -> u8 {
     if json_requested(args) {
         let report = Report::failure(Failure::invalid_input(message(&rendered)));
         let report = match command_name(args) {
-            Some(name) => crate::commands::with_command_fields(report, &name),
+            Some(name) => crate::report::with_command_fields(report, &name),
             None => report,
         };
         report.print(true);

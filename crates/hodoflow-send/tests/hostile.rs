@@ -1076,7 +1076,9 @@ fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
         let started = std::time::Instant::now();
         let ran = no_secret(run(server.send().args(args)));
         let took = started.elapsed();
-        assert!(took < Duration::from_secs(5), "took {took:?}: {ran:?}");
+        // About 1 s on a quiet machine; the bound only has to tell "the store timeout ended it"
+        // from the 150 s hang, and a loaded CI machine once took over 5 s to start the binary.
+        assert!(took < Duration::from_secs(30), "took {took:?}: {ran:?}");
         assert_eq!(ran.code, 3, "{args:?}: {ran:?}");
         assert!(ran.all().contains("connect timeout"), "{ran:?}");
         assert!(!ran.all().contains("pw_SILENT_db"), "{ran:?}");
