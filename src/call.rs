@@ -9,7 +9,6 @@ use std::fmt;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 
-use crate::auth::Secret;
 use crate::engine::Policy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{DeliveryId, IdempotencyKey};
@@ -17,6 +16,7 @@ use crate::outcome::{Delivery, Response, WebhookOutcome};
 use crate::profile::hodoflow::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
 use crate::redact::{BodyLen, redact_path};
 use crate::request::{FixedRequest, check_trigger_token, is_path_segment};
+use crate::secret::Secret;
 use crate::shared::Shared;
 use crate::signing::Signer;
 use crate::transport::Http;

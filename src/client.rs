@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::Method;
 
 use crate::answer_limit::DEFAULT_ANSWER_LIMIT;
-use crate::auth::{ClientCredentials, Secret, StaticToken, TokenCache, TokenExchanger};
+use crate::auth::{ClientCredentials, StaticToken, TokenCache, TokenExchanger};
 use crate::backoff::Backoff;
 use crate::budget::Budget;
 use crate::call::{Call, Delivering, Target};
@@ -21,6 +21,7 @@ use crate::rate::{RateBudget, RateGate};
 use crate::retry_budget::RetryBudget;
 use crate::run::FollowRun;
 use crate::schedule::{Schedule, SharedSchedule};
+use crate::secret::Secret;
 use crate::shared::Shared;
 use crate::signing::Signer;
 use crate::stats::{Counters, Stats};

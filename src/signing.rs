@@ -38,8 +38,8 @@ use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::auth::Secret;
 use crate::error::{Error, Result};
+use crate::secret::Secret;
 
 /// The prefix of a Standard Webhooks secret.
 const PREFIX: &str = "whsec_";

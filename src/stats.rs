@@ -211,6 +211,7 @@ impl Hold {
     }
 
     /// A call was turned away, `by` a limit that stays closed for `wait`.
+    #[cfg(feature = "outbox")]
     pub(crate) fn turned_away(&self, by: Option<TriggerPacing>, wait: Duration) {
         let mut state = self.lock();
         if by.is_some() {

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::jitter::Jitter;
 
-use super::{AccessToken, TokenExchanger};
+use super::TokenExchanger;
+use crate::secret::AccessToken;
 
 /// The most a token is refreshed ahead of its expiry.
 const MAX_REFRESH_SKEW: Duration = Duration::from_secs(30);

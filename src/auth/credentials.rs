@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 use crate::profile::hodoflow::TOKEN_PATH;
 use crate::retry_after::parse_retry_after;
 
-use super::{AccessToken, ExchangeFuture, Secret, TokenExchanger};
+use super::{ExchangeFuture, TokenExchanger};
+use crate::secret::{AccessToken, Secret};
 
 /// The shortest access token [`ClientCredentials`] accepts: a shorter one is guessable, and
 /// would be redacted out of ordinary words (a token `ok` in every `"outcome":"ok"`).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 
-use super::{AccessToken, Secret};
+use crate::secret::{AccessToken, Secret};
 
 /// The future a [`TokenExchanger`] returns.
 pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken>> + Send + 'a>>;

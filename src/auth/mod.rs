@@ -8,8 +8,8 @@
 //! kept quiet: one exchange at a time, then a backoff shared by every caller (see
 //! [`TokenCache`]).
 //!
-//! One file per idea: `secret.rs` (secrets that never print), `exchanger.rs` (the trait, and
-//! the static token), `credentials.rs` (the OAuth2 grant), `cache.rs` (the shared token).
+//! One file per idea (the secrets that never print are `src/secret.rs`): `exchanger.rs` (the
+//! trait, and the static token), `credentials.rs` (the OAuth2 grant), `cache.rs` (the shared token).
 //!
 //! Secrets hygiene is manual and happens here: [`Secret`] and [`AccessToken`] print `<redacted>`
 //! in `Debug` and `Display`, a failed exchange never quotes the secret or the token endpoint's
@@ -18,10 +18,8 @@
 mod cache;
 mod credentials;
 mod exchanger;
-mod secret;
 
 pub(crate) use cache::{CachedToken, TokenCache, TokenWait};
 pub use credentials::ClientCredentials;
 pub(crate) use exchanger::StaticToken;
 pub use exchanger::{ExchangeFuture, TokenExchanger};
-pub use secret::{AccessToken, Secret};

@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::Method;
 
-use crate::auth::Secret;
 use crate::error::{Error, Result};
 use crate::key::IdempotencyKey;
+use crate::secret::Secret;
 
 /// Where a job is delivered.
 ///

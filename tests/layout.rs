@@ -1,0 +1,213 @@
+//! The shape of `src/` (issue 19): no module imports, directly or through others, a module that
+//! imports it back.
+//!
+//! A module is a file directly under `src/`, or a folder under it taken whole (`auth/`,
+//! `outbox/`, `profile/` …), as `farm-studio look src` draws them. An edge is any `crate::name`
+//! path outside comments and outside a file's `#[cfg(test)] mod tests`, which may reach anywhere.
+//! `lib.rs` declares and re-exports everything and is left out.
+//!
+//! One circle is known and allowed until it is cut: `error <-> key` (an error carries the key its
+//! attempts sent, and a key's constructors fail with an error). Any other fails this test, with
+//! the modules and the names that tie them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Circles that exist and are allowed, as sorted module lists.
+const KNOWN: &[&[&str]] = &[&["error", "key"]];
+
+#[test]
+fn no_module_in_src_imports_one_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&src, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter_map(|file| module_of(&src, file))
+        .collect();
+    assert!(
+        modules.len() > 20 && modules.contains("engine") && modules.contains("auth"),
+        "read the modules of src/: {modules:?}"
+    );
+
+    // module -> module it imports -> the names it takes, for the message.
+    let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let Some(from) = module_of(&src, file) else {
+            continue;
+        };
+        let text = fs::read_to_string(file).expect("a source file");
+        for (to, name) in crate_paths(&text) {
+            if to != from && modules.contains(&to) {
+                edges
+                    .entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_default()
+                    .insert(name);
+            }
+        }
+    }
+
+    let circles = circles(&modules, &edges);
+    let unknown: Vec<_> = circles
+        .iter()
+        .filter(|circle| !KNOWN.iter().any(|known| known.iter().eq(circle.iter())))
+        .collect();
+    let shown: Vec<String> = unknown
+        .iter()
+        .map(|circle| {
+            let ties: Vec<String> = circle
+                .iter()
+                .flat_map(|from| {
+                    edges.get(from).into_iter().flat_map(move |to| {
+                        to.iter()
+                            .filter(|(to, _)| circle.contains(to))
+                            .map(move |(to, names)| format!("{from} -> {to}: {names:?}"))
+                    })
+                })
+                .collect();
+            format!("{circle:?}\n  {}", ties.join("\n  "))
+        })
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "import circles in src/:\n{}",
+        shown.join("\n")
+    );
+    // A known circle that is gone should leave the list too.
+    for known in KNOWN {
+        assert!(
+            circles.iter().any(|circle| known.iter().eq(circle.iter())),
+            "the circle {known:?} is gone: remove it from KNOWN"
+        );
+    }
+}
+
+/// Every `.rs` file under `dir`.
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("src/ is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            collect(&path, files);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            files.push(path);
+        }
+    }
+}
+
+/// The module `file` belongs to: its own name directly under `src/`, else its top folder's;
+/// `None` for `lib.rs`.
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let relative = file.strip_prefix(src).ok()?;
+    let first = relative.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (name != "lib").then(|| name.to_owned())
+}
+
+/// `(module, name)` for every `crate::module::name` or `crate::module::{…}` path in `text`,
+/// outside comments and the file's test module.
+fn crate_paths(text: &str) -> Vec<(String, String)> {
+    let code = match text.find("#[cfg(test)]\nmod tests") {
+        Some(tests) => &text[..tests],
+        None => text,
+    };
+    let mut found = Vec::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            let before = rest[..at].chars().next_back();
+            rest = &rest[at + "crate::".len()..];
+            // `$crate::` in a macro is the crate too; `hodoflow_retry::` is not `crate::`.
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let module: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let after = &rest[module.len()..];
+            let name: String = after
+                .trim_start_matches("::")
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '{')
+                .collect();
+            if !module.is_empty() {
+                found.push((module, name));
+            }
+        }
+    }
+    found
+}
+
+/// The strongly connected components of more than one module (Tarjan's algorithm), each sorted.
+fn circles(
+    modules: &BTreeSet<String>,
+    edges: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, module: &'a str) {
+            let number = self.index.len();
+            self.index.insert(module, number);
+            self.low.insert(module, number);
+            self.stack.push(module);
+            self.on_stack.insert(module);
+            if let Some(targets) = self.edges.get(module) {
+                for target in targets.keys() {
+                    let target = target.as_str();
+                    if !self.index.contains_key(target) {
+                        self.visit(target);
+                        let low = self.low[module].min(self.low[target]);
+                        self.low.insert(module, low);
+                    } else if self.on_stack.contains(target) {
+                        let low = self.low[module].min(self.index[target]);
+                        self.low.insert(module, low);
+                    }
+                }
+            }
+            if self.low[module] == self.index[module] {
+                let mut component = Vec::new();
+                while let Some(top) = self.stack.pop() {
+                    self.on_stack.remove(top);
+                    component.push(top.to_owned());
+                    if top == module {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for module in modules {
+        if !walk.index.contains_key(module.as_str()) {
+            walk.visit(module);
+        }
+    }
+    walk.found
+}
