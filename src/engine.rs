@@ -1,9 +1,18 @@
-//! The one attempt loop every surface runs:
-//! fixed request -> attempt -> classify -> wait -> next attempt -> outcome.
+//! The one attempt loop every surface runs, acting only:
+//! fixed request -> slots -> attempt -> record -> [`Course::decide`] -> sleep or re-exchange ->
+//! next attempt -> outcome.
+//!
+//! What to do after an answer is decided in `decide.rs`, a pure step; here are the effects: the
+//! retry budget's admission, the trigger's window, the credential's gate, the fleet's shared
+//! limits, the token, the send, the records and the sleeps. A call has one exit
+//! ([`Engine::attempts`]), where its attempts are attached to what it returns and the secrets an
+//! error could quote are redacted, whichever step ended it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -12,8 +21,8 @@ use crate::attempt::{Attempt, TransportKind, WaitReason};
 use crate::auth::{CachedToken, TokenCache, TokenWait};
 use crate::backoff::Backoff;
 use crate::budget::{Budget, Deadline};
-use crate::classify::{classify, final_error};
 use crate::clock::wall_now;
+use crate::decide::{Course, Decision, Heard, Now, Step};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fleet::Fleet;
 use crate::jitter::Jitter;
@@ -22,9 +31,9 @@ use crate::otel;
 use crate::rate::RateGate;
 use crate::rate_limit_field;
 use crate::request::FixedRequest;
-use crate::retry_budget::{Admission, Limits, Refusal, RetryBudget};
+use crate::retry_budget::{Limits, RetryBudget};
 use crate::schedule::{SharedSchedule, Waits};
-use crate::stats::{Counters, RetryCause, Stats};
+use crate::stats::{Counters, Stats};
 use crate::transport::Transport;
 use crate::trigger_limit::{Slot, TriggerLimiter};
 
@@ -136,42 +145,68 @@ impl Engine {
         );
     }
 
+    /// The one exit of a call: its attempts are attached to what it returns, and a trigger
+    /// token or bearer token an error quotes is redacted, whichever step ended it.
     async fn attempts<T: Transport>(
         &self,
         request: &FixedRequest,
         policy: Policy,
         transport: &mut T,
     ) -> Result<Answered> {
+        let mut attempts = Vec::new();
+        let mut token = None;
+        let ended = self
+            .act(request, policy, transport, &mut attempts, &mut token)
+            .await;
+        match ended {
+            Ok((status, headers, body)) => Ok(Answered {
+                status,
+                headers,
+                body,
+                attempts,
+            }),
+            Err(error) => {
+                let error = error.redacting(secret(&token));
+                let error = match request.trigger_token() {
+                    Some(trigger) => error.redacting(trigger),
+                    None => error,
+                };
+                Err(error.with_attempts(attempts))
+            }
+        }
+    }
+
+    /// Acts out a call's [`Course`]: takes its slots, sends, records, sleeps; what to do after
+    /// each answer is [`Course::decide`]'s. `attempts` and `token` are the exit's to report.
+    async fn act<T: Transport>(
+        &self,
+        request: &FixedRequest,
+        policy: Policy,
+        transport: &mut T,
+        attempts: &mut Vec<Attempt>,
+        token: &mut Option<CachedToken>,
+    ) -> Result<(StatusCode, HeaderMap, Bytes)> {
         let budget = policy.budget;
         // The first attempt's place in the trigger's window is taken before the budget starts
         // (`trigger_limit.rs`): queueing is not retrying. An outbox worker's call counts it, as
         // its lease measures the whole call.
         let mut queued = match (&policy.fleet, request.trigger) {
-            (None, Some(_)) => match self.trigger_slot(request, budget.max_elapsed).await {
-                Ok(slot) => Some(slot),
-                Err(error) => return Err(error),
-            },
+            (None, Some(_)) => Some(self.trigger_slot(request, budget.max_elapsed).await?),
             _ => None,
         };
         let deadline = Deadline::start(budget, Instant::now());
-        let mut waits = Waits::new(policy.backoff, policy.schedule.as_ref());
-        let mut attempts: Vec<Attempt> = Vec::new();
+        let mut course = Course::new(
+            request.surface,
+            Waits::new(policy.backoff, policy.schedule.as_ref()),
+            self.tokens.is_some(),
+            budget.wait_for_in_progress,
+        );
         let profile = request.surface.profile();
         let limit = profile.answer_limit.unwrap_or(self.answer_limit);
-        // Set once a 401 was answered with a fresh exchange: another 401 then means the
-        // credential itself is refused.
-        let mut reexchanged = false;
-        let mut retries = 0;
-        // Attempts that count against `max_attempts`: those the server paced, and refused
-        // probes, count by time.
-        let mut counted = 0;
         // Retry tokens this call took, refunded if it succeeds.
         let mut spent = 0;
-        // What the next attempt asks of the retry budget, and the answer before it.
-        let mut admission = (Admission::First, None, None, None);
         loop {
             let number = attempts.len() as u32 + 1;
-            let (asked, status, retry_after, cause) = admission;
             let now = Instant::now();
             let limits = Limits {
                 max_wait: deadline.remaining(now).saturating_sub(MIN_ATTEMPT),
@@ -179,7 +214,7 @@ impl Engine {
                 due: deadline.due(now),
                 rides_out: deadline.max_elapsed(),
             };
-            let ticket = match self.retry_budget.admit(asked, limits).await {
+            let ticket = match self.retry_budget.admit(course.admission(), limits).await {
                 Ok(ticket) => ticket,
                 Err(refusal) => {
                     self.counters.retry_refused();
@@ -187,16 +222,11 @@ impl Engine {
                         attempt = number,
                         "the retry budget refused to send this attempt"
                     );
-                    let error = retry_budget_exhausted(refusal).with_retry_after(retry_after);
-                    let error = match status {
-                        Some(status) => error.with_status(status),
-                        None => error,
-                    };
-                    return Err(error.with_attempts(attempts));
+                    return Err(course.refused(&refusal));
                 }
             };
             spent += ticket.cost();
-            if let Some(cause) = cause {
+            if let Some(cause) = course.cause() {
                 self.counters.retried(cause);
             }
             let slot = match queued.take() {
@@ -205,63 +235,23 @@ impl Engine {
                     let max_wait = deadline
                         .remaining(Instant::now())
                         .saturating_sub(MIN_ATTEMPT);
-                    match self.trigger_slot(request, max_wait).await {
-                        Ok(slot) => slot,
-                        Err(error) => return Err(error.with_attempts(attempts)),
-                    }
+                    self.trigger_slot(request, max_wait).await?
                 }
             };
-            if let Err(error) = self.pass_gate(&deadline).await {
-                return Err(error.with_attempts(attempts));
-            }
+            self.pass_gate(&deadline).await?;
             let fleet_slot = match &policy.fleet {
                 None => None,
-                Some(fleet) => {
-                    let max_wait = deadline
-                        .remaining(Instant::now())
-                        .saturating_sub(MIN_ATTEMPT);
-                    // The store behind the fleet is bounded too: a store that does not answer
-                    // ends the call when its time does.
-                    let admitted = tokio::time::timeout(
-                        max_wait,
-                        fleet.admit(request.trigger_token(), max_wait),
-                    )
-                    .await;
-                    match admitted {
-                        Ok(Ok(slot)) => slot,
-                        Err(_) => {
-                            let error = exhausted(format!(
-                                "the fleet's store did not answer for the shared pause or trigger window within the {max_wait:?} left"
-                            ));
-                            return Err(error.with_attempts(attempts));
-                        }
-                        Ok(Err(wait)) => {
-                            let error = exhausted(format!(
-                                "the fleet's shared pause or trigger window stays closed for {wait:?}, past the time left"
-                            ));
-                            return Err(error.with_attempts(attempts));
-                        }
-                    }
-                }
+                Some(fleet) => self.fleet_slot(fleet.as_ref(), request, &deadline).await?,
             };
             let Some(timeout) = deadline.attempt_timeout(Instant::now()) else {
-                let error = exhausted("no time left for another attempt".to_owned());
-                return Err(error.with_attempts(attempts));
+                return Err(exhausted("no time left for another attempt".to_owned()));
             };
             // Read after every wait: a token that expired while the call waited is refreshed
             // before it is sent, never sent stale.
-            let token = match &self.tokens {
-                Some(tokens) => match self.fresh_token(tokens, &deadline).await {
-                    Ok(token) => Some(token),
-                    Err(error) => return Err(error.with_attempts(attempts)),
-                },
-                None => None,
-            };
-            let authorization = match token.as_ref().map(CachedToken::authorization) {
-                None => None,
-                Some(Ok(value)) => Some(value),
-                Some(Err(error)) => return Err(error.with_attempts(attempts)),
-            };
+            if let Some(tokens) = &self.tokens {
+                *token = Some(tokens.get(token_wait(&deadline)?).await?);
+            }
+            let authorization = token.as_ref().map(CachedToken::authorization).transpose()?;
             self.counters.attempt_sent();
             let attempt_span = otel::attempt_span(request, number);
             let answer = transport
@@ -281,7 +271,8 @@ impl Engine {
             if let (Some(fleet), Some(slot)) = (&policy.fleet, fleet_slot) {
                 fleet.answered(request.trigger_token(), slot).await;
             }
-            let retry_after = answer.retry_after(wall_now());
+            let wall = wall_now();
+            let retry_after = answer.retry_after(wall);
             let closed_for = self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
             if let (Some(fleet), Some(wait)) = (&policy.fleet, closed_for) {
                 fleet.slow_down(wait).await;
@@ -289,86 +280,49 @@ impl Engine {
             let probe = ticket.is_probe();
             self.retry_budget
                 .answered(ticket, answer.status(), retry_after);
-            let mut verdict = classify(request.surface, &answer);
-            if budget.wait_for_in_progress {
-                verdict = verdict.waiting_for_in_progress();
-            }
             attempts.push(record(number, &answer));
-            let elapsed = deadline.elapsed(Instant::now());
-            // Without a token source the caller's own credential was refused: nothing to
-            // re-exchange, so the 401 stops at once.
-            if verdict == Verdict::ReexchangeOnce && token.is_none() {
-                trace_attempt(&answer, number, verdict, None, elapsed);
-                return Err(stopped(request, &answer, attempts));
-            }
-            if verdict == Verdict::ReexchangeOnce && reexchanged {
-                tracing::error!(
-                    attempt = number,
-                    status = 401,
-                    request_id = answer.request_id().unwrap_or("-"),
-                    "unauthorized again after a token re-exchange: stopping; alert an operator",
-                );
-                return Err(stopped(request, &answer, attempts).redacting(secret(&token)));
-            }
-            // A probe the service refused only told the client it is still down: the call keeps
-            // its attempt, and the probe pace bounds its load (`retry_budget.rs`).
-            let free = probe
-                || retry_after.is_some_and(|wait| wait >= RetryBudget::FREE_AFTER_RETRY_AFTER);
-            if verdict == Verdict::ReexchangeOnce || deadline.counts(free) {
-                counted += 1;
-            }
-            let next = match verdict {
-                Verdict::Success => {
+            let now = Now {
+                at: Instant::now(),
+                wall,
+            };
+            let heard = Heard {
+                answer: &answer,
+                retry_after,
+                probe,
+            };
+            let Decision { verdict, step } = self
+                .jitter
+                .with(|rng| course.decide(heard, &deadline, now, rng));
+            let elapsed = deadline.elapsed(now.at);
+            let (wait, reason, cause) = match step {
+                Step::Done => {
                     trace_attempt(&answer, number, verdict, None, elapsed);
                     self.retry_budget.succeeded(spent);
                     // Only an answer with a status is classified a success.
-                    let Some((status, headers, body)) = answer.into_parts() else {
-                        return Err(Error::new(
-                            ErrorKind::Transport,
-                            "no answer from the server",
-                        ));
-                    };
-                    return Ok(Answered {
-                        status,
-                        headers,
-                        body,
-                        attempts,
+                    return answer.into_parts().ok_or_else(|| {
+                        Error::new(ErrorKind::Transport, "no answer from the server")
                     });
                 }
-                _ if deadline.attempts_left(counted) == 0 => None,
-                _ => self
-                    .jitter
-                    .with(|rng| waits.plan(verdict, retries, retry_after, rng)),
-            };
-            let Some((wait, reason)) = next else {
-                trace_attempt(&answer, number, verdict, None, elapsed);
-                return Err(stopped(request, &answer, attempts).redacting(secret(&token)));
-            };
-            if let Err(refused) = deadline.check_wait(wait, Instant::now()) {
-                trace_attempt(&answer, number, verdict, None, elapsed);
-                let message = format!(
-                    "the next wait of {:?} ends past the {:?} left",
-                    refused.wait, refused.remaining
-                );
-                return Err(not_retried(
-                    exhausted(message),
-                    &answer,
-                    retry_after,
-                    attempts,
-                ));
-            }
-            let asked = if verdict == Verdict::ReexchangeOnce {
-                Admission::Reexchange
-            } else {
-                Admission::Retry {
-                    after_timeout: answer.transport() == Some(TransportKind::Timeout),
-                    paced: reason == WaitReason::RetryAfter
-                        && retry_after
-                            .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
+                Step::Stop(error) => {
+                    trace_attempt(&answer, number, verdict, None, elapsed);
+                    return Err(error);
                 }
+                Step::Refused(error) => {
+                    tracing::error!(
+                        attempt = number,
+                        status = 401,
+                        request_id = answer.request_id().unwrap_or("-"),
+                        "unauthorized again after a token re-exchange: stopping; alert an operator",
+                    );
+                    return Err(error);
+                }
+                Step::Wait {
+                    wait,
+                    reason,
+                    cause,
+                } => (wait, reason, cause),
+                Step::Reexchange { cause } => (Duration::ZERO, WaitReason::Reexchange, cause),
             };
-            let cause = RetryCause::of(answer.status(), answer.transport(), profile.in_progress);
-            admission = (asked, answer.status(), retry_after, Some(cause));
             if let Some(last) = attempts.last_mut() {
                 last.set_wait(wait, reason);
             }
@@ -379,31 +333,41 @@ impl Engine {
                 Some((wait, reason.as_str(), cause.as_str())),
                 elapsed,
             );
-            if verdict == Verdict::ReexchangeOnce {
-                reexchanged = true;
-                if let (Some(tokens), Some(token)) = (&self.tokens, &token) {
-                    let refreshed = match token_wait(&deadline) {
-                        Ok(wait) => tokens.refresh_after_unauthorized(token, wait).await,
-                        Err(error) => Err(error),
-                    };
-                    if let Err(error) = refreshed {
-                        return Err(error.with_attempts(attempts));
-                    }
+            match (reason, &self.tokens, token.as_ref()) {
+                (WaitReason::Reexchange, Some(tokens), Some(sent)) => {
+                    tokens
+                        .refresh_after_unauthorized(sent, token_wait(&deadline)?)
+                        .await?;
                 }
-            } else {
-                retries += 1;
-                tokio::time::sleep(wait).await;
+                _ => tokio::time::sleep(wait).await,
             }
         }
     }
 
-    /// The token to send now, from the cache or the one shared exchange.
-    ///
-    /// A token endpoint down for a moment costs nothing but time: nothing was sent, so the
-    /// call waits, within its time, for the exchanges the cache retries after a shared backoff
-    /// (see [`TokenCache`]); the call's attempts count requests to the API, and none was made.
-    async fn fresh_token(&self, tokens: &TokenCache, deadline: &Deadline) -> Result<CachedToken> {
-        tokens.get(token_wait(deadline)?).await
+    /// Waits for the fleet's shared pause and trigger window, when the call has a fleet
+    /// (an outbox worker's), within the time left.
+    async fn fleet_slot(
+        &self,
+        fleet: &dyn Fleet,
+        request: &FixedRequest,
+        deadline: &Deadline,
+    ) -> Result<Option<i64>> {
+        let max_wait = deadline
+            .remaining(Instant::now())
+            .saturating_sub(MIN_ATTEMPT);
+        // The store behind the fleet is bounded too: a store that does not answer ends the
+        // call when its time does.
+        let admitted =
+            tokio::time::timeout(max_wait, fleet.admit(request.trigger_token(), max_wait)).await;
+        match admitted {
+            Ok(Ok(slot)) => Ok(slot),
+            Err(_) => Err(exhausted(format!(
+                "the fleet's store did not answer for the shared pause or trigger window within the {max_wait:?} left"
+            ))),
+            Ok(Err(wait)) => Err(exhausted(format!(
+                "the fleet's shared pause or trigger window stays closed for {wait:?}, past the time left"
+            ))),
+        }
     }
 
     /// Waits for a slot of the trigger's window, when the request is a delivery to a paced
@@ -527,39 +491,6 @@ fn exhausted(why: String) -> Error {
         ErrorKind::BudgetExhausted,
         format!("call budget exhausted: {why}"),
     )
-}
-
-/// A `retry_budget_exhausted` error: the shared retry budget refused to send an attempt.
-fn retry_budget_exhausted(refusal: Refusal) -> Error {
-    Error::new(
-        ErrorKind::RetryBudgetExhausted,
-        format!("client retry budget exhausted: {}", refusal.message()),
-    )
-}
-
-/// `error` for a retry the matrix wanted but a budget refused: with the last answer's status and
-/// `Retry-After`, so the caller can schedule the same request later, and every attempt.
-fn not_retried(
-    error: Error,
-    answer: &Answer,
-    retry_after: Option<Duration>,
-    attempts: Vec<Attempt>,
-) -> Error {
-    let error = error.with_retry_after(retry_after).with_attempts(attempts);
-    match answer.status() {
-        Some(status) => error.with_status(status),
-        None => error,
-    }
-}
-
-/// The error of the answer the engine stopped on, with every attempt; a trigger token the
-/// server echoed into the error code it quotes is redacted, whichever transport sent it.
-fn stopped(request: &FixedRequest, answer: &Answer, attempts: Vec<Attempt>) -> Error {
-    let error = final_error(request.surface, answer, wall_now()).with_attempts(attempts);
-    match request.trigger_token() {
-        Some(token) => error.redacting(token),
-        None => error,
-    }
 }
 
 /// One event per attempt: number, status or transport error, `x-request-id`,

@@ -93,6 +93,7 @@ mod call;
 mod classify;
 mod client;
 mod clock;
+mod decide;
 mod endpoint;
 mod engine;
 mod error;

@@ -167,6 +167,16 @@ pub(crate) struct Waits<'a> {
     started: Option<Box<dyn Iterator<Item = Duration> + Send>>,
 }
 
+impl fmt::Debug for Waits<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waits")
+            .field("backoff", &self.backoff)
+            .field("schedule", &self.schedule)
+            .field("started", &self.started.is_some())
+            .finish()
+    }
+}
+
 impl<'a> Waits<'a> {
     /// Waits by `backoff`, or by `schedule` when one is set; `backoff` keeps its
     /// [`retry_after_fallback`](Backoff::retry_after_fallback) either way.

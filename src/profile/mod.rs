@@ -31,8 +31,8 @@
 //! - [`IdempotencyKey::new`] still refuses keys outside 1 to 255 visible ASCII, a documented
 //!   public contract that both vendors accept; the profile's [`KeyRules`] are checked again at
 //!   send time, where a vendor with a stricter rule would refuse a key.
-//! - The engine is not yet cut into `decide.rs` and effects, and `fleet/`, `auth/` stay flat
-//!   files: neither was needed for a second profile, and each is a move of its own.
+//! - `fleet/` stays flat files: it was not needed for a second profile, and is a move of its
+//!   own. (The engine is cut into `decide.rs`, a pure step, and effects.)
 
 use std::fmt;
 
