@@ -83,88 +83,54 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
-mod answer;
-mod answer_limit;
-mod attempt;
-mod auth;
-mod backoff;
-mod budget;
-mod call;
-mod classify;
 mod client;
-mod clock;
-mod decide;
-mod endpoint;
-mod engine;
-mod error;
-mod fleet;
+mod core;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
-mod jitter;
-mod key;
-mod limit;
-mod matrix;
 #[cfg(feature = "middleware")]
 mod middleware;
-mod modulify;
-mod otel;
 #[cfg(feature = "outbox")]
 pub mod outbox;
-mod outcome;
-mod profile;
 #[cfg(test)]
 mod proptests;
-mod rate;
-mod rate_limit_field;
-mod redact;
-mod request;
-mod retry_after;
-mod retry_budget;
-mod run;
-mod schedule;
-mod secret;
-mod shared;
-mod signing;
-mod stats;
-mod transport;
-mod trigger_limit;
+mod vendors;
 
-pub use answer::Answer;
-pub use answer_limit::DEFAULT_ANSWER_LIMIT;
-pub use attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
-pub use auth::{ClientCredentials, ExchangeFuture, TokenExchanger};
-pub use backoff::Backoff;
-pub use budget::Budget;
-pub use call::{Call, Delivering};
-pub use classify::classify;
+pub use crate::core::answer::Answer;
+pub use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
+pub use crate::core::attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
+pub use crate::core::auth::secret::{AccessToken, Secret};
+pub use crate::core::auth::{ExchangeFuture, TokenExchanger};
+pub use crate::core::backoff::Backoff;
+pub use crate::core::budget::Budget;
+pub use crate::core::clock::{Clock, TokioClock};
+pub use crate::core::error::{Error, ErrorKind, Result};
+pub use crate::core::fleet::gate::RateBudget;
+pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
+pub use crate::core::fleet::retry_budget::{RetryBudget, RetryBudgetBuilder};
+pub use crate::core::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+pub use crate::core::matrix::Verdict;
+#[cfg(feature = "backoff")]
+pub use crate::core::schedule::BackoffCrateSchedule;
+#[cfg(feature = "backon")]
+pub use crate::core::schedule::BackonSchedule;
+pub use crate::core::schedule::Schedule;
+pub use crate::core::signing::{MIN_SECRET_BYTES, SigningSecret};
+pub use crate::core::stats::{Retries, Stats};
+pub use crate::core::transport::{AttemptFuture, AttemptTransport, Outgoing};
 pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
-pub use clock::{Clock, TokioClock};
-pub use error::{Error, ErrorKind, Result};
-pub use key::{DeliveryHeader, DeliveryId, IdempotencyKey};
-pub use limit::{PacingSource, TriggerLimit, TriggerPacing};
-pub use matrix::Verdict;
 #[cfg(feature = "middleware")]
 pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
-pub use modulify::{
+pub use vendors::hodoflow::call::{Call, Delivering};
+pub use vendors::hodoflow::oauth::ClientCredentials;
+pub use vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
+pub use vendors::hodoflow::run::{FollowRun, RunState, WorkflowRun};
+pub use vendors::modulify::client::{
     CATALOGUE_REFRESH_MIN, Catalogue, MethodAnswer, MethodCall, ModulifyClient, ModulifyOutcome,
     Tool,
 };
-pub use outcome::{Delivery, Response, WebhookOutcome};
-pub use profile::Surface;
-pub use profile::modulify::Effect;
-pub use rate::RateBudget;
-pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
-pub use run::{FollowRun, RunState, WorkflowRun};
-#[cfg(feature = "backoff")]
-pub use schedule::BackoffCrateSchedule;
-#[cfg(feature = "backon")]
-pub use schedule::BackonSchedule;
-pub use schedule::Schedule;
-pub use secret::{AccessToken, Secret};
-pub use signing::{MIN_SECRET_BYTES, SigningSecret};
-pub use stats::{Retries, Stats};
-pub use transport::{AttemptFuture, AttemptTransport, Outgoing};
+pub use vendors::modulify::tables::Effect;
+pub use vendors::{Surface, classify};
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

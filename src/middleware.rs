@@ -12,26 +12,27 @@ use http::header::AUTHORIZATION;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::answer::Answer;
-use crate::answer_limit::DEFAULT_ANSWER_LIMIT;
-use crate::attempt::{Attempt, TransportKind};
-use crate::auth::{TokenCache, TokenExchanger};
-use crate::backoff::Backoff;
-use crate::budget::Budget;
 use crate::client::RetryingClient;
-use crate::engine::{Engine, Policy};
-use crate::error::{Error, Result};
-use crate::jitter::Jitter;
-use crate::key::{DeliveryId, IdempotencyKey};
-use crate::profile::Surface;
-use crate::profile::hodoflow::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
-use crate::profile::neutral;
-use crate::rate::{RateBudget, RateGate};
-use crate::request::{FixedRequest, route_of};
-use crate::retry_budget::RetryBudget;
-use crate::stats::{Counters, Stats};
-use crate::transport::{self, Transport, answer_of};
-use crate::trigger_limit::{TriggerKey, TriggerLimiter};
+use crate::core::answer::Answer;
+use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
+use crate::core::attempt::{Attempt, TransportKind};
+use crate::core::auth::{TokenCache, TokenExchanger};
+use crate::core::backoff::Backoff;
+use crate::core::budget::Budget;
+use crate::core::engine::{Engine, Policy};
+use crate::core::error::{Error, Result};
+use crate::core::fleet::gate::{RateBudget, RateGate};
+use crate::core::fleet::retry_budget::RetryBudget;
+use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimiter};
+use crate::core::jitter::Jitter;
+use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::core::request::FixedRequest;
+use crate::core::stats::{Counters, Stats};
+use crate::core::transport::{self, Transport, answer_of};
+use crate::vendors::Surface;
+use crate::vendors::hodoflow::routes::route_of;
+use crate::vendors::hodoflow::tables::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
+use crate::vendors::neutral;
 
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
@@ -406,7 +407,7 @@ impl Transport for ThroughNext<'_> {
         self.last = None;
         let sent = self.next.clone().run(attempt, self.extensions).await;
         let answer = match sent {
-            Ok(response) => answer_of(response, request.surface.profile(), limit).await,
+            Ok(response) => answer_of(response, request.profile, limit).await,
             Err(reqwest_middleware::Error::Reqwest(error)) => {
                 Answer::no_response(TransportKind::of(&error))
             }
@@ -453,7 +454,7 @@ impl Middleware for RetryMiddleware {
     ) -> reqwest_middleware::Result<reqwest::Response> {
         // A parsed URL has its dot segments resolved already; the check refuses what a
         // server could still read as one.
-        crate::request::normalize_path(req.url().path()).map_err(|e| failed(e, None))?;
+        crate::core::request::normalize_path(req.url().path()).map_err(|e| failed(e, None))?;
         let keyed = req.headers().contains_key(IDEMPOTENCY_KEY);
         let Some(surface) = surface_of(req.method(), req.url().path(), keyed) else {
             tracing::debug!(
@@ -493,7 +494,7 @@ impl Middleware for RetryMiddleware {
             _ => None,
         };
         let request = FixedRequest {
-            surface,
+            profile: surface.profile(),
             method: req.method().clone(),
             url: req.url().clone(),
             route: Cow::Owned(route.into_owned()),

@@ -1,21 +1,24 @@
-//! The shape of `src/` (issue 19): no module imports, directly or through others, a module that
-//! imports it back.
+//! The shape of `src/` (issue 19):
+//! - `core/` is vendor-blind: no file under it reaches outside `crate::core`, so it imports
+//!   nothing from `crate::vendors` (nor a vendor's item through a re-export of `lib.rs`);
+//! - no module imports, directly or through others, a module that imports it back.
 //!
-//! A module is a file directly under `src/`, or a folder under it taken whole (`auth/`,
-//! `outbox/`, `profile/` …), as `farm-studio look src` draws them. An edge is any `crate::name`
-//! path outside comments and outside a file's `#[cfg(test)] mod tests`, which may reach anywhere.
-//! `lib.rs` declares and re-exports everything and is left out.
+//! A module is a file directly under `src/`, `src/core/` or `src/vendors/`, or a folder there
+//! taken whole (`core/auth/`, `core/fleet/`, `vendors/hodoflow/`, `outbox/` …). An edge is any
+//! `crate::…` path outside comments and outside a file's `#[cfg(test)] mod tests`, which may
+//! reach anywhere (but not out of `core/`). `lib.rs` declares and re-exports everything and is
+//! left out.
 //!
-//! One circle is known and allowed until it is cut: `error <-> key` (an error carries the key its
-//! attempts sent, and a key's constructors fail with an error). Any other fails this test, with
-//! the modules and the names that tie them.
+//! One circle is known and allowed until it is cut: `core::error <-> core::key` (an error carries
+//! the key its attempts sent, and a key's constructors fail with an error). Any other fails this
+//! test, with the modules and the names that tie them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Circles that exist and are allowed, as sorted module lists.
-const KNOWN: &[&[&str]] = &[&["error", "key"]];
+const KNOWN: &[&[&str]] = &[&["core::error", "core::key"]];
 
 #[test]
 fn no_module_in_src_imports_one_that_imports_it_back() {
@@ -27,7 +30,10 @@ fn no_module_in_src_imports_one_that_imports_it_back() {
         .filter_map(|file| module_of(&src, file))
         .collect();
     assert!(
-        modules.len() > 20 && modules.contains("engine") && modules.contains("auth"),
+        modules.len() > 20
+            && modules.contains("core::engine")
+            && modules.contains("core::auth")
+            && modules.contains("vendors::hodoflow"),
         "read the modules of src/: {modules:?}"
     );
 
@@ -38,7 +44,7 @@ fn no_module_in_src_imports_one_that_imports_it_back() {
             continue;
         };
         let text = fs::read_to_string(file).expect("a source file");
-        for (to, name) in crate_paths(&text) {
+        for (to, name) in crate_paths(&text, &modules) {
             if to != from && modules.contains(&to) {
                 edges
                     .entry(from.clone())
@@ -97,22 +103,55 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module `file` belongs to: its own name directly under `src/`, else its top folder's;
-/// `None` for `lib.rs`.
+/// The module `file` belongs to: its own name directly under `src/`, `src/core/` or
+/// `src/vendors/` (`core::engine`), else its folder's (`core::fleet`, `vendors::hodoflow`);
+/// `core` and `vendors` for their `mod.rs`; `None` for `lib.rs`.
 fn module_of(src: &Path, file: &Path) -> Option<String> {
     let relative = file.strip_prefix(src).ok()?;
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.strip_suffix(".rs").unwrap_or(first);
-    (name != "lib").then(|| name.to_owned())
+    let mut parts = relative
+        .components()
+        .map(|part| part.as_os_str().to_str().unwrap_or_default());
+    let first = parts.next()?;
+    let name = |part: &str| part.strip_suffix(".rs").unwrap_or(part).to_owned();
+    match first {
+        "lib.rs" => None,
+        "core" | "vendors" => match parts.next()? {
+            "mod.rs" => Some(first.to_owned()),
+            second => Some(format!("{first}::{}", name(second))),
+        },
+        _ => Some(name(first)),
+    }
 }
 
 /// `(module, name)` for every `crate::module::name` or `crate::module::{…}` path in `text`,
-/// outside comments and the file's test module.
-fn crate_paths(text: &str) -> Vec<(String, String)> {
+/// outside comments and the file's test module; `module` is one of `modules` (`core::engine`),
+/// or the path's first segment when it names none.
+fn crate_paths(text: &str, modules: &BTreeSet<String>) -> Vec<(String, String)> {
     let code = match text.find("#[cfg(test)]\nmod tests") {
         Some(tests) => &text[..tests],
         None => text,
     };
+    let mut found = Vec::new();
+    for path in paths_after_crate(code) {
+        let mut segments = path.split("::");
+        let first = segments.next().unwrap_or_default();
+        let second = segments.next().unwrap_or_default();
+        let nested = format!("{first}::{second}");
+        let (module, name) = if modules.contains(&nested) {
+            (nested, segments.next().unwrap_or_default())
+        } else {
+            (first.to_owned(), second)
+        };
+        if !module.is_empty() {
+            found.push((module, name.to_owned()));
+        }
+    }
+    found
+}
+
+/// Every path after `crate::` in `code` (up to the first character that is not part of a
+/// path), outside comments: `core::engine::Engine`, `vendors::{`.
+fn paths_after_crate(code: &str) -> Vec<String> {
     let mut found = Vec::new();
     for line in code.lines() {
         let line = line.trim_start();
@@ -127,22 +166,67 @@ fn crate_paths(text: &str) -> Vec<(String, String)> {
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
                 continue;
             }
-            let module: String = rest
+            let path: String = rest
                 .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | ':' | '{'))
                 .collect();
-            let after = &rest[module.len()..];
-            let name: String = after
-                .trim_start_matches("::")
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '{')
-                .collect();
-            if !module.is_empty() {
-                found.push((module, name));
-            }
+            found.push(path);
         }
     }
     found
+}
+
+/// The paths in `code` (a file under `src/core/`, its tests included) that leave `crate::core`:
+/// into a vendor, or to anything `lib.rs` re-exports, which may be a vendor's.
+fn leaving_core(code: &str) -> Vec<String> {
+    let mut leaving: Vec<String> = paths_after_crate(code)
+        .into_iter()
+        .filter(|path| !path.starts_with("core::"))
+        .collect();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if !line.starts_with("//") && line.contains("vendors::") && !line.contains("crate::") {
+            leaving.push(line.to_owned());
+        }
+    }
+    leaving
+}
+
+#[test]
+fn core_imports_no_vendor() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join("core");
+    let mut files = Vec::new();
+    collect(&core, &mut files);
+    assert!(files.len() > 20, "read src/core/: {files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).expect("a source file");
+        for path in leaving_core(&text) {
+            found.push(format!("{}: {path}", file.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "core/ names no vendor and reaches nothing outside crate::core:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_core_check_sees_a_vendor_import_and_a_re_export() {
+    let vendor = "use crate::vendors::hodoflow::tables::WEBHOOKS_PREFIX;";
+    let re_exported = "    let surface = crate::Surface::Webhook;";
+    let relative = "use super::super::vendors::Surface;";
+    let fine = "use crate::core::error::{Error, Result};\n// crate::vendors in a comment";
+    assert_eq!(
+        leaving_core(vendor),
+        ["vendors::hodoflow::tables::WEBHOOKS_PREFIX"]
+    );
+    assert_eq!(leaving_core(re_exported), ["Surface::Webhook"]);
+    assert_eq!(leaving_core(relative).len(), 1);
+    assert!(leaving_core(fine).is_empty());
 }
 
 /// The strongly connected components of more than one module (Tarjan's algorithm), each sorted.

@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::Method;
 
-use crate::error::{Error, Result};
-use crate::key::IdempotencyKey;
-use crate::secret::Secret;
+use crate::core::auth::secret::Secret;
+use crate::core::error::{Error, Result};
+use crate::core::key::IdempotencyKey;
 
 /// Where a job is delivered.
 ///
@@ -53,7 +53,7 @@ impl fmt::Debug for Target {
             Self::Write { method, path } => f
                 .debug_struct("Write")
                 .field("method", method)
-                .field("path", &crate::redact::redact_path(path))
+                .field("path", &crate::vendors::hodoflow::routes::redact_path(path))
                 .finish(),
             Self::Modulify { method } => {
                 f.debug_struct("Modulify").field("method", method).finish()
@@ -126,7 +126,10 @@ impl Target {
         match self {
             Self::Webhook { .. } => "POST /api/v1/webhooks/<redacted>".to_owned(),
             Self::Write { method, path } => {
-                format!("{method} {}", crate::redact::redact_path(path))
+                format!(
+                    "{method} {}",
+                    crate::vendors::hodoflow::routes::redact_path(path)
+                )
             }
             Self::Modulify { method } => format!("POST /v1/{method}"),
         }
@@ -261,7 +264,7 @@ impl fmt::Debug for Job {
             .field("id", &self.id)
             .field("event_id", &self.event_id)
             .field("target", &self.target)
-            .field("body", &crate::redact::BodyLen(self.body.len()))
+            .field("body", &crate::core::redact::BodyLen(self.body.len()))
             .field("identity", &self.identity)
             .field("state", &self.state)
             .field("calls", &self.calls)
@@ -293,7 +296,7 @@ impl fmt::Debug for NewJob {
         f.debug_struct("NewJob")
             .field("event_id", &self.event_id)
             .field("target", &self.target)
-            .field("body", &crate::redact::BodyLen(self.body.len()))
+            .field("body", &crate::core::redact::BodyLen(self.body.len()))
             .finish_non_exhaustive()
     }
 }

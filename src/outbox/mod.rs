@@ -49,8 +49,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
-use crate::error::{Error, Result};
-use crate::key::IdempotencyKey;
+use crate::core::error::{Error, Result};
+use crate::core::key::IdempotencyKey;
 
 pub use job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
 #[cfg(feature = "outbox-postgres")]
@@ -334,9 +334,11 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
     }
     match target {
         Target::Webhook { trigger_token } => {
-            crate::request::check_trigger_token(trigger_token.expose())
+            crate::core::request::check_trigger_token(trigger_token.expose())
         }
-        Target::Write { method, path } => crate::request::check_write(method, path),
-        Target::Modulify { method } => crate::modulify::check_method(method),
+        Target::Write { method, path } => {
+            crate::vendors::hodoflow::requests::check_write(method, path)
+        }
+        Target::Modulify { method } => crate::vendors::modulify::client::check_method(method),
     }
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::key::IdempotencyKey;
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::key::IdempotencyKey;
 
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};

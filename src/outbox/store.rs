@@ -23,7 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-use crate::error::Result;
+use crate::core::error::Result;
 
 use super::job::{Counts, Job, JobState, NewJob, Record, Slot};
 

@@ -50,7 +50,7 @@ proptest! {
         spent in spent(),
         seed in any::<u64>(),
     ) {
-        let schedule = crate::schedule::BackonSchedule::new(builder);
+        let schedule = crate::core::schedule::BackonSchedule::new(builder);
         plans_keep_the_floors_and_the_budget(schedule, fallback, &answers, spent, seed)?;
     }
 
@@ -60,7 +60,7 @@ proptest! {
     ) {
         use backon::BackoffBuilder;
 
-        let schedule = crate::schedule::BackonSchedule::new(builder);
+        let schedule = crate::core::schedule::BackonSchedule::new(builder);
         let built: Vec<_> = builder.build().take(20).collect();
         prop_assert_eq!(schedule.start().take(20).collect::<Vec<_>>(), built.clone());
         prop_assert_eq!(schedule.start().take(20).collect::<Vec<_>>(), built);
@@ -100,7 +100,7 @@ proptest! {
         spent in spent(),
         seed in any::<u64>(),
     ) {
-        let schedule = crate::schedule::BackoffCrateSchedule::new(schedule);
+        let schedule = crate::core::schedule::BackoffCrateSchedule::new(schedule);
         plans_keep_the_floors_and_the_budget(schedule, fallback, &answers, spent, seed)?;
     }
 
@@ -116,7 +116,7 @@ proptest! {
         for _ in 0..stepped {
             schedule.next_backoff();
         }
-        let adapted = crate::schedule::BackoffCrateSchedule::new(schedule.clone());
+        let adapted = crate::core::schedule::BackoffCrateSchedule::new(schedule.clone());
         schedule.reset();
         let expected: Vec<_> = std::iter::from_fn(|| schedule.next_backoff()).take(20).collect();
         // Even without randomization the crate draws up to a nanosecond of noise.

@@ -66,7 +66,7 @@ proptest! {
         headers in headers(),
         body in modulify_bodies(),
     ) {
-        let codes = crate::classify::error_codes(Surface::Modulify, &body);
+        let codes = Surface::Modulify.profile().codes(&body);
         let answer = Answer::response(StatusCode::from_u16(status).expect("a status"), headers, body);
         let verdict = classify(Surface::Modulify, &answer);
         let expected = match status {

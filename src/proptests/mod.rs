@@ -22,17 +22,22 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
 
-use crate::answer::Answer;
-use crate::attempt::{TransportKind, WaitReason};
-use crate::backoff::Backoff;
-use crate::budget::{Budget, Deadline, Exhausted};
-use crate::classify::{classify, final_error};
-use crate::error::ErrorKind;
-use crate::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
-use crate::matrix::Verdict;
-use crate::profile::Surface;
-use crate::retry_after::{MAX_RETRY_AFTER, parse_retry_after};
-use crate::schedule::{Schedule, SharedSchedule, Waits};
+use crate::classify;
+use crate::core::answer::Answer;
+use crate::core::attempt::{TransportKind, WaitReason};
+use crate::core::backoff::Backoff;
+use crate::core::budget::{Budget, Deadline, Exhausted};
+use crate::core::error::ErrorKind;
+use crate::core::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+use crate::core::matrix::Verdict;
+use crate::core::retry_after::{MAX_RETRY_AFTER, parse_retry_after};
+use crate::core::schedule::{Schedule, SharedSchedule, Waits};
+use crate::vendors::Surface;
+
+/// The final error of `surface`'s table on `answer`.
+fn final_error(surface: Surface, answer: &Answer, now: SystemTime) -> crate::Error {
+    crate::core::classify::final_error(surface.profile(), answer, now)
+}
 
 #[cfg(any(feature = "backon", feature = "backoff"))]
 mod adapters;

@@ -49,8 +49,8 @@ use std::time::{Duration, SystemTime};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, Row};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::key::IdempotencyKey;
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::key::IdempotencyKey;
 
 mod pool;
 

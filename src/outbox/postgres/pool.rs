@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::core::error::{Error, ErrorKind, Result};
 
 use super::{store_error, store_message};
 

@@ -6,10 +6,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::client::RetryingClient;
-use crate::error::{Error, Result};
-use crate::fleet::Fleet;
-use crate::modulify::ModulifyClient;
-use crate::trigger_limit::TriggerLimit;
+use crate::core::error::{Error, Result};
+use crate::core::fleet::Fleet;
+use crate::core::fleet::trigger_limit::TriggerLimit;
+use crate::vendors::modulify::client::ModulifyClient;
 
 use crate::outbox::Outbox;
 use crate::outbox::job::JobState;

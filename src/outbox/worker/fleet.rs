@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::client::RetryingClient;
-use crate::error::Result;
-use crate::fleet::{Fleet, FleetFuture};
-use crate::stats::Holding;
-use crate::trigger_limit::{PacingSource, TriggerKey, TriggerLimit, TriggerPacing};
+use crate::core::error::Result;
+use crate::core::fleet::trigger_limit::{PacingSource, TriggerKey, TriggerLimit, TriggerPacing};
+use crate::core::fleet::{Fleet, FleetFuture};
+use crate::core::stats::Holding;
 
 use crate::outbox::WallClock;
 use crate::outbox::job::Slot;

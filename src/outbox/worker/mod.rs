@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 use builder::OnFinished;
 pub use builder::{JobDone, WorkerBuilder};

@@ -10,13 +10,13 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::budget::Budget;
 use crate::client::RetryingClient;
-use crate::error::{Error, Result};
-use crate::fleet::Fleet;
-use crate::key::DeliveryId;
-use crate::modulify::ModulifyClient;
-use crate::outcome::WebhookOutcome;
+use crate::core::budget::Budget;
+use crate::core::error::{Error, Result};
+use crate::core::fleet::Fleet;
+use crate::core::key::DeliveryId;
+use crate::vendors::hodoflow::outcome::WebhookOutcome;
+use crate::vendors::modulify::client::ModulifyClient;
 
 use crate::outbox::WallClock;
 use crate::outbox::job::{Job, JobState, LastError, Record, Target};

@@ -1,0 +1,144 @@
+//! One attempt's answer, and the header names read from it.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode, header};
+
+use crate::core::attempt::{Attempt, TransportKind};
+use crate::core::retry_after::parse_retry_after;
+
+/// The header every answer carries to name its request (never an identity).
+pub(crate) const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+/// What one attempt came back with: an answer, or none.
+#[derive(Debug, Clone)]
+pub struct Answer(Received);
+
+#[derive(Debug, Clone)]
+enum Received {
+    Nothing(TransportKind),
+    Response {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    /// The server answered, with a body over the client's limit that was not read.
+    TooLarge {
+        status: StatusCode,
+        headers: HeaderMap,
+    },
+}
+
+impl Answer {
+    /// No answer came back.
+    pub fn no_response(kind: TransportKind) -> Self {
+        Self(Received::Nothing(kind))
+    }
+
+    /// The server answered.
+    pub fn response(status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
+        Self(Received::Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// The server answered with a body over the client's limit, which was not read (see
+    /// [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes)). Its verdict
+    /// is its status's when that retries, else a stop with
+    /// [`ErrorKind::AnswerTooLarge`](crate::ErrorKind::AnswerTooLarge).
+    pub fn too_large(status: StatusCode, headers: HeaderMap) -> Self {
+        Self(Received::TooLarge { status, headers })
+    }
+
+    /// The status, if the server answered.
+    pub fn status(&self) -> Option<StatusCode> {
+        match &self.0 {
+            Received::Response { status, .. } | Received::TooLarge { status, .. } => Some(*status),
+            Received::Nothing(_) => None,
+        }
+    }
+
+    /// Why no answer came back, if none did.
+    pub fn transport(&self) -> Option<TransportKind> {
+        match &self.0 {
+            Received::Nothing(kind) => Some(*kind),
+            Received::Response { .. } | Received::TooLarge { .. } => None,
+        }
+    }
+
+    /// The headers, if the server answered.
+    pub fn headers(&self) -> Option<&HeaderMap> {
+        match &self.0 {
+            Received::Response { headers, .. } | Received::TooLarge { headers, .. } => {
+                Some(headers)
+            }
+            Received::Nothing(_) => None,
+        }
+    }
+
+    /// The body; empty when the server did not answer or its body was over the limit.
+    pub fn body(&self) -> &[u8] {
+        match &self.0 {
+            Received::Response { body, .. } => body,
+            Received::Nothing(_) | Received::TooLarge { .. } => &[],
+        }
+    }
+
+    /// Whether the body was over the client's limit and not read.
+    pub fn is_too_large(&self) -> bool {
+        matches!(self.0, Received::TooLarge { .. })
+    }
+
+    /// The answer's `x-request-id`, if any.
+    pub fn request_id(&self) -> Option<&str> {
+        self.headers()?.get(&X_REQUEST_ID)?.to_str().ok()
+    }
+
+    /// The wait the answer's `Retry-After` asks for, counted from `now`; `None` when it is absent
+    /// or unreadable.
+    ///
+    /// Both forms of RFC 9110, section 10.2.3, are read: delay-seconds (too many to count
+    /// saturate at `u64::MAX` seconds) and an HTTP-date in any of its three forms. A date at or
+    /// before `now` is no wait. This is the server's wait alone, without the jitter the SDK adds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use bytes::Bytes;
+    /// use http::{HeaderMap, HeaderValue, StatusCode, header};
+    /// use hodoflow_retry::Answer;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(header::RETRY_AFTER, HeaderValue::from_static("3"));
+    /// let answer = Answer::response(StatusCode::TOO_MANY_REQUESTS, headers, Bytes::new());
+    /// assert_eq!(answer.retry_after(SystemTime::now()), Some(Duration::from_secs(3)));
+    /// ```
+    pub fn retry_after(&self, now: SystemTime) -> Option<Duration> {
+        parse_retry_after(self.headers()?.get(header::RETRY_AFTER)?, now)
+    }
+
+    /// The parts of an answer, for building the outcome.
+    pub(crate) fn into_parts(self) -> Option<(StatusCode, HeaderMap, Bytes)> {
+        match self.0 {
+            Received::Response {
+                status,
+                headers,
+                body,
+            } => Some((status, headers, body)),
+            Received::Nothing(_) | Received::TooLarge { .. } => None,
+        }
+    }
+}
+
+/// The final, successful answer and every attempt that led to it.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    pub(crate) attempts: Vec<Attempt>,
+}

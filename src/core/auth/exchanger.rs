@@ -1,0 +1,64 @@
+//! Where a token comes from: the object-safe [`TokenExchanger`], and the static token a
+//! static-token API (Modulify) sends as it is.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::core::error::Result;
+
+use crate::core::auth::secret::{AccessToken, Secret};
+
+/// The future a [`TokenExchanger`] returns.
+pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken>> + Send + 'a>>;
+
+/// Gets a fresh access token.
+///
+/// Object-safe, so a client can hold any exchanger as `Arc<dyn TokenExchanger>`. The client
+/// calls it when it has no token, shortly before the token expires, and once after a 401.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use hodoflow_retry::{AccessToken, ExchangeFuture, TokenExchanger};
+///
+/// /// Reads a token another process keeps up to date.
+/// #[derive(Debug)]
+/// struct FromVault;
+///
+/// impl TokenExchanger for FromVault {
+///     fn exchange(&self) -> ExchangeFuture<'_> {
+///         Box::pin(async {
+///             let token = String::from("token-from-the-vault");
+///             Ok(AccessToken::expiring_in(token, Duration::from_secs(300)))
+///         })
+///     }
+/// }
+/// ```
+pub trait TokenExchanger: Send + Sync {
+    /// Exchanges credentials for a new access token.
+    ///
+    /// Return an [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when it
+    /// fails, and never put a secret in it.
+    fn exchange(&self) -> ExchangeFuture<'_>;
+}
+
+/// A shared exchanger, so the caller can keep a handle on what it gave the client.
+impl<T: TokenExchanger + ?Sized> TokenExchanger for Arc<T> {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        (**self).exchange()
+    }
+}
+
+/// A static API token, such as Modulify's (document 004): no exchange. It never expires, so it
+/// is sent as it is on every attempt, and the matrices of a static-token API stop on a 401.
+#[derive(Debug, Clone)]
+pub(crate) struct StaticToken(pub(crate) Secret);
+
+impl TokenExchanger for StaticToken {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        let token = AccessToken::new(self.0.clone(), None);
+        Box::pin(std::future::ready(Ok(token)))
+    }
+}

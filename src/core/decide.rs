@@ -1,0 +1,252 @@
+//! Deciding, apart from acting: what the engine does after each answer, as a pure step.
+//!
+//! [`Course`] holds what one call has decided so far (its retries, the attempts that count
+//! against `max_attempts`, whether its token was re-exchanged) and the schedule of its waits.
+//! [`Course::decide`] takes the attempt's answer, its `Retry-After`, whether the retry budget
+//! sent it as a probe, the deadline, `now` and an RNG, and returns one [`Step`]: done, wait and
+//! send again, re-exchange the token and send again, or stop with an error. It reads no clock,
+//! sends nothing, sleeps nowhere and awaits nothing, so every row of every vendor's table is
+//! tested without tokio or a socket (`src/vendors/decided.rs`, beside the tables, since this
+//! folder knows none); the engine (`engine.rs`) only acts on the step.
+//!
+//! The order of the checks is the document's: a success ends the call; a 401 without a token
+//! source, or after a re-exchange, stops; the attempts budget, then the retry matrix's wait, then
+//! the elapsed-time budget may stop the rest. What the retry budget (`retry_budget.rs`) is asked
+//! for the next attempt is decided here too, and so is the error of its refusal.
+//!
+//! smithy-rs's orchestrator and tower's `retry::Policy` cut the same way: a strategy that only
+//! decides, and a loop that only acts.
+
+use std::time::{Duration, SystemTime};
+
+use http::StatusCode;
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::core::answer::Answer;
+use crate::core::attempt::{TransportKind, WaitReason};
+use crate::core::budget::Deadline;
+use crate::core::classify::{final_error, verdict};
+use crate::core::error::{Error, ErrorKind};
+use crate::core::fleet::retry_budget::{Admission, Refusal, RetryBudget};
+use crate::core::matrix::Verdict;
+use crate::core::profile::SurfaceProfile;
+use crate::core::schedule::Waits;
+use crate::core::stats::RetryCause;
+
+/// What to do after an answer.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Hand the answer to the caller.
+    Done,
+    /// Sleep `wait`, then send again.
+    Wait {
+        wait: Duration,
+        reason: WaitReason,
+        cause: RetryCause,
+    },
+    /// Exchange a fresh token, then send again at once.
+    Reexchange { cause: RetryCause },
+    /// Stop with this error.
+    Stop(Error),
+    /// Stop with this error, and alert an operator: the credential itself was refused, a 401
+    /// again after a fresh token.
+    Refused(Error),
+}
+
+/// A step and the verdict it was decided on, for the attempt's log line.
+#[derive(Debug)]
+pub(crate) struct Decision {
+    pub(crate) verdict: Verdict,
+    pub(crate) step: Step,
+}
+
+/// What the engine heard of one attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Heard<'a> {
+    pub(crate) answer: &'a Answer,
+    /// The server's `Retry-After`, read from the answer against the wall clock.
+    pub(crate) retry_after: Option<Duration>,
+    /// Whether the retry budget sent this attempt as a probe of a service it believes down.
+    pub(crate) probe: bool,
+}
+
+/// The time of a decision: the engine's instant (for the deadline) and the wall clock's (for
+/// the dates an error quotes), both read from the one clock (`clock.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    pub(crate) at: Instant,
+    pub(crate) wall: SystemTime,
+}
+
+/// One call's course: what it has decided so far, and what it asks of the retry budget next.
+#[derive(Debug)]
+pub(crate) struct Course<'a> {
+    profile: &'static SurfaceProfile,
+    waits: Waits<'a>,
+    /// Whether the client exchanges its tokens (a 401 may then be re-exchanged once).
+    renews_tokens: bool,
+    /// The caller waits out `idempotency_key_in_progress` instead of stopping on it.
+    wait_for_in_progress: bool,
+    /// Set once a 401 was answered with a fresh exchange: another 401 then means the
+    /// credential itself is refused.
+    reexchanged: bool,
+    /// Retries after a wait (a re-exchange is not one): the schedule's step.
+    retries: u32,
+    /// Attempts that count against `max_attempts`: those the server paced, and refused
+    /// probes, count by time.
+    counted: u32,
+    next: Next,
+}
+
+/// What the next attempt asks of the retry budget, and the answer before it.
+#[derive(Debug, Clone, Copy)]
+struct Next {
+    admission: Admission,
+    cause: Option<RetryCause>,
+    status: Option<StatusCode>,
+    retry_after: Option<Duration>,
+}
+
+impl<'a> Course<'a> {
+    /// The course of a call to a surface of `profile` that has sent nothing yet.
+    pub(crate) fn new(
+        profile: &'static SurfaceProfile,
+        waits: Waits<'a>,
+        renews_tokens: bool,
+        wait_for_in_progress: bool,
+    ) -> Self {
+        Self {
+            profile,
+            waits,
+            renews_tokens,
+            wait_for_in_progress,
+            reexchanged: false,
+            retries: 0,
+            counted: 0,
+            next: Next {
+                admission: Admission::First,
+                cause: None,
+                status: None,
+                retry_after: None,
+            },
+        }
+    }
+
+    /// What the next attempt asks of the retry budget.
+    pub(crate) fn admission(&self) -> Admission {
+        self.next.admission
+    }
+
+    /// Why the next attempt is a retry; `None` for the first.
+    pub(crate) fn cause(&self) -> Option<RetryCause> {
+        self.next.cause
+    }
+
+    /// The error when the retry budget refuses the next attempt: with the last answer's status
+    /// and `Retry-After`, so the caller can schedule the same request later.
+    pub(crate) fn refused(&self, refusal: &Refusal) -> Error {
+        let error = Error::new(
+            ErrorKind::RetryBudgetExhausted,
+            format!("client retry budget exhausted: {}", refusal.message()),
+        )
+        .with_retry_after(self.next.retry_after);
+        match self.next.status {
+            Some(status) => error.with_status(status),
+            None => error,
+        }
+    }
+
+    /// The step after `heard`, with `deadline` and `now`; `rng` draws the jitter of a wait.
+    pub(crate) fn decide<R: Rng + ?Sized>(
+        &mut self,
+        heard: Heard<'_>,
+        deadline: &Deadline,
+        now: Now,
+        rng: &mut R,
+    ) -> Decision {
+        let Heard {
+            answer,
+            retry_after,
+            probe,
+        } = heard;
+        let mut verdict = verdict(self.profile, answer);
+        if self.wait_for_in_progress {
+            verdict = verdict.waiting_for_in_progress();
+        }
+        let decision = |step| Decision { verdict, step };
+        if verdict == Verdict::Success {
+            return decision(Step::Done);
+        }
+        let stopped = || final_error(self.profile, answer, now.wall);
+        let reexchange = verdict == Verdict::ReexchangeOnce;
+        // Without a token source the caller's own credential was refused: nothing to
+        // re-exchange, so the 401 stops at once.
+        if reexchange && !self.renews_tokens {
+            return decision(Step::Stop(stopped()));
+        }
+        if reexchange && self.reexchanged {
+            return decision(Step::Refused(stopped()));
+        }
+        // A probe the service refused only told the client it is still down: the call keeps
+        // its attempt, and the probe pace bounds its load (`retry_budget.rs`).
+        let free =
+            probe || retry_after.is_some_and(|wait| wait >= RetryBudget::FREE_AFTER_RETRY_AFTER);
+        if reexchange || deadline.counts(free) {
+            self.counted += 1;
+        }
+        if deadline.attempts_left(self.counted) == 0 {
+            return decision(Step::Stop(stopped()));
+        }
+        let Some((wait, reason)) = self.waits.plan(verdict, self.retries, retry_after, rng) else {
+            return decision(Step::Stop(stopped()));
+        };
+        if let Err(refused) = deadline.check_wait(wait, now.at) {
+            let error = Error::new(
+                ErrorKind::BudgetExhausted,
+                format!(
+                    "call budget exhausted: the next wait of {:?} ends past the {:?} left",
+                    refused.wait, refused.remaining
+                ),
+            )
+            .with_retry_after(retry_after);
+            let error = match answer.status() {
+                Some(status) => error.with_status(status),
+                None => error,
+            };
+            return decision(Step::Stop(error));
+        }
+        let cause = RetryCause::of(
+            answer.status(),
+            answer.transport(),
+            self.profile.in_progress,
+        );
+        let admission = if reexchange {
+            Admission::Reexchange
+        } else {
+            Admission::Retry {
+                after_timeout: answer.transport() == Some(TransportKind::Timeout),
+                paced: reason == WaitReason::RetryAfter
+                    && retry_after
+                        .is_some_and(|server| server >= RetryBudget::FREE_AFTER_RETRY_AFTER),
+            }
+        };
+        self.next = Next {
+            admission,
+            cause: Some(cause),
+            status: answer.status(),
+            retry_after,
+        };
+        if reexchange {
+            self.reexchanged = true;
+            decision(Step::Reexchange { cause })
+        } else {
+            self.retries += 1;
+            decision(Step::Wait {
+                wait,
+                reason,
+                cause,
+            })
+        }
+    }
+}

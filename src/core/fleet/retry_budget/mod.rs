@@ -1,0 +1,1811 @@
+//! The retry budget: what the calls of a client may send while the server fails, shared by them.
+//!
+//! # Why a budget and not only max attempts
+//!
+//! Max attempts bounds one call; it does nothing for a fleet. When the server degrades, every
+//! call retries up to its limit at once, so 500 calls with 5 attempts each send 2,500 requests to
+//! a server that is already failing (a retry storm). Document 000 asks a sender to cap attempts
+//! *and* to respect the credential's budget.
+//!
+//! # Why not a plain bucket
+//!
+//! AWS standard mode, gRPC's retry throttling, Finagle's and tower's budgets and reqwest's
+//! `TpsBudget` keep a fixed bucket of retry tokens and refuse a retry at once when it is empty.
+//! That stops a storm, but it cannot tell a storm from a blip: 1,000 calls that meet one 503
+//! together drain a 500-token bucket after 100 retries, and 883 of them failed in this crate's
+//! `herd` bench although every retry would have succeeded; 200 calls refused once with
+//! `Retry-After: 1` lost 97 to 100 operations, although the server said when to come back. A
+//! plain bucket also never throttles first attempts, so in an outage senders that loop send at
+//! full speed. This budget keeps the bucket and decides with more information:
+//!
+//! 1. **The bucket** (AWS standard mode's, unchanged: [`RetryBudget::DEFAULT_CAPACITY`] tokens,
+//!    [`RetryBudget::RETRY_COST`] a retry, [`RetryBudget::TIMEOUT_RETRY_COST`] after a timeout; a
+//!    success after retries refunds them, a first-attempt success adds
+//!    [`RetryBudget::SUCCESS_REWARD`]). A retry that finds it empty **waits** for tokens within
+//!    its own deadline while any attempt is in flight whose success would bring tokens back; it
+//!    is refused at once only when none is.
+//! 2. **Retries the server paced are free.** A retry that follows a `Retry-After` of at least
+//!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] waits at the credential's gate, which holds every
+//!    call of the client until the server's instant; charging it too would refuse what the server
+//!    asked for (document 001: "For 429, the server's Retry-After is authoritative").
+//! 3. **"Down" is decided from the ratio of requests to accepts** (the SRE book's client-side
+//!    adaptive throttling): over [`RetryBudget::HISTORY`] in one-second buckets (so its cost does
+//!    not grow with history) and over the last [`RetryBudget::SHORT_HISTORY`] (so an outage after
+//!    two healthy minutes shows within seconds), `max(0, (requests - K * accepts) / (requests +
+//!    1))` with [`RetryBudget::K`] = 2. An accept is any answer but a 429 or a 5xx. At
+//!    [`RetryBudget::DOWN_AT`] or more in either horizon (at most a quarter accepted, over at least
+//!    20 answers) the service is down, and every attempt, **first attempts included**, holds
+//!    instead of sending. **A hold is decided by time, not by a count of refused probes**:
+//!    - a held attempt keeps holding, sending nothing, until it is the probe (below), the ramp
+//!      releases it, or its time runs out: it is refused with `retry_budget_exhausted`, nothing
+//!      sent, once less than half an attempt's time is left, so it rides out any blip its
+//!      budget could. Any held attempt may be the probe, **a call's final attempt included: a
+//!      probe the service refuses does not spend the call's attempt** (the engine does not
+//!      count it against `Budget::max_attempts`). So a sequential sender, or a pool whose calls
+//!      are all on their final attempt, sees a heal within a probe interval (a sequential
+//!      sender used to hold its final attempt to its deadline less one attempt's time, and a
+//!      1.5 s blip stalled it for 45 s), and a wave of calls that began holding together spends
+//!      one request a probe interval, not one each (`storm`: 1.64 requests an operation when
+//!      each held call spent a last chance at its deadline);
+//!    - or sooner, once the service has been down for longer than the call's **whole budget**
+//!      and the newest probe was refused: no blip this call could ride out is going on, so a
+//!      sender's backlog ends as "send later" instead of holding wave after wave;
+//!    - one attempt at a time goes as a probe, when nothing else is in flight: every
+//!      [`RetryBudget::PROBE_INTERVAL`] (100 ms) for the first
+//!      [`RetryBudget::PROBES_SLOW_AFTER`] (2 s) of an outage, then a tenth of the outage's age,
+//!      up to [`RetryBudget::PROBE_INTERVAL_MAX`] (3.2 s). So one client's load in an outage is
+//!      bounded by the probe rate, whatever its concurrency, **a sequential sender included**
+//!      (its one call holds too), and a heal is seen within a tenth of the outage's length;
+//!    - the first accepted probe starts the ramp: an eighth of the held attempts goes at once, a
+//!      quarter and a half at the next two probe intervals, then all, when the service is
+//!      declared up and the outage's history is forgotten. A refusal of an attempt sent during
+//!      the ramp ends it, back to holding. So a healed server is not hit by every held call at
+//!      once, and recovers in about 300 ms.
+//!
+//!    Why time: a client cannot tell a 300 ms-old blip from an outage. The rule it replaces
+//!    refused a held attempt after three refused probes (about 300 ms), so a worker pool lost
+//!    its whole backlog in flight to any blip longer than that (issue 18: 194 of 200 events to a
+//!    1.5 s blip at concurrency 64), and let a sequential sender spend all its attempts in an
+//!    outage. At the default budget an operation may use its budget, as long as the server's
+//!    load stays bounded; a caller who wants to fail fast sets a short budget.
+//! 5. **A floor of retries** ([`RetryBudget::MIN_RETRIES_PER_SEC`], 10 a second, Finagle's
+//!    `minRetriesPerSec`): a retry that finds the bucket empty still goes on the floor, or waits
+//!    the moment until the floor refills, instead of being refused. A client with little traffic
+//!    (a handful of calls in flight) is then never refused a lone retry after a blip drained its
+//!    bucket. The floor adds no load to an outage: while the service is down, the hold decides
+//!    before the bucket does.
+//! 6. **A 429 without `Retry-After` engages a send-rate limiter** (AWS adaptive mode's CUBIC
+//!    client rate limiter; see `cubic.rs`): every attempt waits for a send slot, within its
+//!    deadline, at a rate cut to [`RetryBudget::CUBIC_BETA`] of the rate in use at each throttle
+//!    and grown back along CUBIC's curve, so the client finds the rate a proxy admits instead of
+//!    bouncing off it.
+//!
+//! Local rejections are not counted as requests in the ratio (the SRE book counts them): a sender
+//! that loops on an instant local refusal would otherwise fill the window with its own
+//! rejections, and the ratio could not recover within the two minutes.
+//!
+//! `RetryBudget::builder().adaptive(false)` keeps the plain bucket, refusing a retry as soon as
+//! the bucket is short.
+//!
+//! # Measured (BENCHMARKS.md, one release run of each scenario, before issue 18; the shapes
+//! issue 18 added, `blip_pool` and `outage_pool`, and the fleet simulator are in BENCHMARKS.md)
+//!
+//! | | plain bucket (issue 11's "today") | this budget |
+//! |---|---|---|
+//! | herd, 1,000 meet one 503 at once: operations failed | 883 | 0 (bunching 1.149) |
+//! | herd at 10,000: operations failed | - | 0 |
+//! | 200 refused with `Retry-After: 1`: failed / early / lateness p99 | 97-100 / 0 / 390 ms | 0 / 0 / 366 ms |
+//! | storm, 100% 503: requests per operation; p99 duration over the budget disabled | 1.00; - | 0.047; 0.62 |
+//! | outage, senders loop: server load in the last 5 s over the healthy rate | ~10x | 0.0002 |
+//! | recovery: seconds to 95% success; operations failed after the heal | - | 0.1; 0 |
+//! | proxy limit, 429 without `Retry-After` above 50/s: failed; share of 429s | 0-1; 44% | 0; 5.1% |
+//!
+//! # Limits
+//!
+//! The hold keeps a call's attempt count for after the outage: a call held for 40 s still has
+//! its attempts when it is released, and the probes it sent meanwhile, refused, did not spend
+//! them: in an outage a held call's requests are bounded by the probe rate and its time, not by
+//! `max_attempts` (set `Budget::count_paced_attempts(true)` for a hard cap on requests). A call's budget (`Budget::max_elapsed`) is still the bound
+//! on how long it lasts. Each client decides alone: a fleet of many processes on one credential
+//! shares no hold (the outbox's workers share the credential's pause through their store).
+
+mod cubic;
+mod window;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::StatusCode;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::core::clock::{Clock, TokioClock};
+use crate::core::error::{Error, Result};
+
+use cubic::Limiter;
+use window::Window;
+
+/// The longest a waiter sleeps before it looks again, should a wake-up have been missed.
+const RECHECK: Duration = Duration::from_millis(250);
+
+/// What the calls of a client may send while the server fails: a retry bucket, an SRE
+/// throttle that holds every attempt while the service is down, and a send-rate limiter after
+/// a 429 without `Retry-After`. The design, each constant and the figures measured are in the
+/// module docs of `src/retry_budget.rs`.
+///
+/// Cheap to clone: clones share one state. A client and its clones share one; give the same
+/// budget to several clients with [`ClientBuilder::retry_budget`](crate::ClientBuilder::retry_budget)
+/// to hold them together.
+///
+/// # Examples
+///
+/// ```
+/// use hodoflow_retry::{RetryBudget, RetryingClient};
+///
+/// let shared = RetryBudget::builder().capacity(200).build()?;
+/// let orders = RetryingClient::builder("https://hodoflow.example")
+///     .client_credentials("sender-1", "s3cr3t")
+///     .retry_budget(shared.clone())
+///     .build()?;
+/// assert_eq!(shared.tokens(), Some(200));
+/// assert_eq!(shared.throttle_ratio(), Some(0.0));
+/// # let _ = orders;
+/// # Ok::<(), hodoflow_retry::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct RetryBudget {
+    bucket: Option<Arc<Shared>>,
+}
+
+impl RetryBudget {
+    /// The default number of tokens when full: 500 (AWS standard mode).
+    pub const DEFAULT_CAPACITY: u32 = 500;
+    /// The default cost of a retry: 5 tokens.
+    pub const RETRY_COST: u32 = 5;
+    /// The default cost of a retry after a timeout: 10 tokens.
+    pub const TIMEOUT_RETRY_COST: u32 = 10;
+    /// The default tokens put back by a success at the first attempt: 1.
+    pub const SUCCESS_REWARD: u32 = 1;
+    /// A retry that follows a `Retry-After` of at least this is free: the gate paces it.
+    pub const FREE_AFTER_RETRY_AFTER: Duration = Duration::from_secs(1);
+    /// SRE's K: the client sends up to K times what the server accepts before it holds back.
+    pub const K: f64 = window::K;
+    /// The history of the ratio of requests to accepts: two minutes, in one-second buckets.
+    pub const HISTORY: Duration = Duration::from_secs(window::BUCKETS as u64);
+    /// The short horizon of the same ratio: the last five seconds.
+    pub const SHORT_HISTORY: Duration = Duration::from_secs(window::SHORT as u64);
+    /// The ratio at which the service is down: 0.5, at most a quarter of the answers accepted.
+    pub const DOWN_AT: f64 = 0.5;
+    /// While the service is down, one attempt goes as a probe at most this often: 100 ms, so a
+    /// held call learns within about 100 ms that a blip ended.
+    pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+    /// Once the service has been down this long, the probes space out: each waits a tenth of the
+    /// time the service has been down, from [`RetryBudget::PROBE_INTERVAL`] up to
+    /// [`RetryBudget::PROBE_INTERVAL_MAX`].
+    pub const PROBES_SLOW_AFTER: Duration = Duration::from_secs(2);
+    /// The longest time between probes in a long outage: 3.2 s, so an outage of any length
+    /// sees at most about one request every 3.2 s from a client, and a heal is seen within it.
+    pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(3200);
+    /// Deprecated: a held attempt is no longer refused after a count of refused probes. It holds
+    /// by time, up to its own deadline less one attempt's time, or until the outage has lasted
+    /// longer than its call's budget (see the module docs of `src/retry_budget.rs`).
+    #[deprecated(
+        since = "0.1.0",
+        note = "held attempts are refused by time, not after a count of refused probes"
+    )]
+    pub const REFUSED_PROBES: u32 = 3;
+    /// The share of held attempts an accepted probe releases at once: an eighth, then a quarter
+    /// and a half at each [`RetryBudget::PROBE_INTERVAL`] after it, then all of them, when the
+    /// service is up again. A refused answer during the ramp ends it.
+    pub const RAMP_FIRST_SHARE: f64 = 0.125;
+    /// Retries a second that go even when the bucket is empty (Finagle's `minRetriesPerSec`,
+    /// reqwest's retry floor): 10, so a low-traffic client is never refused a lone retry after a
+    /// blip that emptied its bucket.
+    pub const MIN_RETRIES_PER_SEC: u32 = 10;
+    /// The send-rate limiter's multiplicative decrease at a throttle: 0.7 (AWS adaptive mode).
+    pub const CUBIC_BETA: f64 = cubic::BETA;
+    /// CUBIC's scaling constant: 0.4 (AWS adaptive mode).
+    pub const CUBIC_C: f64 = cubic::C;
+    /// The slowest pace of the send-rate limiter: 0.5 attempts a second.
+    pub const MIN_SEND_RATE: f64 = cubic::MIN_RATE;
+
+    /// The default budget: adaptive, with a full bucket of the default size.
+    pub fn new() -> Self {
+        Self::builder()
+            .build()
+            .expect("the default retry budget is valid")
+    }
+
+    /// A builder for a budget with other costs, a refill, an injected clock, or the plain bucket.
+    pub fn builder() -> RetryBudgetBuilder {
+        RetryBudgetBuilder::new()
+    }
+
+    /// No budget: retries are capped only by each call's [`Budget`](crate::Budget), and nothing
+    /// is ever held or refused.
+    pub fn disabled() -> Self {
+        Self { bucket: None }
+    }
+
+    /// Whether a budget is in force.
+    pub fn is_enabled(&self) -> bool {
+        self.bucket.is_some()
+    }
+
+    /// The retry tokens left now, or `None` when disabled.
+    pub fn tokens(&self) -> Option<u32> {
+        self.bucket.as_ref().map(|shared| shared.lock().tokens)
+    }
+
+    /// The SRE throttling ratio now, the larger of its two horizons, between 0 and 1; the
+    /// service is down from [`RetryBudget::DOWN_AT`]. `None` when disabled.
+    pub fn throttle_ratio(&self) -> Option<f64> {
+        let shared = self.bucket.as_ref()?;
+        let now = shared.clock.now();
+        Some(shared.lock().window.ratio(now))
+    }
+
+    /// The send rate the limiter allows now, in attempts per second; `None` when it is not
+    /// engaged (no 429 without `Retry-After` in the last two minutes) or the budget is disabled.
+    pub fn send_rate(&self) -> Option<f64> {
+        let shared = self.bucket.as_ref()?;
+        let now = shared.clock.now();
+        shared.lock().limiter.rate(now)
+    }
+
+    /// Calls waiting now for a retry token, a probe or a send slot.
+    pub fn waiting(&self) -> u64 {
+        self.bucket
+            .as_ref()
+            .map_or(0, |shared| shared.waiting.load(Ordering::Relaxed))
+    }
+
+    /// Attempts refused without being sent, first attempts and retries, since the budget was
+    /// built.
+    pub fn local_rejections(&self) -> u64 {
+        self.bucket
+            .as_ref()
+            .map_or(0, |shared| shared.local_rejections.load(Ordering::Relaxed))
+    }
+
+    /// Admits one attempt: at once, after a wait within `limits`, or not at all.
+    pub(crate) async fn admit(
+        &self,
+        admission: Admission,
+        limits: Limits,
+    ) -> Result<Ticket, Refusal> {
+        let Some(shared) = &self.bucket else {
+            return Ok(Ticket { admitted: None });
+        };
+        let cost = match admission {
+            Admission::Retry {
+                after_timeout,
+                paced: false,
+                ..
+            } => {
+                if after_timeout {
+                    shared.config.timeout_retry_cost
+                } else {
+                    shared.config.retry_cost
+                }
+            }
+            _ => 0,
+        };
+        let paced = matches!(admission, Admission::Retry { paced: true, .. });
+        if !shared.config.adaptive || paced || (cost == 0 && shared.calm.load(Ordering::Acquire)) {
+            if cost > 0 {
+                let mut state = shared.lock();
+                if state.tokens < cost {
+                    let left = state.tokens;
+                    drop(state);
+                    shared.local_rejections.fetch_add(1, Ordering::Relaxed);
+                    return Err(Refusal::Tokens { left, cost });
+                }
+                state.tokens -= cost;
+                shared.full.store(false, Ordering::Release);
+            }
+            return Ok(shared.ticket(cost, None, shared.clock.now()));
+        }
+        let first = admission == Admission::First;
+        shared.admit_slow(cost, first, limits).await
+    }
+
+    /// How long the service has been down, as this budget's answers tell: `None` while it is up
+    /// or the budget is disabled. A sender that sees this pass one call's budget may stop
+    /// starting calls (the CLI's `batch` and the outbox's workers do): no call started now could
+    /// ride the outage out.
+    pub fn down_for(&self) -> Option<Duration> {
+        let shared = self.bucket.as_ref()?;
+        let now = shared.clock.now();
+        let mut state = shared.lock();
+        if !state.down(now) {
+            return None;
+        }
+        state
+            .down_since
+            .map(|since| now.saturating_duration_since(since))
+    }
+
+    /// The answer (`status`, `None` when none came back) to the attempt of `ticket`.
+    pub(crate) fn answered(
+        &self,
+        ticket: Ticket,
+        status: Option<StatusCode>,
+        retry_after: Option<Duration>,
+    ) {
+        if let Some(shared) = &self.bucket {
+            shared.answered(ticket, status, retry_after);
+        }
+    }
+
+    /// A call succeeded after its retries took `spent` tokens: refunds them, or rewards a
+    /// first-attempt success.
+    pub(crate) fn succeeded(&self, spent: u32) {
+        let Some(shared) = &self.bucket else {
+            return;
+        };
+        if spent == 0 && shared.full.load(Ordering::Acquire) {
+            return;
+        }
+        let back = if spent == 0 {
+            shared.config.success_reward
+        } else {
+            spent
+        };
+        let mut state = shared.lock();
+        state.tokens = state
+            .tokens
+            .saturating_add(back)
+            .min(shared.config.capacity);
+        let tokens = state.tokens;
+        shared
+            .full
+            .store(tokens == shared.config.capacity, Ordering::Release);
+        drop(state);
+        if shared.waiting.load(Ordering::Relaxed) > 0 {
+            // Wake as many token waiters as the tokens now pay for, and no more.
+            let retries =
+                (tokens / shared.config.retry_cost).min(back / shared.config.retry_cost + 1);
+            for _ in 0..retries {
+                shared.tokens_back.notify_one();
+            }
+        }
+    }
+}
+
+impl Default for RetryBudget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for RetryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.bucket {
+            Some(shared) => f
+                .debug_struct("RetryBudget")
+                .field("tokens", &shared.lock().tokens)
+                .field("waiting", &shared.waiting.load(Ordering::Relaxed))
+                .field("config", &shared.config)
+                .finish(),
+            None => f.write_str("RetryBudget(disabled)"),
+        }
+    }
+}
+
+/// What an attempt asks the budget for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The call's first attempt.
+    First,
+    /// The attempt after a token re-exchange: free.
+    Reexchange,
+    /// A retry. `paced` when it follows a `Retry-After` of at least
+    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`].
+    Retry { after_timeout: bool, paced: bool },
+}
+
+/// An admitted attempt; answer it with [`RetryBudget::answered`]. Dropped unanswered (the call
+/// stopped before sending), it leaves the count of attempts in flight.
+pub(crate) struct Ticket {
+    admitted: Option<Admitted>,
+}
+
+struct Admitted {
+    shared: Arc<Shared>,
+    cost: u32,
+    probe: Option<u64>,
+    at: Instant,
+}
+
+impl Ticket {
+    /// The tokens this attempt took.
+    pub(crate) fn cost(&self) -> u32 {
+        self.admitted.as_ref().map_or(0, |admitted| admitted.cost)
+    }
+
+    /// Whether this attempt goes as the client's probe while the service is down.
+    pub(crate) fn is_probe(&self) -> bool {
+        self.admitted
+            .as_ref()
+            .is_some_and(|admitted| admitted.probe.is_some())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(admitted) = self.admitted.take() {
+            admitted.shared.left_flight();
+        }
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("cost", &self.cost())
+            .field(
+                "probe",
+                &self.admitted.as_ref().and_then(|admitted| admitted.probe),
+            )
+            .finish()
+    }
+}
+
+/// What bounds one admission's waits, from its call's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The longest wait for a token or a send slot: what is left of the call, less a moment for
+    /// the attempt.
+    pub(crate) max_wait: Duration,
+    /// The longest hold while the service is down: what is left of the call, less one attempt's
+    /// time, so a held attempt that is released still has time to be answered.
+    pub(crate) hold: Duration,
+    /// The longest wait, held and then due for a probe slot: what is left of the call, less
+    /// half an attempt's time, so the attempt that goes is still answered in time.
+    pub(crate) due: Duration,
+    /// The call's whole budget: the longest outage it could ride out. Once the service has been
+    /// down longer, the attempt is refused on the newest probe's refusal.
+    pub(crate) rides_out: Duration,
+}
+
+impl Limits {
+    /// Limits for waits of at most `wait`, holding as long, riding out as long.
+    #[cfg(test)]
+    pub(crate) fn of(wait: Duration) -> Self {
+        Self {
+            max_wait: wait,
+            hold: wait,
+            due: wait,
+            rides_out: wait,
+        }
+    }
+}
+
+/// Why an attempt was refused without being sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Refusal {
+    /// Too few tokens, and no attempt in flight whose success would bring some back (the plain
+    /// bucket only; the adaptive budget has a floor).
+    Tokens { left: u32, cost: u32 },
+    /// The service stayed down while this attempt held, and its call's time ran out before a
+    /// probe slot came free for its last chance.
+    Down { down_for: Duration, held: Duration },
+    /// The service has been down for longer than the call's whole budget, and the newest probe
+    /// was refused: no blip this call could ride out is going on.
+    Outlived {
+        down_for: Duration,
+        budget: Duration,
+    },
+    /// The call's time ran out while it waited for tokens, a probe or a send slot.
+    NoTime { waited: Duration },
+}
+
+impl Refusal {
+    /// The error message after `client retry budget exhausted: `.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Refusal::Tokens { left, cost } => format!(
+                "a retry costs {cost} tokens and {left} are left, with no attempt in flight that could bring tokens back; most calls are failing, so this one stops instead of adding load"
+            ),
+            Refusal::Down { down_for, held } => format!(
+                "the service has been down for {:.1}s; this attempt held {:.1}s for it to come back, and its time ran out before a probe slot came free for its last chance; nothing was sent for this attempt, send it again later",
+                down_for.as_secs_f64(),
+                held.as_secs_f64()
+            ),
+            Refusal::Outlived { down_for, budget } => format!(
+                "the service has been down for {:.1}s, longer than this call's budget of {:.1}s, and the latest probe was refused; nothing was sent for this attempt, send it again later",
+                down_for.as_secs_f64(),
+                budget.as_secs_f64()
+            ),
+            Refusal::NoTime { waited } => format!(
+                "the call's time ran out after waiting {waited:?} for a retry token, a probe or a send slot; nothing was sent for this attempt"
+            ),
+        }
+    }
+}
+
+/// Builds a [`RetryBudget`].
+#[must_use]
+#[derive(Debug)]
+pub struct RetryBudgetBuilder {
+    config: Config,
+    clock: Arc<dyn Clock>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    capacity: u32,
+    retry_cost: u32,
+    timeout_retry_cost: u32,
+    success_reward: u32,
+    refill_every: Option<Duration>,
+    adaptive: bool,
+    min_retries_per_sec: u32,
+    seed: Option<u64>,
+}
+
+impl RetryBudgetBuilder {
+    /// The defaults: 500 tokens, 5 a retry, 10 after a timeout, 1 back per first-attempt
+    /// success, no refill over time, adaptive, tokio's clock.
+    pub fn new() -> Self {
+        Self {
+            config: Config {
+                capacity: RetryBudget::DEFAULT_CAPACITY,
+                retry_cost: RetryBudget::RETRY_COST,
+                timeout_retry_cost: RetryBudget::TIMEOUT_RETRY_COST,
+                success_reward: RetryBudget::SUCCESS_REWARD,
+                refill_every: None,
+                adaptive: true,
+                min_retries_per_sec: RetryBudget::MIN_RETRIES_PER_SEC,
+                seed: None,
+            },
+            clock: Arc::new(TokioClock),
+        }
+    }
+
+    /// The tokens of a full bucket, and the tokens it starts with.
+    ///
+    /// Default: 500. At least the cost of one retry.
+    pub fn capacity(mut self, tokens: u32) -> Self {
+        self.config.capacity = tokens;
+        self
+    }
+
+    /// The tokens a retry takes.
+    ///
+    /// Default: 5. At least 1.
+    pub fn retry_cost(mut self, tokens: u32) -> Self {
+        self.config.retry_cost = tokens;
+        self
+    }
+
+    /// The tokens a retry after a timeout takes.
+    ///
+    /// Default: 10. At least 1.
+    pub fn timeout_retry_cost(mut self, tokens: u32) -> Self {
+        self.config.timeout_retry_cost = tokens;
+        self
+    }
+
+    /// The tokens a success at the first attempt puts back.
+    ///
+    /// Default: 1.
+    pub fn success_reward(mut self, tokens: u32) -> Self {
+        self.config.success_reward = tokens;
+        self
+    }
+
+    /// Puts one token back every `interval`, so a bucket drained by an outage refills even
+    /// when no call succeeds, such as after a quiet night.
+    ///
+    /// Default: none (AWS standard mode refills only on success).
+    pub fn refill_every(mut self, interval: Duration) -> Self {
+        self.config.refill_every = Some(interval);
+        self
+    }
+
+    /// Whether the budget adapts (retries wait for tokens, free retries after `Retry-After`,
+    /// first attempts held while the service is down, a send-rate limiter after a 429 without
+    /// `Retry-After`), or is the plain bucket that refuses a retry at once when empty and never
+    /// holds a first attempt.
+    ///
+    /// Default: `true`.
+    pub fn adaptive(mut self, adaptive: bool) -> Self {
+        self.config.adaptive = adaptive;
+        self
+    }
+
+    /// Retries a second that go when the bucket is empty, in the adaptive budget; 0 turns the
+    /// floor off. While the service is down, the hold decides before the bucket does, so the
+    /// floor adds no load to an outage.
+    ///
+    /// Default: [`RetryBudget::MIN_RETRIES_PER_SEC`] (10).
+    pub fn min_retries_per_sec(mut self, retries: u32) -> Self {
+        self.config.min_retries_per_sec = retries;
+        self
+    }
+
+    /// Seeds the budget's draws (which held attempts the ramp releases), for tests and
+    /// simulations that must repeat exactly.
+    ///
+    /// Default: seeded from the operating system.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = Some(seed);
+        self
+    }
+
+    /// Reads the time for the refill, the ratio's history and the send-rate limiter from
+    /// `clock`. Waits sleep on tokio's timer.
+    ///
+    /// Default: [`TokioClock`].
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Builds a budget with a full bucket.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` when a cost is zero, the capacity is below a cost, or the refill
+    /// interval is zero.
+    pub fn build(self) -> Result<RetryBudget> {
+        let config = self.config;
+        if config.retry_cost == 0 || config.timeout_retry_cost == 0 {
+            return Err(Error::invalid_input("a retry must cost at least one token"));
+        }
+        if config.capacity < config.retry_cost.max(config.timeout_retry_cost) {
+            return Err(Error::invalid_input(
+                "the retry budget's capacity must pay for at least one retry",
+            ));
+        }
+        if config.refill_every.is_some_and(|every| every.is_zero()) {
+            return Err(Error::invalid_input(
+                "the retry budget's refill interval must be positive",
+            ));
+        }
+        let now = self.clock.now();
+        Ok(RetryBudget {
+            bucket: Some(Arc::new(Shared {
+                config,
+                clock: self.clock,
+                state: Mutex::new(State {
+                    tokens: config.capacity,
+                    refilled_at: now,
+                    window: Window::new(now),
+                    limiter: Limiter::default(),
+                    probes: Probes {
+                        sent: 0,
+                        next_at: now,
+                        sent_at: None,
+                        result: None,
+                    },
+                    down_since: None,
+                    ramp_from: None,
+                    floor: Floor {
+                        retries: f64::from(config.min_retries_per_sec),
+                        at: now,
+                    },
+                    rng: match config.seed {
+                        Some(seed) => SmallRng::seed_from_u64(seed),
+                        None => SmallRng::from_os_rng(),
+                    },
+                }),
+                full: AtomicBool::new(true),
+                calm: AtomicBool::new(true),
+                in_flight: AtomicU64::new(0),
+                waiting: AtomicU64::new(0),
+                local_rejections: AtomicU64::new(0),
+                news: Notify::new(),
+                tokens_back: Notify::new(),
+            })),
+        })
+    }
+}
+
+impl Default for RetryBudgetBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+struct Shared {
+    config: Config,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    /// Whether the bucket is full, so a first-attempt success (the common case) need not lock.
+    full: AtomicBool,
+    /// Whether a first attempt may go without locking: not down, and no send-rate limit.
+    calm: AtomicBool,
+    /// Attempts admitted and not yet answered.
+    in_flight: AtomicU64,
+    /// Calls waiting for a token, a probe or a send slot.
+    waiting: AtomicU64,
+    local_rejections: AtomicU64,
+    /// A probe's result, the service going down or up, or no attempt left in flight.
+    news: Notify,
+    /// Tokens came back.
+    tokens_back: Notify,
+}
+
+struct State {
+    tokens: u32,
+    /// The instant up to which the refill has been counted.
+    refilled_at: Instant,
+    window: Window,
+    limiter: Limiter,
+    probes: Probes,
+    /// Since when the service has been down, as last seen by an answer.
+    down_since: Option<Instant>,
+    /// Since when an accepted probe has been releasing the held attempts, share by share.
+    ramp_from: Option<Instant>,
+    floor: Floor,
+    /// The ramp's draws.
+    rng: SmallRng,
+}
+
+/// The retries a second that go with the bucket empty: a bucket of its own, refilled
+/// continuously, holding one second's worth.
+struct Floor {
+    retries: f64,
+    at: Instant,
+}
+
+impl Floor {
+    /// Takes one retry if one is left by `now`, else says how long until one is.
+    fn take(&mut self, now: Instant, per_sec: u32) -> Result<(), Duration> {
+        if per_sec == 0 {
+            return Err(Duration::MAX);
+        }
+        let rate = f64::from(per_sec);
+        let since = now.saturating_duration_since(self.at).as_secs_f64();
+        self.retries = (self.retries + since * rate).min(rate);
+        self.at = now;
+        if self.retries >= 1.0 {
+            self.retries -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.retries) / rate))
+        }
+    }
+}
+
+/// The probes sent while the service is down, and the latest one's result.
+struct Probes {
+    /// Probes sent so far; a probe's number is the count after it was sent.
+    sent: u64,
+    /// When the newest probe went.
+    sent_at: Option<Instant>,
+    /// When the next probe may go.
+    next_at: Instant,
+    /// The number of the newest probe answered, and whether it was accepted.
+    result: Option<(u64, bool)>,
+}
+
+impl State {
+    fn down(&mut self, now: Instant) -> bool {
+        self.window.ratio(now) >= RetryBudget::DOWN_AT
+    }
+
+    /// How long the service has been down by `now`.
+    fn down_for(&self, now: Instant) -> Duration {
+        self.down_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    /// The ramp's step now (0 at the accepted probe, one more each probe interval), if it runs.
+    fn ramp_step(&self, now: Instant) -> Option<u32> {
+        let from = self.ramp_from?;
+        let steps =
+            now.saturating_duration_since(from).as_nanos() / RetryBudget::PROBE_INTERVAL.as_nanos();
+        Some(u32::try_from(steps).unwrap_or(u32::MAX))
+    }
+
+    /// The ramp released everyone: the service is up, and the outage's history is forgotten, so
+    /// the calls after it are not held by answers from before the heal.
+    fn declare_up(&mut self, now: Instant) {
+        self.window = Window::new(now);
+        self.down_since = None;
+        self.ramp_from = None;
+    }
+}
+
+/// The wait before the next probe, once the service has been down for `down_for`: a tenth of
+/// that after [`RetryBudget::PROBES_SLOW_AFTER`], within the probe interval's bounds.
+fn probe_interval(down_for: Duration) -> Duration {
+    if down_for < RetryBudget::PROBES_SLOW_AFTER {
+        return RetryBudget::PROBE_INTERVAL;
+    }
+    (down_for / 10).clamp(RetryBudget::PROBE_INTERVAL, RetryBudget::PROBE_INTERVAL_MAX)
+}
+
+/// The ramp's steps before every held attempt goes: an eighth, a quarter, a half, then all.
+const RAMP_STEPS: u32 = 3;
+
+/// One pass of an admission: go, refuse, or wait at most this long.
+enum Step {
+    Go(Ticket),
+    Refuse(Refusal),
+    Wait(Duration),
+}
+
+/// Counts a call as waiting while it lives.
+struct Waiting<'a>(&'a AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// The state, with the refill due by now already added.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(every) = self.config.refill_every {
+            let now = self.clock.now();
+            let elapsed = now.saturating_duration_since(state.refilled_at);
+            let due = elapsed.as_nanos() / every.as_nanos();
+            let due = u32::try_from(due).unwrap_or(u32::MAX);
+            if state.tokens.saturating_add(due) >= self.config.capacity {
+                state.tokens = self.config.capacity;
+                state.refilled_at = now;
+            } else {
+                state.tokens += due;
+                // `due` intervals fit in `elapsed`, so this stays at or before `now`.
+                let counted = every.saturating_mul(due);
+                state.refilled_at = state.refilled_at.checked_add(counted).unwrap_or(now);
+            }
+        }
+        state
+    }
+
+    fn ticket(self: &Arc<Self>, cost: u32, probe: Option<u64>, at: Instant) -> Ticket {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Ticket {
+            admitted: Some(Admitted {
+                shared: Arc::clone(self),
+                cost,
+                probe,
+                at,
+            }),
+        }
+    }
+
+    /// An admitted attempt was answered or dropped.
+    fn left_flight(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.waiting.load(Ordering::Relaxed) > 0
+        {
+            // Token waiters wait only while an attempt in flight may bring tokens back.
+            self.news.notify_waiters();
+        }
+    }
+
+    async fn admit_slow(
+        self: &Arc<Self>,
+        cost: u32,
+        first: bool,
+        limits: Limits,
+    ) -> Result<Ticket, Refusal> {
+        let started = self.clock.now();
+        let mut hold = Hold::default();
+        let mut waiting = None;
+        loop {
+            let news = self.news.notified();
+            let back = self.tokens_back.notified();
+            tokio::pin!(news, back);
+            news.as_mut().enable();
+            back.as_mut().enable();
+            let waiting_too = self
+                .waiting
+                .load(Ordering::Relaxed)
+                .saturating_sub(u64::from(waiting.is_some()));
+            let wait = match self.step(cost, first, started, limits, &mut hold, waiting_too) {
+                Step::Go(ticket) => return Ok(ticket),
+                Step::Refuse(refusal) => {
+                    self.local_rejections.fetch_add(1, Ordering::Relaxed);
+                    // Pass on a wake-up this waiter may have taken from another.
+                    self.tokens_back.notify_one();
+                    return Err(refusal);
+                }
+                Step::Wait(wait) => wait,
+            };
+            waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
+            // Biased, so a seeded run takes the same branch every time.
+            tokio::select! {
+                biased;
+                () = &mut news => {}
+                () = &mut back => {}
+                () = tokio::time::sleep(wait.min(RECHECK)) => {}
+            }
+        }
+    }
+
+    /// Decides one pass of an admission, under the lock.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one pass of an admission, all of it"
+    )]
+    fn step(
+        self: &Arc<Self>,
+        cost: u32,
+        first: bool,
+        started: Instant,
+        limits: Limits,
+        hold: &mut Hold,
+        // Other calls waiting here besides this one.
+        waiting_too: u64,
+    ) -> Step {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let waited = now.saturating_duration_since(started);
+        let left = limits.max_wait.saturating_sub(waited);
+        // What is admissible now goes now; only a wait needs time left.
+        let wait = |wait: Duration| {
+            if left.is_zero() {
+                Step::Refuse(Refusal::NoTime { waited })
+            } else {
+                Step::Wait(wait.min(left))
+            }
+        };
+        // First attempts that arrive in the first probe interval of an outage still go: they
+        // left with the burst whose answers declared it, and a blip counted in requests is
+        // then met by them, not by the probes.
+        let young = state
+            .down_since
+            .is_none_or(|since| now.saturating_duration_since(since) < RetryBudget::PROBE_INTERVAL);
+        if first && young && !hold.holding {
+            hold.released = true;
+        }
+        if !hold.released && state.down(now) {
+            match self.hold(&mut state, now, waited, limits, hold) {
+                Held::Released => {}
+                Held::Probe => {
+                    state.probes.sent += 1;
+                    let interval = probe_interval(state.down_for(now));
+                    state.probes.next_at = now.checked_add(interval).unwrap_or(now);
+                    state.probes.sent_at = Some(now);
+                    let probe = state.probes.sent;
+                    drop(state);
+                    return Step::Go(self.ticket(0, Some(probe), now));
+                }
+                Held::Refuse(refusal) => return Step::Refuse(refusal),
+                Held::Wait(until) => return wait(until),
+            }
+        }
+        // After a 429 without `Retry-After`, every attempt waits for a send slot.
+        let slot = state.limiter.wait(now);
+        if !slot.is_zero() {
+            return wait(slot);
+        }
+        let mut cost = cost;
+        if cost > 0 && state.tokens < cost {
+            // The floor: a few retries a second go whatever the bucket holds, so a client with
+            // little traffic is not refused the lone retry a blip left it.
+            let floor = match self.config.adaptive {
+                true => state.floor.take(now, self.config.min_retries_per_sec),
+                false => Err(Duration::MAX),
+            };
+            match floor {
+                Ok(()) => cost = 0,
+                Err(_) if self.in_flight.load(Ordering::Acquire) != 0 => return wait(left),
+                Err(_) if !self.config.adaptive => {
+                    let left = state.tokens;
+                    return Step::Refuse(Refusal::Tokens { left, cost });
+                }
+                Err(refill) if self.config.min_retries_per_sec > 0 => return wait(refill),
+                // No floor: nothing in flight can bring tokens back. Alone, a retry is refused;
+                // when other retries wait here too (every call of a worker pool such a retry),
+                // one goes for what is left and the others wait for its answer.
+                Err(_) if waiting_too == 0 => {
+                    let left = state.tokens;
+                    return Step::Refuse(Refusal::Tokens { left, cost });
+                }
+                Err(_) => cost = state.tokens,
+            }
+        }
+        state.limiter.take(now);
+        if cost > 0 {
+            state.tokens -= cost;
+            self.full.store(false, Ordering::Release);
+        }
+        drop(state);
+        Step::Go(self.ticket(cost, None, now))
+    }
+
+    /// One pass of an attempt held while the service is down: released by the ramp, sent as the
+    /// probe, refused by time, or held until the next news.
+    fn hold(
+        &self,
+        state: &mut State,
+        now: Instant,
+        waited: Duration,
+        limits: Limits,
+        hold: &mut Hold,
+    ) -> Held {
+        hold.holding = true;
+        // An accepted probe started the ramp: each step releases a larger share of the held
+        // attempts, each drawing once a step, and after the last step the service is up.
+        if let Some(step) = state.ramp_step(now) {
+            if step >= RAMP_STEPS {
+                state.declare_up(now);
+                self.calm
+                    .store(!state.limiter.is_engaged(now), Ordering::Release);
+                self.news.notify_waiters();
+                hold.released = true;
+                return Held::Released;
+            }
+            if hold.drawn.is_none_or(|drawn| drawn < step) {
+                hold.drawn = Some(step);
+                let share = RetryBudget::RAMP_FIRST_SHARE * f64::from(1u32 << step);
+                if state.rng.random_bool(share.clamp(0.0, 1.0)) {
+                    hold.released = true;
+                    return Held::Released;
+                }
+            }
+        }
+        // A probe goes only when nothing else is in flight: answers still on their way are
+        // evidence too, and a probe sent among them would meet the same blip. Any held attempt
+        // may be the probe, a call's final attempt included: a refused probe does not spend
+        // the call's attempt (the engine does not count it), so a sequential sender, or a pool
+        // whose calls are all on their final attempt, still sees the heal.
+        if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
+            return Held::Probe;
+        }
+        let down_for = state.down_for(now);
+        let newest_refused = state.probes.result.is_some_and(|(_, accepted)| !accepted);
+        if down_for >= limits.rides_out && newest_refused && state.ramp_from.is_none() {
+            return Held::Refuse(Refusal::Outlived {
+                down_for,
+                budget: limits.rides_out,
+            });
+        }
+        // Its hold is over, with one attempt's time left: it is due. It still goes as the probe
+        // when its turn comes (above), at the probes' pace for the outage's age, and is refused
+        // only when its time runs out first: a wave that began holding together spends one
+        // request a probe interval, not one each.
+        let held_left = limits.hold.saturating_sub(waited);
+        if held_left.is_zero() {
+            let due_at = state.probes.next_at;
+            let due_left = limits.due.saturating_sub(waited);
+            if due_left.is_zero() {
+                return Held::Refuse(Refusal::Down {
+                    down_for,
+                    held: waited,
+                });
+            }
+            let until = due_at.saturating_duration_since(now);
+            let until = if until.is_zero() {
+                RetryBudget::PROBE_INTERVAL
+            } else {
+                until
+            };
+            return Held::Wait(until.min(due_left));
+        }
+        // Until the next probe time or the ramp's next step, or until the attempts in flight
+        // are answered (the last answer wakes the waiters).
+        let mut until = state.probes.next_at.saturating_duration_since(now);
+        if let Some(from) = state.ramp_from {
+            let steps = hold.drawn.map_or(0, |drawn| drawn + 1);
+            let next_step = from + RetryBudget::PROBE_INTERVAL * steps;
+            until = until.min(next_step.saturating_duration_since(now));
+        }
+        if until.is_zero() {
+            until = RECHECK;
+        }
+        Held::Wait(until.min(held_left))
+    }
+
+    /// The answer to the attempt of `ticket`: counted in the window; a probe's result, which may
+    /// start the ramp; a 429 without `Retry-After` cuts the send rate.
+    fn answered(
+        &self,
+        mut ticket: Ticket,
+        status: Option<StatusCode>,
+        retry_after: Option<Duration>,
+    ) {
+        let Some(admitted) = ticket.admitted.take() else {
+            return;
+        };
+        self.left_flight();
+        if !self.config.adaptive {
+            return;
+        }
+        let accepted = accepted(status);
+        let throttled = status == Some(StatusCode::TOO_MANY_REQUESTS) && retry_after.is_none();
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let was_down = state.down(now);
+        state.window.record(now, accepted);
+        if throttled {
+            let measured = state.window.rate(now);
+            state.limiter.throttled(now, admitted.at, measured);
+        }
+        let mut news = false;
+        if let Some(number) = admitted.probe
+            && state
+                .probes
+                .result
+                .is_none_or(|(newest, _)| newest < number)
+        {
+            state.probes.result = Some((number, accepted));
+            news = true;
+        }
+        let down = state.down(now);
+        news |= down != was_down;
+        state.down_since = match (down, state.down_since) {
+            (true, Some(since)) => Some(since),
+            (true, None) => Some(now),
+            (false, _) => None,
+        };
+        match state.ramp_from {
+            // An accepted probe while down starts the ramp.
+            None if down && accepted && admitted.probe.is_some() => state.ramp_from = Some(now),
+            // A refusal of an attempt sent during the ramp ends it: back to holding.
+            Some(from) if !accepted && admitted.at >= from => {
+                state.ramp_from = None;
+                news = true;
+            }
+            Some(_) if !down => state.ramp_from = None,
+            _ => {}
+        }
+        let calm = !down && !state.limiter.is_engaged(now);
+        drop(state);
+        self.calm.store(calm, Ordering::Release);
+        if news {
+            self.news.notify_waiters();
+        }
+    }
+}
+
+/// Whether the budget counts an answer of `status` (`None`: no answer) as accepted: any answer
+/// but a 429 or a 5xx.
+pub(crate) fn accepted(status: Option<StatusCode>) -> bool {
+    status
+        .is_some_and(|status| status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error())
+}
+
+/// What a held attempt does next.
+enum Held {
+    /// The ramp let it through.
+    Released,
+    /// It goes as the probe.
+    Probe,
+    Refuse(Refusal),
+    /// It holds this long at most, or until news.
+    Wait(Duration),
+}
+
+/// Where a held attempt stands while the service is down.
+#[derive(Debug, Default)]
+struct Hold {
+    /// It has begun holding.
+    holding: bool,
+    /// It was let through: by the ramp, or as a first attempt of the outage's first moment.
+    released: bool,
+    /// The ramp step at which it last drew.
+    drawn: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RETRY: Admission = Admission::Retry {
+        after_timeout: false,
+        paced: false,
+    };
+    const TIMEOUT_RETRY: Admission = Admission::Retry {
+        after_timeout: true,
+        paced: false,
+    };
+    const LONG: Duration = Duration::from_secs(30);
+    const OK: Option<StatusCode> = Some(StatusCode::ACCEPTED);
+    const DOWN: Option<StatusCode> = Some(StatusCode::SERVICE_UNAVAILABLE);
+
+    #[derive(Debug, Clone)]
+    struct ManualClock(Arc<Mutex<Instant>>);
+
+    impl ManualClock {
+        fn new() -> Self {
+            Self(Arc::new(Mutex::new(Instant::now())))
+        }
+
+        fn advance(&self, by: Duration) {
+            *self.0.lock().unwrap() += by;
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    /// Takes a retry's tokens without waiting, as a plain bucket would.
+    async fn take(budget: &RetryBudget, admission: Admission) -> Result<u32, Refusal> {
+        budget
+            .admit(admission, Limits::of(Duration::ZERO))
+            .await
+            .map(|ticket| ticket.cost())
+    }
+
+    /// `count` attempts answered `status` (admitted as free retries, so never held).
+    async fn answer(budget: &RetryBudget, count: usize, status: Option<StatusCode>) {
+        let free = Admission::Retry {
+            after_timeout: false,
+            paced: true,
+        };
+        for _ in 0..count {
+            let ticket = budget.admit(free, Limits::of(LONG)).await.unwrap();
+            budget.answered(ticket, status, None);
+        }
+    }
+
+    #[tokio::test]
+    async fn starts_full_with_the_aws_standard_defaults() {
+        let budget = RetryBudget::new();
+        assert_eq!(budget.tokens(), Some(500));
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
+        assert_eq!(budget.tokens(), Some(485));
+        assert_eq!(budget.throttle_ratio(), Some(0.0));
+        assert_eq!(budget.send_rate(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_nothing_in_flight_one_retry_goes_for_what_is_left_and_the_others_wait_for_it() {
+        let budget = no_floor().capacity(12).build().unwrap();
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        let in_flight = budget
+            .admit(RETRY, Limits::of(LONG))
+            .await
+            .expect("5 of the 7 left");
+        // Two retries wait for the answer of the one in flight; the bucket holds 2 tokens.
+        let (a, b) = (budget.clone(), budget.clone());
+        let first =
+            tokio::spawn(async move { a.admit(RETRY, Limits::of(LONG)).await.map(|t| t.cost()) });
+        let second =
+            tokio::spawn(async move { b.admit(RETRY, Limits::of(LONG)).await.map(|t| t.cost()) });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(budget.waiting(), 2);
+        drop(in_flight);
+        // Nothing in flight, two waiting: one goes for the 2 tokens left. Once it is answered
+        // (its ticket dropped at once here) the other is alone with nothing in flight, and is
+        // refused, as a lone retry always was.
+        let mut ended = vec![first.await.unwrap(), second.await.unwrap()];
+        ended.sort_by_key(Result::is_err);
+        assert_eq!(ended, [Ok(2), Err(Refusal::Tokens { left: 0, cost: 5 })]);
+        assert_eq!(budget.tokens(), Some(0));
+        assert_eq!(
+            take(&budget, RETRY).await,
+            Err(Refusal::Tokens { left: 0, cost: 5 }),
+            "alone, with nothing in flight, a retry is refused at once"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_floor_refuses_at_once_when_no_attempt_in_flight_could_bring_tokens_back() {
+        let budget = no_floor().capacity(12).build().unwrap();
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        assert_eq!(
+            take(&budget, TIMEOUT_RETRY).await,
+            Err(Refusal::Tokens { left: 7, cost: 10 }),
+            "a timeout retry costs 10"
+        );
+        assert_eq!(budget.tokens(), Some(7), "a refusal takes nothing");
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        assert_eq!(
+            take(&budget, RETRY).await,
+            Err(Refusal::Tokens { left: 2, cost: 5 })
+        );
+        assert_eq!(budget.local_rejections(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_plain_bucket_drains_after_capacity_over_cost_retries() {
+        let budget = RetryBudget::builder().adaptive(false).build().unwrap();
+        let mut granted = 0;
+        while take(&budget, RETRY).await.is_ok() {
+            granted += 1;
+        }
+        assert_eq!(granted, 100, "500 tokens at 5 a retry");
+        assert_eq!(budget.tokens(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_success_after_retries_refunds_what_they_took() {
+        let budget = RetryBudget::new();
+        let spent =
+            take(&budget, RETRY).await.unwrap() + take(&budget, TIMEOUT_RETRY).await.unwrap();
+        assert_eq!(budget.tokens(), Some(485));
+        budget.succeeded(spent);
+        assert_eq!(budget.tokens(), Some(500));
+    }
+
+    #[tokio::test]
+    async fn a_first_attempt_success_adds_one_up_to_the_capacity() {
+        let budget = RetryBudget::new();
+        take(&budget, RETRY).await.unwrap();
+        budget.succeeded(0);
+        assert_eq!(budget.tokens(), Some(496));
+        for _ in 0..10 {
+            budget.succeeded(0);
+        }
+        assert_eq!(budget.tokens(), Some(500), "never above the capacity");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_that_finds_the_bucket_empty_waits_for_a_refund_and_gets_one() {
+        let budget = no_floor()
+            .capacity(10)
+            .timeout_retry_cost(5)
+            .build()
+            .unwrap();
+        let _other = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        let first = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        let waiter = {
+            let budget = budget.clone();
+            tokio::spawn(async move {
+                budget
+                    .admit(RETRY, Limits::of(LONG))
+                    .await
+                    .map(|t| t.cost())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !waiter.is_finished(),
+            "held while the first retry is in flight"
+        );
+        assert_eq!(budget.waiting(), 1);
+        let spent = first.cost();
+        budget.answered(first, OK, None);
+        budget.succeeded(spent);
+        assert_eq!(waiter.await.unwrap(), Ok(5), "the refund paid for it");
+        assert_eq!(budget.waiting(), 0);
+        assert_eq!(budget.local_rejections(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_whose_deadline_ends_while_waiting_is_refused_having_sent_nothing() {
+        let budget = no_floor()
+            .capacity(10)
+            .timeout_retry_cost(5)
+            .build()
+            .unwrap();
+        let _in_flight = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        let _also = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        let started = Instant::now();
+        let refused = budget
+            .admit(RETRY, Limits::of(Duration::from_millis(300)))
+            .await;
+        let waited = started.elapsed();
+        assert!(
+            matches!(refused, Err(Refusal::NoTime { .. })),
+            "{refused:?}"
+        );
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        assert!(waited < Duration::from_millis(400), "{waited:?}");
+        assert_eq!(budget.local_rejections(), 1);
+        assert_eq!(budget.tokens(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_blip_with_plenty_of_recent_accepts_is_never_held() {
+        let budget = RetryBudget::new();
+        answer(&budget, 1000, OK).await;
+        answer(&budget, 1000, DOWN).await;
+        assert_eq!(
+            budget.throttle_ratio(),
+            Some(0.0),
+            "2,000 requests, 1,000 accepted"
+        );
+        for _ in 0..100 {
+            assert_eq!(take(&budget, RETRY).await, Ok(5), "no wait at all");
+        }
+    }
+
+    /// A budget without the retry floor, to test what the bucket alone does.
+    fn no_floor() -> RetryBudgetBuilder {
+        RetryBudget::builder().min_retries_per_sec(0)
+    }
+
+    /// Holds of up to `hold` in a call whose budget is `budget`.
+    fn limits(hold: Duration, budget: Duration) -> Limits {
+        Limits {
+            max_wait: budget,
+            hold,
+            due: budget,
+            rides_out: budget,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_holds_first_attempts_by_time_sending_one_probe_at_a_time() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        assert!(budget.throttle_ratio().unwrap() >= RetryBudget::DOWN_AT);
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let started = Instant::now();
+        let hold = Duration::from_secs(20);
+        // Held up to 20 s, then due for 2 s more, in a call of 60 s.
+        let call = Limits {
+            max_wait: hold + Duration::from_secs(3),
+            hold,
+            due: hold + Duration::from_secs(2),
+            rides_out: LONG * 2,
+        };
+        let mut held: Vec<_> = (0..80)
+            .map(|_| {
+                let budget = budget.clone();
+                tokio::spawn(async move { budget.admit(Admission::First, call).await })
+            })
+            .collect();
+        let mut probes = 0;
+        let mut refused = Vec::new();
+        // Every probe is refused: the held calls wait, none is refused until its 20 s hold ends,
+        // however many probes fail (the old rule refused them all after three, about 300 ms).
+        // Then one goes as the probe and the others are refused, having sent nothing.
+        let mut due_probes = 0;
+        while started.elapsed() < Duration::from_secs(23) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let (done, still): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|call| call.is_finished());
+            held = still;
+            let mut tickets = Vec::new();
+            for call in done {
+                match call.await.unwrap() {
+                    Ok(ticket) => {
+                        assert!(ticket.is_probe());
+                        probes += 1;
+                        if started.elapsed() >= hold {
+                            due_probes += 1;
+                        }
+                        tickets.push(ticket);
+                    }
+                    Err(refusal) => refused.push((started.elapsed(), refusal)),
+                }
+            }
+            for ticket in tickets {
+                budget.answered(ticket, DOWN, None);
+            }
+            if started.elapsed() == Duration::from_secs(15) {
+                assert!(refused.is_empty(), "{refused:?}");
+                // 100 ms apart for the first 2 s (20), then a tenth of the outage's age
+                // (10 ln(15/2), about 20 more).
+                assert!((35..=45).contains(&probes), "{probes} probes in 15 s");
+                let down_for = budget.down_for().expect("down");
+                assert!(down_for >= Duration::from_secs(15), "{down_for:?}");
+            }
+        }
+        assert!(held.is_empty(), "{} still held", held.len());
+        assert_eq!(probes + refused.len(), 80);
+        // Due, they go as the probe at the probes' pace for a 20 s outage (a tenth of its
+        // age, 2 s), never all at once, and never one each.
+        assert!((1..=2).contains(&due_probes), "{due_probes} in the 2 s due");
+        assert!(refused.len() >= 10, "{}", refused.len());
+        for (at, refusal) in refused {
+            assert!(at >= call.due, "refused at {at:?}");
+            assert!(
+                matches!(refusal, Refusal::Down { held, .. } if held >= hold),
+                "{refusal:?}"
+            );
+        }
+        assert_eq!(budget.local_rejections(), 80 - probes as u64);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_retry_goes_as_the_probe_when_one_is_due_and_waits_otherwise() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let retry = Admission::Retry {
+            after_timeout: false,
+            paced: false,
+        };
+        let call = limits(Duration::from_secs(10), Duration::from_secs(40));
+        let started = Instant::now();
+        // Any held attempt may be the probe, a call's final one included: the engine does not
+        // count a refused probe against the call's attempts.
+        let probe = budget.admit(retry, call).await.expect("the probe");
+        assert_eq!(started.elapsed(), Duration::ZERO, "a probe was due");
+        assert!(probe.is_probe());
+        budget.answered(probe, DOWN, None);
+        let next = budget.admit(retry, call).await.expect("the next probe");
+        assert_eq!(
+            started.elapsed(),
+            RetryBudget::PROBE_INTERVAL,
+            "held, sending nothing, until the next probe was due"
+        );
+        assert!(next.is_probe());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probes_space_out_to_the_cap_in_a_long_outage() {
+        assert_eq!(probe_interval(Duration::ZERO), RetryBudget::PROBE_INTERVAL);
+        assert_eq!(
+            probe_interval(Duration::from_millis(1999)),
+            RetryBudget::PROBE_INTERVAL
+        );
+        assert_eq!(
+            probe_interval(Duration::from_secs(5)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            probe_interval(Duration::from_secs(3600)),
+            RetryBudget::PROBE_INTERVAL_MAX
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn once_the_outage_outlives_the_call_budget_a_call_is_refused_on_the_newest_probe() {
+        let budget = RetryBudget::new();
+        let call = Duration::from_secs(3);
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        // Probes keep failing for longer than the call's budget; then a call that cannot go
+        // as the probe is refused at once.
+        let outage = Instant::now();
+        let refused = loop {
+            let asked = Instant::now();
+            match budget.admit(Admission::First, limits(call, call)).await {
+                Ok(probe) => budget.answered(probe, DOWN, None),
+                Err(refusal) => break (asked.elapsed(), refusal),
+            }
+        };
+        assert!(outage.elapsed() >= call, "{:?}", outage.elapsed());
+        assert!(
+            matches!(refused.1, Refusal::Outlived { down_for, budget } if down_for >= call && budget == call),
+            "{refused:?}"
+        );
+        let asked = Instant::now();
+        let again = budget.admit(Admission::First, limits(call, call)).await;
+        assert!(matches!(again, Err(Refusal::Outlived { .. })), "{again:?}");
+        assert_eq!(asked.elapsed(), Duration::ZERO, "refused without holding");
+        // Probes still go at their pace, so a heal is seen.
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL_MAX).await;
+        let probe = budget
+            .admit(Admission::First, limits(call, call))
+            .await
+            .expect("the next probe goes");
+        // A call with a longer budget than the outage so far still holds.
+        let patient = {
+            let budget = budget.clone();
+            tokio::spawn(async move {
+                let long = Duration::from_secs(60);
+                budget.admit(Admission::First, limits(long, long)).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!patient.is_finished());
+        // The server healed: the next probe is accepted and the patient call goes.
+        budget.answered(probe, OK, None);
+        let released = patient
+            .await
+            .unwrap()
+            .expect("released by the ramp or as the probe");
+        budget.answered(released, OK, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_retry_goes_on_the_floor_when_the_bucket_is_empty() {
+        let budget = RetryBudget::builder().capacity(10).build().unwrap();
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        // Empty, nothing in flight: ten retries a second still go, for free.
+        for _ in 0..RetryBudget::MIN_RETRIES_PER_SEC {
+            assert_eq!(take(&budget, RETRY).await, Ok(0));
+        }
+        // The eleventh waits for the floor's refill, within its own time.
+        let started = Instant::now();
+        let ticket = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        assert_eq!(ticket.cost(), 0);
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        assert_eq!(budget.local_rejections(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_an_outage_held_calls_ramp_back_as_probes_succeed_and_none_is_refused() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let probe = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        let mut held: Vec<_> = (0..50)
+            .map(|_| {
+                let budget = budget.clone();
+                tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        budget.answered(probe, OK, None);
+        let mut released_per_probe = Vec::new();
+        while !held.is_empty() {
+            tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+            let (done, still): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|call| call.is_finished());
+            held = still;
+            released_per_probe.push(done.len());
+            for call in done {
+                let ticket = call
+                    .await
+                    .unwrap()
+                    .expect("never refused: the server healed");
+                budget.answered(ticket, OK, None);
+            }
+        }
+        println!("released per probe interval: {released_per_probe:?}");
+        assert!(released_per_probe.len() >= 2, "a ramp, not all at once");
+        assert!(released_per_probe[0] < 50);
+        assert!(budget.throttle_ratio().unwrap() < RetryBudget::DOWN_AT);
+        assert_eq!(budget.local_rejections(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_retry_paced_by_a_retry_after_is_free_even_when_down_and_empty() {
+        let budget = RetryBudget::builder()
+            .capacity(10)
+            .timeout_retry_cost(5)
+            .build()
+            .unwrap();
+        answer(&budget, 30, DOWN).await;
+        take(&budget, RETRY).await.unwrap();
+        let paced = Admission::Retry {
+            after_timeout: false,
+            paced: true,
+        };
+        for _ in 0..10 {
+            assert_eq!(take(&budget, paced).await, Ok(0));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_without_retry_after_paces_first_attempts_too() {
+        let budget = RetryBudget::new();
+        let ticket = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        budget.answered(ticket, Some(StatusCode::TOO_MANY_REQUESTS), None);
+        let rate = budget.send_rate().expect("engaged");
+        assert!(
+            (rate - 0.7).abs() < 0.05,
+            "0.7 of one answer a second: {rate}"
+        );
+        budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let limited = budget
+            .admit(Admission::First, Limits::of(Duration::from_millis(10)))
+            .await;
+        assert!(
+            matches!(limited, Err(Refusal::NoTime { .. })),
+            "{limited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_429_with_retry_after_leaves_the_pacing_to_the_gate() {
+        let budget = RetryBudget::new();
+        let ticket = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        let limited = Some(StatusCode::TOO_MANY_REQUESTS);
+        budget.answered(ticket, limited, Some(Duration::from_secs(1)));
+        assert_eq!(budget.send_rate(), None);
+    }
+
+    #[tokio::test]
+    async fn refills_one_token_per_interval_on_the_injected_clock() {
+        let clock = ManualClock::new();
+        let budget = RetryBudget::builder()
+            .capacity(10)
+            .refill_every(Duration::from_secs(2))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        take(&budget, RETRY).await.unwrap();
+        take(&budget, RETRY).await.unwrap();
+        assert_eq!(budget.tokens(), Some(0));
+        clock.advance(Duration::from_secs(3));
+        assert_eq!(budget.tokens(), Some(1), "one whole interval");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(budget.tokens(), Some(2), "the odd second was carried over");
+        clock.advance(Duration::from_secs(3600));
+        assert_eq!(budget.tokens(), Some(10), "capped at the capacity");
+        take(&budget, RETRY).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            budget.tokens(),
+            Some(5),
+            "time spent full is not banked for later"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_ratio_runs_on_the_injected_clock_and_forgets_an_outage_after_two_minutes() {
+        let clock = ManualClock::new();
+        let budget = RetryBudget::builder().clock(clock.clone()).build().unwrap();
+        answer(&budget, 30, DOWN).await;
+        assert!(budget.throttle_ratio().unwrap() > 0.9);
+        clock.advance(RetryBudget::SHORT_HISTORY);
+        assert!(
+            budget.throttle_ratio().unwrap() > 0.9,
+            "still in the long horizon"
+        );
+        clock.advance(RetryBudget::HISTORY);
+        assert_eq!(budget.throttle_ratio(), Some(0.0));
+    }
+
+    #[tokio::test]
+    async fn never_refills_without_a_refill_interval() {
+        let clock = ManualClock::new();
+        let budget = RetryBudget::builder().clock(clock.clone()).build().unwrap();
+        take(&budget, RETRY).await.unwrap();
+        clock.advance(Duration::from_secs(86_400));
+        assert_eq!(budget.tokens(), Some(495));
+    }
+
+    #[tokio::test]
+    async fn clones_share_one_bucket() {
+        let budget = RetryBudget::new();
+        let clone = budget.clone();
+        take(&clone, RETRY).await.unwrap();
+        assert_eq!(budget.tokens(), Some(495));
+    }
+
+    #[tokio::test]
+    async fn a_disabled_budget_grants_every_attempt_for_free() {
+        let budget = RetryBudget::disabled();
+        for _ in 0..1000 {
+            assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(0));
+        }
+        assert_eq!(budget.tokens(), None);
+        assert_eq!(budget.throttle_ratio(), None);
+        assert!(!budget.is_enabled());
+    }
+
+    #[test]
+    fn refuses_a_budget_that_cannot_pay_for_one_retry() {
+        for builder in [
+            RetryBudget::builder().retry_cost(0),
+            RetryBudget::builder().timeout_retry_cost(0),
+            RetryBudget::builder().capacity(9),
+            RetryBudget::builder().refill_every(Duration::ZERO),
+        ] {
+            let error = builder.build().expect_err("invalid");
+            assert_eq!(error.kind(), crate::core::error::ErrorKind::InvalidInput);
+        }
+    }
+}

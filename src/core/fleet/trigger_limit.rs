@@ -1,0 +1,684 @@
+//! Client-side pacing of webhook deliveries, per trigger.
+//!
+//! Document 001: a trigger accepts 100 requests per 60-second window by default and answers
+//! 429 past that. A sender with a burst of 300 events for one trigger would send 300, bounce
+//! 200 off 429s, and retry them all after `Retry-After`. The limiter lets at most `requests`
+//! attempts per trigger be "in the window" at once instead, so the burst waits on the client.
+//!
+//! Each trigger has a semaphore of `requests` permits. An attempt holds one from before it is
+//! sent until `per` after its answer (or its failure) came back. Any two attempts that share a
+//! permit therefore arrive at the server at least `per` apart, whatever the network's delay,
+//! so no window of `per` — fixed at any alignment, or sliding — ever holds more than
+//! `requests` arrivals. Waiters are served in order (tokio's semaphore is fair).
+//!
+//! # One rule, three sources
+//!
+//! The limit of a trigger comes from, in this order:
+//! 1. the caller ([`ClientBuilder::trigger_limit`](crate::ClientBuilder::trigger_limit), a
+//!    command-line flag): it always wins;
+//! 2. the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…` (CONTRACT.md;
+//!    `rate_limit_field.rs`), learned from every delivery's answer;
+//! 3. document 001's default, [`TriggerLimit::DOCUMENTED`], until the server has said.
+//!
+//! [`PacingSource`] names which one paces a trigger. Learned figures change a live semaphore:
+//! a larger quota adds permits; a smaller one forgets the free permits and owes the rest, each
+//! forgotten as its slot comes back, so the permits out plus the permits free never exceed the
+//! new quota once the held slots are back. A slot's hold is read again when it would end, so a
+//! window that grew holds the slots already out for the longer window too. And a `RateLimit:
+//! "trigger";r=0;t=…` (the server's window is spent, by this sender or another) holds the
+//! trigger's next slot until the reset.
+//!
+//! # The budget
+//!
+//! A call's first attempt waits for its slot before the call's budget starts: that wait is a
+//! place in a queue, not retrying, and a call queued behind a paced burst must not reach its
+//! first send with its budget spent. It waits at most one `max_elapsed` for it, then stops with
+//! `budget_exhausted`, nothing sent. A retry's wait counts against the budget. (An outbox
+//! worker's calls count every wait: its lease measures one call.)
+//!
+//! Why not `governor`? Its GCRA counts send times: with a burst of `requests` it lets up to
+//! twice that into one window, and paced one at a time it admits exactly `requests` by send
+//! time, so the network's jitter can still put one more into a window at the server. It cannot
+//! reserve a slot, so a call cannot learn whether its wait fits its budget. And its async waits
+//! use `futures-timer`, which tokio's paused test clock does not drive.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::core::error::Result;
+pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
+use crate::core::rate_limit_field::TriggerWindow;
+use crate::core::stats::Hold;
+
+/// A trigger, by a hash of its token: the token itself is never kept here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct TriggerKey(u64);
+
+impl TriggerKey {
+    /// The key of the trigger with `token`.
+    pub(crate) fn of(token: &str) -> Self {
+        let mut hasher = DefaultHasher::new();
+        token.hash(&mut hasher);
+        Self(hasher.finish())
+    }
+}
+
+/// The triggers seen with a limit (or with learned figures); idle ones are forgotten past this
+/// many.
+const KEEP_IDLE_TRIGGERS: usize = 1024;
+
+/// Paces the deliveries of one client, trigger by trigger, and keeps what the server said of
+/// each trigger's window.
+#[derive(Debug, Default)]
+pub(crate) struct TriggerLimiter {
+    /// The caller's limit for every trigger.
+    every: Option<TriggerLimit>,
+    /// The caller's limit for some triggers.
+    overrides: HashMap<TriggerKey, TriggerLimit>,
+    /// Paces the triggers the caller set no limit for: at the server's figures, document 001's
+    /// until it has sent them.
+    learn: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    lanes: HashMap<TriggerKey, Lane>,
+    /// The server's figures per trigger, whether or not the trigger is paced here (an outbox's
+    /// shared windows read them too).
+    learned: HashMap<TriggerKey, TriggerLimit>,
+}
+
+/// A paced trigger: its limit now, and the semaphore its slots are taken from.
+#[derive(Debug)]
+struct Lane {
+    pacing: TriggerPacing,
+    shared: Arc<LaneShared>,
+}
+
+#[derive(Debug)]
+struct LaneShared {
+    permits: Arc<Semaphore>,
+    state: Mutex<LaneState>,
+}
+
+#[derive(Debug)]
+struct LaneState {
+    /// Permits to forget as their slots come back: the quota shrank below the slots out.
+    owed: usize,
+    /// How long a slot stays out after its answer.
+    per: Duration,
+    /// No slot before this: the server said its window is spent.
+    closed_until: Option<Instant>,
+}
+
+/// A slot of a trigger's window, held from before an attempt until `per` after its answer.
+/// Dropped unused, it frees at once.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    lane: Arc<LaneShared>,
+}
+
+impl Slot {
+    /// The attempt's answer (or failure) is in: the slot frees one window from now, the
+    /// window as it is when that time comes (a window learned meanwhile that grew holds it
+    /// longer).
+    pub(crate) fn release_after_window(mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        let lane = Arc::clone(&self.lane);
+        let answered = Instant::now();
+        tokio::spawn(async move {
+            loop {
+                let until = answered.checked_add(lane.per());
+                match until {
+                    Some(until) if until > Instant::now() => tokio::time::sleep_until(until).await,
+                    Some(_) => break,
+                    // A window past any instant: the slot never frees.
+                    None => std::future::pending().await,
+                }
+            }
+            lane.give_back(permit);
+        });
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            self.lane.give_back(permit);
+        }
+    }
+}
+
+impl LaneShared {
+    fn new(limit: TriggerLimit) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(limit.requests() as usize)),
+            state: Mutex::new(LaneState {
+                owed: 0,
+                per: limit.per(),
+                closed_until: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LaneState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn per(&self) -> Duration {
+        self.lock().per
+    }
+
+    /// A slot's permit comes back: forgotten while the quota is owed some.
+    fn give_back(&self, permit: OwnedSemaphorePermit) {
+        let mut state = self.lock();
+        if state.owed > 0 {
+            state.owed -= 1;
+            permit.forget();
+        } else {
+            drop(permit);
+        }
+    }
+
+    /// From `from` permits per `per` to `to` per `limit.per()`. Under the lane's lock, as every
+    /// permit that comes back is, so the permits out, free and owed always add up.
+    fn resize(&self, from: u32, to: TriggerLimit) {
+        let mut state = self.lock();
+        state.per = to.per();
+        let (from, to) = (from as usize, to.requests() as usize);
+        if to > from {
+            let more = to - from;
+            let paid = more.min(state.owed);
+            state.owed -= paid;
+            self.permits.add_permits(more - paid);
+        } else if from > to {
+            let fewer = from - to;
+            let forgotten = self.permits.forget_permits(fewer);
+            state.owed += fewer - forgotten;
+        }
+    }
+}
+
+impl TriggerLimiter {
+    /// `every` for each trigger without an entry in `overrides`; when both are empty, the
+    /// server's figures (document 001's until known) if `learn`, else no pacing.
+    pub(crate) fn new(
+        every: Option<TriggerLimit>,
+        overrides: HashMap<TriggerKey, TriggerLimit>,
+        learn: bool,
+    ) -> Self {
+        Self {
+            every,
+            overrides,
+            learn,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The limit `trigger` is paced at here, and its source; `None` when it is not paced.
+    pub(crate) fn pacing(&self, trigger: TriggerKey) -> Option<TriggerPacing> {
+        let state = self.lock();
+        self.pacing_in(&state, trigger)
+    }
+
+    fn pacing_in(&self, state: &State, trigger: TriggerKey) -> Option<TriggerPacing> {
+        if let Some(limit) = self.overrides.get(&trigger).or(self.every.as_ref()) {
+            return Some(TriggerPacing::new(*limit, PacingSource::Caller));
+        }
+        self.learn.then(|| learned_or_documented(state, trigger))
+    }
+
+    /// The server's figures for `trigger`, or document 001's default when it has sent none:
+    /// the limit of a trigger the caller set none for, here or in an outbox's shared window.
+    #[cfg(any(feature = "outbox", test))]
+    pub(crate) fn learned_or_documented(&self, trigger: TriggerKey) -> TriggerPacing {
+        learned_or_documented(&self.lock(), trigger)
+    }
+
+    /// What an answer of `trigger` said of its window: its figures are kept (and pace it, when
+    /// the caller set none), and a spent window holds its next slot until the reset.
+    pub(crate) fn heard(&self, trigger: TriggerKey, window: TriggerWindow) {
+        if window == TriggerWindow::default() {
+            return;
+        }
+        let mut state = self.lock();
+        if let Some(limit) = window.limit
+            && state.learned.get(&trigger) != Some(&limit)
+        {
+            if !state.learned.contains_key(&trigger) && state.learned.len() >= KEEP_IDLE_TRIGGERS {
+                let State { lanes, learned } = &mut *state;
+                learned.retain(|key, _| lanes.contains_key(key));
+            }
+            state.learned.insert(trigger, limit);
+            let pacing = self.pacing_in(&state, trigger);
+            if let (Some(lane), Some(pacing)) = (state.lanes.get_mut(&trigger), pacing)
+                && lane.pacing != pacing
+            {
+                lane.shared
+                    .resize(lane.pacing.limit.requests(), pacing.limit);
+                lane.pacing = pacing;
+            }
+        }
+        if let Some(reset) = window.spent_for
+            && let Some(lane) = state.lanes.get(&trigger)
+            && let Some(until) = Instant::now().checked_add(reset)
+        {
+            let mut lane = lane.shared.lock();
+            lane.closed_until = lane.closed_until.max(Some(until));
+        }
+    }
+
+    /// Waits for a slot of `trigger`'s window, at most `max_wait`, counted in `hold` while it
+    /// waits. `Ok(None)` when the trigger is not paced; `Err(())` when no slot freed in time.
+    /// The wait is returned with the slot.
+    pub(crate) async fn acquire(
+        &self,
+        trigger: TriggerKey,
+        max_wait: Duration,
+        hold: &Hold,
+    ) -> Result<Option<(Slot, Duration)>, ()> {
+        let Some((lane, pacing)) = self.lane(trigger) else {
+            return Ok(None);
+        };
+        let started = Instant::now();
+        // Counted from the first wait to the slot.
+        let mut held = None;
+        let permit = match Arc::clone(&lane.permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                held = Some(hold.begin(Some(pacing)));
+                match tokio::time::timeout(max_wait, Arc::clone(&lane.permits).acquire_owned())
+                    .await
+                {
+                    Ok(Ok(permit)) => permit,
+                    // The semaphore is never closed; a timeout means the window stayed full.
+                    Ok(Err(_)) | Err(_) => return Err(()),
+                }
+            }
+        };
+        let slot = Slot {
+            permit: Some(permit),
+            lane,
+        };
+        let closed_until = slot.lane.lock().closed_until;
+        if let Some(until) = closed_until.filter(|until| *until > Instant::now()) {
+            if until.duration_since(started) > max_wait {
+                return Err(());
+            }
+            held.get_or_insert_with(|| hold.begin(Some(pacing)));
+            tokio::time::sleep_until(until).await;
+        }
+        let wait = match held {
+            Some(_) => started.elapsed(),
+            None => Duration::ZERO,
+        };
+        Ok(Some((slot, wait)))
+    }
+
+    fn lane(&self, trigger: TriggerKey) -> Option<(Arc<LaneShared>, TriggerPacing)> {
+        let mut state = self.lock();
+        let pacing = self.pacing_in(&state, trigger)?;
+        if !state.lanes.contains_key(&trigger) && state.lanes.len() >= KEEP_IDLE_TRIGGERS {
+            state
+                .lanes
+                .retain(|_, lane| Arc::strong_count(&lane.shared) > 1);
+        }
+        let lane = state.lanes.entry(trigger).or_insert_with(|| Lane {
+            pacing,
+            shared: Arc::new(LaneShared::new(pacing.limit)),
+        });
+        Some((Arc::clone(&lane.shared), lane.pacing))
+    }
+}
+
+fn learned_or_documented(state: &State, trigger: TriggerKey) -> TriggerPacing {
+    match state.learned.get(&trigger) {
+        Some(limit) => TriggerPacing::new(*limit, PacingSource::Server),
+        None => TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn limiter(requests: u32, per: Duration) -> TriggerLimiter {
+        TriggerLimiter::new(
+            Some(TriggerLimit::new(requests, per).unwrap()),
+            HashMap::new(),
+            false,
+        )
+    }
+
+    fn learning() -> TriggerLimiter {
+        TriggerLimiter::new(None, HashMap::new(), true)
+    }
+
+    fn policy(requests: u32, per: Duration) -> TriggerWindow {
+        TriggerWindow {
+            limit: Some(TriggerLimit::new(requests, per).unwrap()),
+            spent_for: None,
+        }
+    }
+
+    async fn take(limiter: &TriggerLimiter, trigger: TriggerKey, max_wait: Duration) -> Slot {
+        limiter
+            .acquire(trigger, max_wait, &Hold::default())
+            .await
+            .expect("a slot in time")
+            .expect("paced")
+            .0
+    }
+
+    async fn refused(limiter: &TriggerLimiter, trigger: TriggerKey) -> bool {
+        limiter
+            .acquire(trigger, Duration::ZERO, &Hold::default())
+            .await
+            .is_err()
+    }
+
+    #[test]
+    fn refuses_an_empty_limit() {
+        assert!(TriggerLimit::new(0, SECOND).is_err());
+        assert!(TriggerLimit::new(1, Duration::ZERO).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unpaced_trigger_never_waits() {
+        let limiter = TriggerLimiter::default();
+        let slot = limiter
+            .acquire(TriggerKey::of("t"), Duration::ZERO, &Hold::default())
+            .await
+            .unwrap();
+        assert!(slot.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_frees_one_window_after_its_answer() {
+        let limiter = limiter(2, 10 * SECOND);
+        let trigger = TriggerKey::of("t");
+        let hold = Hold::default();
+        let start = Instant::now();
+        let (first, wait) = limiter
+            .acquire(trigger, SECOND, &hold)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(wait, Duration::ZERO);
+        let (second, _) = limiter
+            .acquire(trigger, SECOND, &hold)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            limiter.acquire(trigger, SECOND, &hold).await.is_err(),
+            "a third within the window does not fit a 1 s wait"
+        );
+        tokio::time::sleep(3 * SECOND).await;
+        first.release_after_window();
+        second.release_after_window();
+        let (_, waited) = limiter
+            .acquire(trigger, 60 * SECOND, &hold)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            start.elapsed(),
+            SECOND + 3 * SECOND + 10 * SECOND,
+            "the 1 s refused wait, the 3 s answer, then the 10 s window"
+        );
+        assert_eq!(waited, 10 * SECOND);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn triggers_are_paced_apart_and_overrides_win() {
+        let slow = TriggerKey::of("slow");
+        let limiter = TriggerLimiter::new(
+            Some(TriggerLimit::new(1, SECOND).unwrap()),
+            HashMap::from([(slow, TriggerLimit::new(3, SECOND).unwrap())]),
+            false,
+        );
+        let a = take(&limiter, TriggerKey::of("a"), Duration::ZERO).await;
+        assert!(refused(&limiter, TriggerKey::of("a")).await);
+        assert!(
+            !refused(&limiter, TriggerKey::of("b")).await,
+            "another trigger has its own window"
+        );
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(take(&limiter, slow, Duration::ZERO).await);
+        }
+        assert!(refused(&limiter, slow).await);
+        drop((a, held));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_are_served_in_order() {
+        let limiter = Arc::new(limiter(1, SECOND));
+        let trigger = TriggerKey::of("t");
+        let held = take(&limiter, trigger, Duration::ZERO).await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for n in 0..5 {
+            let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
+            tasks.push(tokio::spawn(async move {
+                let slot = take(&limiter, trigger, 60 * SECOND).await;
+                order.lock().unwrap().push(n);
+                slot.release_after_window();
+            }));
+            tokio::task::yield_now().await;
+        }
+        held.release_after_window();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn learning_paces_at_document_001_s_default_then_at_the_server_s_figures() {
+        let limiter = learning();
+        let trigger = TriggerKey::of("t");
+        assert_eq!(
+            limiter.pacing(trigger),
+            Some(TriggerPacing::new(
+                TriggerLimit::DOCUMENTED,
+                PacingSource::Documented
+            ))
+        );
+        let mut held = Vec::new();
+        for _ in 0..100 {
+            held.push(take(&limiter, trigger, Duration::ZERO).await);
+        }
+        assert!(refused(&limiter, trigger).await, "100 per 60 s until told");
+        limiter.heard(trigger, policy(1000, 60 * SECOND));
+        assert_eq!(
+            limiter
+                .pacing(trigger)
+                .map(|p| (p.limit.requests(), p.source)),
+            Some((1000, PacingSource::Server))
+        );
+        for _ in 0..900 {
+            held.push(take(&limiter, trigger, Duration::ZERO).await);
+        }
+        assert!(refused(&limiter, trigger).await, "1000 out: the new quota");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_caller_s_limit_wins_over_the_server_s_figures() {
+        let trigger = TriggerKey::of("t");
+        let limiter = TriggerLimiter::new(
+            Some(TriggerLimit::new(2, SECOND).unwrap()),
+            HashMap::new(),
+            true,
+        );
+        limiter.heard(trigger, policy(1000, 60 * SECOND));
+        assert_eq!(
+            limiter
+                .pacing(trigger)
+                .map(|p| (p.limit.requests(), p.source)),
+            Some((2, PacingSource::Caller))
+        );
+        let (_a, _b) = (
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+        );
+        assert!(refused(&limiter, trigger).await);
+        assert_eq!(
+            limiter.learned_or_documented(trigger).source,
+            PacingSource::Server,
+            "the figures are still kept, for an outbox's shared window"
+        );
+        assert_eq!(
+            TriggerLimiter::default().pacing(trigger),
+            None,
+            "without learning nor a limit, nothing paces"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_smaller_quota_forgets_free_permits_and_owes_the_held_ones() {
+        let limiter = learning();
+        let trigger = TriggerKey::of("t");
+        limiter.heard(trigger, policy(10, SECOND));
+        let mut held: Vec<Slot> = Vec::new();
+        for _ in 0..6 {
+            held.push(take(&limiter, trigger, Duration::ZERO).await);
+        }
+        // 6 out, 4 free; down to 3: the 4 free are forgotten and 3 of the 6 out are owed.
+        limiter.heard(trigger, policy(3, SECOND));
+        assert!(refused(&limiter, trigger).await);
+        for slot in held.drain(..3) {
+            drop(slot);
+        }
+        assert!(
+            refused(&limiter, trigger).await,
+            "the first three back pay what is owed"
+        );
+        for slot in held.drain(..) {
+            drop(slot);
+        }
+        let again: Vec<Slot> = vec![
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+        ];
+        assert!(refused(&limiter, trigger).await, "exactly the new quota");
+        // Back up to 5 with 3 out: 2 more now.
+        limiter.heard(trigger, policy(5, SECOND));
+        let more = vec![
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+        ];
+        assert!(refused(&limiter, trigger).await);
+        drop((again, more));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_larger_quota_pays_what_is_owed_first() {
+        let limiter = learning();
+        let trigger = TriggerKey::of("t");
+        limiter.heard(trigger, policy(4, SECOND));
+        let held: Vec<Slot> = vec![
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, trigger, Duration::ZERO).await,
+        ];
+        limiter.heard(trigger, policy(1, SECOND)); // owes 3
+        limiter.heard(trigger, policy(2, SECOND)); // owes 2
+        drop(held);
+        let a = take(&limiter, trigger, Duration::ZERO).await;
+        let b = take(&limiter, trigger, Duration::ZERO).await;
+        assert!(refused(&limiter, trigger).await, "2 per window, no more");
+        drop((a, b));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_window_that_grew_holds_the_slots_already_out_for_it() {
+        let limiter = learning();
+        let trigger = TriggerKey::of("t");
+        limiter.heard(trigger, policy(1, SECOND));
+        let start = Instant::now();
+        take(&limiter, trigger, Duration::ZERO)
+            .await
+            .release_after_window();
+        limiter.heard(trigger, policy(1, 5 * SECOND));
+        take(&limiter, trigger, 60 * SECOND).await;
+        assert_eq!(
+            start.elapsed(),
+            5 * SECOND,
+            "not the 1 s window it left under"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_spent_window_holds_the_next_slot_until_its_reset() {
+        let limiter = learning();
+        let trigger = TriggerKey::of("t");
+        let hold = Hold::default();
+        take(&limiter, trigger, Duration::ZERO).await;
+        limiter.heard(
+            trigger,
+            TriggerWindow {
+                limit: None,
+                spent_for: Some(3 * SECOND),
+            },
+        );
+        assert!(
+            limiter.acquire(trigger, 2 * SECOND, &hold).await.is_err(),
+            "3 s does not fit a 2 s wait"
+        );
+        let start = Instant::now();
+        let (_, waited) = limiter
+            .acquire(trigger, 60 * SECOND, &hold)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(waited, 3 * SECOND);
+        assert_eq!(start.elapsed(), 3 * SECOND);
+        assert_eq!(hold.held_for(Instant::now()), None, "nothing holds now");
+        assert_eq!(
+            hold.by().map(|pacing| pacing.source),
+            Some(PacingSource::Documented)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_is_counted_while_it_lasts() {
+        let limiter = Arc::new(limiter(1, 10 * SECOND));
+        let hold = Arc::new(Hold::default());
+        let trigger = TriggerKey::of("t");
+        take(&limiter, trigger, Duration::ZERO)
+            .await
+            .release_after_window();
+        let waiter = {
+            let (limiter, hold) = (Arc::clone(&limiter), Arc::clone(&hold));
+            tokio::spawn(async move { limiter.acquire(trigger, 60 * SECOND, &hold).await.is_ok() })
+        };
+        tokio::time::sleep(4 * SECOND).await;
+        assert_eq!(hold.held_for(Instant::now()), Some(4 * SECOND));
+        assert_eq!(
+            hold.by().map(|p| (p.limit.requests(), p.source)),
+            Some((1, PacingSource::Caller))
+        );
+        assert!(waiter.await.unwrap());
+        assert_eq!(hold.held_for(Instant::now()), None);
+    }
+}

@@ -1,0 +1,174 @@
+//! The retry matrix mechanism: rows, their verdicts, and the lookup of the row that covers an
+//! answer.
+//!
+//! This module knows no vendor. A table is a slice of [`Rule`]s a profile hands in
+//! (`src/profile/`); the lookup takes the table and the profile's error-code reader as
+//! arguments, so a second API profile is a second table, not new control flow.
+//!
+//! Within a table the most specific matching row wins: a status with an error code in the body,
+//! then a list of statuses, then a status range, then `Other`. So the rows can follow the
+//! document's order.
+
+use crate::core::answer::Answer;
+use crate::core::error::ErrorKind;
+
+/// What to do about an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Done: hand the answer to the caller.
+    Success,
+    /// Retry with the same key after exponential backoff with full jitter. A `Retry-After` on the
+    /// answer is honoured as the least wait.
+    RetryAfterBackoff,
+    /// Retry with the same key after the server's `Retry-After`; after
+    /// [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback) (or a longer
+    /// backoff) when it is absent.
+    RetryAfterServerWait,
+    /// Discard the cached token, exchange a new one, and retry once with the same key.
+    ReexchangeOnce,
+    /// Stop: never retried unchanged.
+    Stop(ErrorKind),
+}
+
+impl Verdict {
+    /// The old name of [`Verdict::RetryAfterServerWait`].
+    #[deprecated(
+        note = "renamed `Verdict::RetryAfterServerWait`: it waits for the server's `Retry-After`"
+    )]
+    #[allow(non_upper_case_globals)]
+    pub const RetryAfterRetryAfter: Self = Self::RetryAfterServerWait;
+
+    /// Whether the verdict sends the request again (after a wait or a token exchange).
+    pub const fn retries(self) -> bool {
+        matches!(
+            self,
+            Self::RetryAfterBackoff | Self::RetryAfterServerWait | Self::ReexchangeOnce
+        )
+    }
+
+    /// The verdict when the caller opted in to waiting for `idempotency_key_in_progress`: the
+    /// in-progress stop becomes a wait for `Retry-After` (backoff when absent), within the budget.
+    pub(crate) fn waiting_for_in_progress(self) -> Self {
+        match self {
+            Self::Stop(ErrorKind::InProgress) => Self::RetryAfterServerWait,
+            other => other,
+        }
+    }
+}
+
+/// Which answers a [`Rule`] covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum When {
+    /// No answer came back: connect error, reset, timeout.
+    NoResponse,
+    /// Any of these statuses.
+    Status(&'static [u16]),
+    /// Any of these statuses with this error code in the body (see [`error_codes`]).
+    Code(&'static [u16], &'static str),
+    /// A status in this inclusive range.
+    Range(u16, u16),
+    /// Any status no other row covers.
+    Other,
+}
+
+impl When {
+    /// Lower is more specific; the most specific matching row wins.
+    pub(crate) const fn rank(self) -> u8 {
+        match self {
+            Self::NoResponse | Self::Code(..) => 0,
+            Self::Status(_) => 1,
+            Self::Range(..) => 2,
+            Self::Other => 3,
+        }
+    }
+
+    pub(crate) fn matches(self, status: Option<u16>, codes: &[String]) -> bool {
+        match (self, status) {
+            (Self::NoResponse, None) => true,
+            (Self::Status(statuses), Some(status)) => statuses.contains(&status),
+            (Self::Code(statuses, code), Some(status)) => {
+                statuses.contains(&status) && codes.iter().any(|found| found == code)
+            }
+            (Self::Range(low, high), Some(status)) => (low..=high).contains(&status),
+            (Self::Other, Some(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+/// One row of a retry matrix: a result, its verdict, and the document's action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rule {
+    pub(crate) when: When,
+    pub(crate) verdict: Verdict,
+    pub(crate) action: &'static str,
+}
+
+pub(crate) const fn rule(when: When, verdict: Verdict, action: &'static str) -> Rule {
+    Rule {
+        when,
+        verdict,
+        action,
+    }
+}
+
+/// The verdict for a status no table covers. Every table ends in `Other`, so this is a guard.
+const UNLISTED: Rule = rule(
+    When::Other,
+    Verdict::Stop(ErrorKind::UnexpectedStatus),
+    "Outside the contract; never retried",
+);
+
+/// The verdict for an answer over the client's limit whose status does not retry: its body is
+/// needed and was not read.
+const TOO_LARGE: Rule = rule(
+    When::Other,
+    Verdict::Stop(ErrorKind::AnswerTooLarge),
+    "The answer is over the client's limit; on a 2xx the server acted: read the current state",
+);
+
+/// The row of `rules` that covers `answer`: the most specific match. `codes` reads the error
+/// codes of a body the way the table's vendor writes them; it is called only when a row of the
+/// answer's status matches on a code.
+pub(crate) fn lookup<'r>(
+    rules: &'r [Rule],
+    answer: &Answer,
+    codes: impl FnOnce(&[u8]) -> Vec<String>,
+) -> &'r Rule {
+    let status = answer.status().map(|status| status.as_u16());
+    let needs_codes = status.is_some_and(|status| {
+        rules
+            .iter()
+            .any(|rule| matches!(rule.when, When::Code(statuses, _) if statuses.contains(&status)))
+    });
+    let codes = if needs_codes {
+        codes(answer.body())
+    } else {
+        Vec::new()
+    };
+    let rule = rules
+        .iter()
+        .filter(|rule| rule.when.matches(status, &codes))
+        .min_by_key(|rule| rule.when.rank())
+        .unwrap_or(&UNLISTED);
+    if answer.is_too_large() && !rule.verdict.retries() {
+        return &TOO_LARGE;
+    }
+    rule
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)]
+    fn the_old_name_of_retry_after_server_wait_still_names_and_matches_it() {
+        assert_eq!(Verdict::RetryAfterRetryAfter, Verdict::RetryAfterServerWait);
+        assert!(matches!(
+            Verdict::RetryAfterServerWait,
+            Verdict::RetryAfterRetryAfter
+        ));
+    }
+}

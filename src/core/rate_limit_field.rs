@@ -1,0 +1,584 @@
+//! The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, in the shape CONTRACT.md
+//! fixes): `RateLimit-Policy` states a quota, `RateLimit` what is left of it.
+//!
+//! ```text
+//! RateLimit-Policy: "trigger";q=100;w=60     100 requests per 60-second window
+//! RateLimit: "trigger";r=0;t=30              0 remaining; the window resets in 30 s
+//! ```
+//!
+//! Both are Structured Field lists (RFC 9651): items named by a policy (a string or a token),
+//! each with parameters. This file parses them strictly: a field that is not a valid list, a
+//! member that is an inner list, or a parameter this crate reads holding something other than
+//! a non-negative integer (`r`, `t`) or a positive one (`q`, `w`) makes the field ignored
+//! whole. A malformed field never holds a call back, and is never an error. Unknown parameters
+//! are skipped (once they parse).
+//!
+//! Two readers, one per scope:
+//! - [`exhausted_for`]: the credential's gate. A policy other than `"trigger"` with nothing
+//!   remaining closes it until its reset (`rate.rs`).
+//! - [`trigger_window`]: the trigger's own window. CONTRACT.md names the per-trigger policy
+//!   `"trigger"` on webhook answers and says other names are ignored for it; its quota and
+//!   window pace the trigger (`trigger_limit.rs`), and its `r=0` holds that trigger alone until
+//!   the reset. A trigger's spent window never closes the credential's gate: other triggers
+//!   and the API have windows of their own.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use crate::core::limit::TriggerLimit;
+
+/// The `RateLimit` field's name.
+const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
+/// The `RateLimit-Policy` field's name.
+const RATE_LIMIT_POLICY: http::HeaderName = http::HeaderName::from_static("ratelimit-policy");
+
+/// The policy of a trigger's window (CONTRACT.md, "RateLimit fields").
+pub(crate) const TRIGGER_POLICY: &str = "trigger";
+
+/// The longest reset honoured: a larger `t` is taken as malformed (RFC 9651 integers have at
+/// most 15 digits; a day is more than any documented window).
+const MAX_RESET: Duration = Duration::from_secs(86_400);
+
+/// The longest window learned from `w`: a day, as for a reset. A longer one is ignored.
+const MAX_WINDOW: Duration = MAX_RESET;
+
+/// The largest quota learned from `q`: more is no limit to speak of, and is read as this.
+pub(crate) const MAX_QUOTA: u32 = 1_000_000;
+
+/// How long the server asks the credential to send nothing: the latest reset among the
+/// policies, other than a trigger's, with nothing remaining. `None` when no such policy is
+/// exhausted or the field is absent or malformed.
+pub(crate) fn exhausted_for(headers: &HeaderMap) -> Option<Duration> {
+    let mut closed: Option<Duration> = None;
+    for left in remaining(headers)? {
+        if left.policy != TRIGGER_POLICY
+            && left.remaining == Some(0)
+            && let Some(reset) = left.reset
+        {
+            closed = Some(closed.map_or(reset, |longest| longest.max(reset)));
+        }
+    }
+    closed
+}
+
+/// What an answer says of its trigger's window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TriggerWindow {
+    /// The quota and window of the `"trigger"` policy (`RateLimit-Policy`); the smallest rate
+    /// when the field names it more than once.
+    pub(crate) limit: Option<TriggerLimit>,
+    /// Until the window resets, when nothing remains in it (`RateLimit`, `r=0`).
+    pub(crate) spent_for: Option<Duration>,
+}
+
+/// The `"trigger"` policy of the answer's `RateLimit-Policy` and `RateLimit` fields; each field
+/// that is absent or malformed says nothing.
+pub(crate) fn trigger_window(headers: &HeaderMap) -> TriggerWindow {
+    let mut window = TriggerWindow::default();
+    if let Some(members) = list(headers, &RATE_LIMIT_POLICY) {
+        window.limit = trigger_limit(&members);
+    }
+    if let Some(left) = remaining(headers) {
+        window.spent_for = left
+            .iter()
+            .filter(|left| left.policy == TRIGGER_POLICY && left.remaining == Some(0))
+            .filter_map(|left| left.reset)
+            .max();
+    }
+    window
+}
+
+/// The `"trigger"` members' quota and window, the smallest rate of them; `None` when there is
+/// none, or one without a positive integer `q` and `w` (or with a `w` over a day).
+fn trigger_limit(members: &[Member<'_>]) -> Option<TriggerLimit> {
+    let mut strictest: Option<TriggerLimit> = None;
+    for member in members.iter().filter(|m| m.name == TRIGGER_POLICY) {
+        let quota = positive(member.param("q")?)?;
+        let window = Duration::from_secs(positive(member.param("w")?)?);
+        if window > MAX_WINDOW {
+            return None;
+        }
+        let quota = u32::try_from(quota).unwrap_or(MAX_QUOTA).min(MAX_QUOTA);
+        let limit = TriggerLimit::new(quota, window).ok()?;
+        // a/b < c/d, as a·d < c·b: both fit in u128.
+        let slower = |a: &TriggerLimit, b: &TriggerLimit| {
+            u128::from(a.requests()) * b.per().as_nanos()
+                < u128::from(b.requests()) * a.per().as_nanos()
+        };
+        if strictest.is_none_or(|known| slower(&limit, &known)) {
+            strictest = Some(limit);
+        }
+    }
+    strictest
+}
+
+/// One member of a `RateLimit` field: its policy, and what remains of it.
+#[derive(Debug)]
+struct Remaining {
+    policy: String,
+    remaining: Option<u64>,
+    reset: Option<Duration>,
+}
+
+/// The members of the `RateLimit` field, each `r` a non-negative integer and each `t` one of at
+/// most a day; `None` when absent or malformed.
+fn remaining(headers: &HeaderMap) -> Option<Vec<Remaining>> {
+    let members = list(headers, &RATE_LIMIT)?;
+    let mut left = Vec::with_capacity(members.len());
+    for member in members {
+        let remaining = optional(&member, "r")?;
+        let reset = match optional(&member, "t")? {
+            Some(seconds) if Duration::from_secs(seconds) > MAX_RESET => return None,
+            seconds => seconds.map(Duration::from_secs),
+        };
+        left.push(Remaining {
+            policy: member.name,
+            remaining,
+            reset,
+        });
+    }
+    Some(left)
+}
+
+/// `Some(None)` when `key` is absent, `Some(Some(n))` for a non-negative integer, `None` (the
+/// field is malformed) for anything else.
+fn optional(member: &Member<'_>, key: &str) -> Option<Option<u64>> {
+    match member.param(key) {
+        None => Some(None),
+        Some(value) => non_negative(value).map(Some),
+    }
+}
+
+fn non_negative(value: &Bare) -> Option<u64> {
+    match value {
+        Bare::Integer(n) => u64::try_from(*n).ok(),
+        Bare::Other => None,
+    }
+}
+
+fn positive(value: &Bare) -> Option<u64> {
+    non_negative(value).filter(|n| *n > 0)
+}
+
+/// One list member: a policy name and its parameters, the later of a repeated key winning.
+#[derive(Debug)]
+struct Member<'a> {
+    name: String,
+    params: Vec<(&'a str, Bare)>,
+}
+
+impl Member<'_> {
+    fn param(&self, key: &str) -> Option<&Bare> {
+        self.params
+            .iter()
+            .rev()
+            .find_map(|(k, value)| (*k == key).then_some(value))
+    }
+}
+
+/// A bare item: an integer, the only kind of value this crate reads, or any other.
+#[derive(Debug, PartialEq, Eq)]
+enum Bare {
+    Integer(i64),
+    Other,
+}
+
+/// Every line of `name`, combined into one list (RFC 9651, 4.2); `None` when any line is not
+/// visible ASCII or the list does not parse. A member that is an inner list is malformed here:
+/// a policy is an item.
+fn list<'h>(headers: &'h HeaderMap, name: &http::HeaderName) -> Option<Vec<Member<'h>>> {
+    let mut members = Vec::new();
+    for value in headers.get_all(name) {
+        let text = value.to_str().ok()?;
+        if text.trim_matches([' ', '\t']).is_empty() {
+            continue;
+        }
+        Parser::new(text).list(&mut members)?;
+    }
+    Some(members)
+}
+
+/// A parser of RFC 9651's list, over one field line.
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        Self { text, at: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let matched = self.peek() == Some(byte);
+        if matched {
+            self.at += 1;
+        }
+        matched
+    }
+
+    fn skip(&mut self, what: impl Fn(u8) -> bool) {
+        while self.peek().is_some_and(&what) {
+            self.at += 1;
+        }
+    }
+
+    /// `sf-list`: members separated by commas with optional white space around them.
+    fn list(mut self, members: &mut Vec<Member<'a>>) -> Option<()> {
+        self.skip(|b| b == b' ');
+        while self.peek().is_some() {
+            members.push(self.member()?);
+            self.skip(|b| b == b' ' || b == b'\t');
+            if self.peek().is_none() {
+                return Some(());
+            }
+            if !self.eat(b',') {
+                return None;
+            }
+            self.skip(|b| b == b' ' || b == b'\t');
+            // A trailing comma.
+            self.peek()?;
+        }
+        Some(())
+    }
+
+    /// An item whose bare item is a policy name (a string or a token), then its parameters.
+    fn member(&mut self) -> Option<Member<'a>> {
+        let name = match self.peek()? {
+            b'"' => self.string()?,
+            b if b.is_ascii_alphabetic() || b == b'*' => self.token().to_owned(),
+            // A number, a byte sequence, a boolean, an inner list...: not a policy.
+            _ => return None,
+        };
+        let mut params = Vec::new();
+        while self.eat(b';') {
+            self.skip(|b| b == b' ');
+            let key = self.key()?;
+            let value = if self.eat(b'=') {
+                self.bare()?
+            } else {
+                Bare::Other
+            };
+            params.push((key, value));
+        }
+        Some(Member { name, params })
+    }
+
+    /// `key`: `lcalpha / "*"`, then `lcalpha / DIGIT / "_" / "-" / "." / "*"`.
+    fn key(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        if !self
+            .peek()
+            .is_some_and(|b| b.is_ascii_lowercase() || b == b'*')
+        {
+            return None;
+        }
+        self.skip(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-.*".contains(&b));
+        Some(&self.text[start..self.at])
+    }
+
+    /// A bare item of any kind.
+    fn bare(&mut self) -> Option<Bare> {
+        match self.peek()? {
+            b'-' | b'0'..=b'9' => self.number(),
+            b'"' => self.string().map(|_| Bare::Other),
+            b':' => self.bytes(),
+            b'?' => {
+                self.at += 1;
+                (self.eat(b'0') || self.eat(b'1')).then_some(Bare::Other)
+            }
+            b'@' => {
+                self.at += 1;
+                match self.number()? {
+                    Bare::Integer(_) => Some(Bare::Other),
+                    Bare::Other => None,
+                }
+            }
+            b'%' => self.display_string(),
+            b if b.is_ascii_alphabetic() || b == b'*' => {
+                self.token();
+                Some(Bare::Other)
+            }
+            _ => None,
+        }
+    }
+
+    /// An integer (at most 15 digits) or a decimal (at most 12 digits, a dot, 1 to 3 digits).
+    fn number(&mut self) -> Option<Bare> {
+        let negative = self.eat(b'-');
+        let start = self.at;
+        self.skip(|b| b.is_ascii_digit());
+        let whole = &self.text[start..self.at];
+        if whole.is_empty() {
+            return None;
+        }
+        if self.eat(b'.') {
+            let fraction = self.at;
+            self.skip(|b| b.is_ascii_digit());
+            let digits = self.at - fraction;
+            return (whole.len() <= 12 && (1..=3).contains(&digits)).then_some(Bare::Other);
+        }
+        if whole.len() > 15 {
+            return None;
+        }
+        let value: i64 = whole.parse().ok()?;
+        Some(Bare::Integer(if negative { -value } else { value }))
+    }
+
+    /// A string: visible ASCII and space, `\"` and `\\` the only escapes. Returns its value.
+    fn string(&mut self) -> Option<String> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let mut value = String::new();
+        loop {
+            match self.peek()? {
+                b'\\' => {
+                    self.at += 1;
+                    let escaped = self.peek().filter(|b| *b == b'"' || *b == b'\\')?;
+                    value.push(char::from(escaped));
+                }
+                b'"' => {
+                    self.at += 1;
+                    return Some(value);
+                }
+                b @ 0x20..=0x7e => value.push(char::from(b)),
+                _ => return None,
+            }
+            self.at += 1;
+        }
+    }
+
+    /// A token: `ALPHA / "*"`, then `tchar / ":" / "/"`.
+    fn token(&mut self) -> &'a str {
+        let start = self.at;
+        self.at += 1;
+        self.skip(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&b));
+        &self.text[start..self.at]
+    }
+
+    /// A byte sequence: base64 between colons.
+    fn bytes(&mut self) -> Option<Bare> {
+        self.eat(b':');
+        self.skip(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+        self.eat(b':').then_some(Bare::Other)
+    }
+
+    /// A display string: `%"`, then visible ASCII and space with `%xx` (lower-case hex) for
+    /// anything else, UTF-8 once decoded, then `"`.
+    fn display_string(&mut self) -> Option<Bare> {
+        self.eat(b'%');
+        if !self.eat(b'"') {
+            return None;
+        }
+        let mut decoded = Vec::new();
+        loop {
+            match self.peek()? {
+                b'%' => {
+                    let hex = self.text.get(self.at + 1..self.at + 3)?;
+                    if !hex
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                    {
+                        return None;
+                    }
+                    decoded.push(u8::from_str_radix(hex, 16).ok()?);
+                    self.at += 3;
+                }
+                b'"' => {
+                    self.at += 1;
+                    return std::str::from_utf8(&decoded).ok().map(|_| Bare::Other);
+                }
+                b @ 0x20..=0x7e => {
+                    decoded.push(b);
+                    self.at += 1;
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(name: &http::HeaderName, values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    fn closed(values: &[&str]) -> Option<Duration> {
+        exhausted_for(&headers(&RATE_LIMIT, values))
+    }
+
+    fn policy(values: &[&str]) -> Option<(u32, u64)> {
+        trigger_window(&headers(&RATE_LIMIT_POLICY, values))
+            .limit
+            .map(|limit| (limit.requests(), limit.per().as_secs()))
+    }
+
+    #[test]
+    fn a_remaining_of_zero_closes_until_the_reset() {
+        assert_eq!(
+            closed(&[r#""default";r=0;t=30"#]),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(closed(&["default;t=1;r=0"]), Some(Duration::from_secs(1)));
+        assert_eq!(
+            closed(&[r#""default";r=-0;t=5"#]),
+            Some(Duration::from_secs(5)),
+            "RFC 9651: -0 is the integer 0 (found by the fuzz target)"
+        );
+    }
+
+    #[test]
+    fn requests_remaining_keep_the_gate_open() {
+        assert_eq!(closed(&[r#""default";r=5;t=30"#]), None);
+        assert_eq!(closed(&[r#""default";t=30"#]), None, "no r: nothing said");
+        assert_eq!(closed(&[r#""default";r=0"#]), None, "no t: no instant");
+        assert_eq!(closed(&[]), None);
+    }
+
+    #[test]
+    fn the_longest_exhausted_policy_wins_across_members_and_lines() {
+        assert_eq!(
+            closed(&[r#""burst";r=0;t=2, "day";r=0;t=600, "hour";r=9;t=9000"#]),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            closed(&[r#""burst";r=0;t=2"#, r#""day";r=0;t=60"#]),
+            Some(Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn keeps_commas_and_semicolons_inside_policy_names() {
+        assert_eq!(
+            closed(&[r#""a,b;c=\"d\"";r=0;t=4"#]),
+            Some(Duration::from_secs(4))
+        );
+    }
+
+    #[test]
+    fn other_parameters_are_ignored() {
+        assert_eq!(
+            closed(&[r#""default";r=0;t=3;pk=:YWJj:;x"#]),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            closed(&[r#""default";r=0;t=3;n="a;b";d=1.5;b=?1;at=@1700000000;s=%"caf%c3%a9""#]),
+            Some(Duration::from_secs(3)),
+            "a string holding a semicolon, a decimal, a boolean, a date, a display string"
+        );
+        assert_eq!(closed(&[r#""default";r=0;t=3;Bad=1"#]), None);
+    }
+
+    #[test]
+    fn a_malformed_field_is_ignored_whole() {
+        for value in [
+            r#""default";r=0;t=-1"#,
+            r#""default";r=zero;t=5"#,
+            r#""default;r=0;t=5"#,
+            r#""default";r=0;t=1.5"#,
+            r#""default"junk;r=0;t=5"#,
+            r#""default";R=0;t=5"#,
+            "1abc;r=0;t=5",
+            r#""default";r=0;t=9999999999999999"#,
+            r#""default";r=0;t=86401"#,
+            "limit=100, remaining=0, reset=30",
+            r#""default";r=0;t=5,"#,
+            r#"("default");r=0;t=5"#,
+            r#""default";r=0;t=5;n="a\x""#,
+            r#""default";r=0;t=5;s=%"%ff""#,
+            r#""default";r=0;t=5;p=:YW"#,
+        ] {
+            assert_eq!(closed(&[value]), None, "{value}");
+        }
+        assert_eq!(
+            closed(&[r#""ok";r=0;t=5"#, "garbage;;"]),
+            None,
+            "one bad line spoils the field"
+        );
+    }
+
+    #[test]
+    fn a_trigger_s_spent_window_holds_the_trigger_not_the_credential() {
+        let spent = headers(&RATE_LIMIT, &[r#""trigger";r=0;t=7"#]);
+        assert_eq!(exhausted_for(&spent), None);
+        assert_eq!(
+            trigger_window(&spent).spent_for,
+            Some(Duration::from_secs(7))
+        );
+        let left = headers(&RATE_LIMIT, &[r#""trigger";r=3;t=7, "api";r=0;t=2"#]);
+        assert_eq!(trigger_window(&left).spent_for, None);
+        assert_eq!(exhausted_for(&left), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn reads_the_trigger_policy_s_quota_and_window() {
+        assert_eq!(policy(&[r#""trigger";q=1000;w=60"#]), Some((1000, 60)));
+        assert_eq!(policy(&["trigger;w=2;q=5;pk=:YWJj:"]), Some((5, 2)));
+        assert_eq!(
+            policy(&[r#""api";q=10;w=1, "trigger";q=100;w=60"#]),
+            Some((100, 60)),
+            "another policy's figures are not the trigger's"
+        );
+        assert_eq!(policy(&[r#""api";q=10;w=1"#]), None);
+        assert_eq!(policy(&[]), None);
+    }
+
+    #[test]
+    fn of_two_trigger_policies_the_slower_paces() {
+        assert_eq!(
+            policy(&[r#""trigger";q=100;w=60"#, r#""trigger";q=10;w=1"#]),
+            Some((100, 60)),
+            "100 per 60 s is slower than 10 per second"
+        );
+        assert_eq!(
+            policy(&[r#""trigger";q=20;w=1, "trigger";q=1000;w=60"#]),
+            Some((1000, 60)),
+            "1000 per 60 s is slower than 20 per second"
+        );
+    }
+
+    #[test]
+    fn an_absurd_quota_is_bounded_and_a_bad_policy_is_ignored() {
+        assert_eq!(
+            policy(&[r#""trigger";q=999999999999999;w=60"#]),
+            Some((MAX_QUOTA, 60))
+        );
+        for value in [
+            r#""trigger";q=0;w=60"#,
+            r#""trigger";q=100;w=0"#,
+            r#""trigger";q=-1;w=60"#,
+            r#""trigger";q=100"#,
+            r#""trigger";w=60"#,
+            r#""trigger";q=1.5;w=60"#,
+            r#""trigger";q=100;w=86401"#,
+            r#""trigger";q=100;w=60;;"#,
+            r#""trigger";q="100";w=60"#,
+            r#""trigger";q=1000000000000000;w=60"#,
+        ] {
+            assert_eq!(policy(&[value]), None, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_field_outside_visible_ascii_is_ignored() {
+        let mut map = HeaderMap::new();
+        map.append(
+            RATE_LIMIT_POLICY,
+            http::HeaderValue::from_bytes("\"trigger\";q=5;w=1;n=\"é\"".as_bytes()).unwrap(),
+        );
+        assert_eq!(trigger_window(&map).limit, None);
+    }
+}

@@ -1,0 +1,400 @@
+//! Per-call builders: what one operation sends and within which budget.
+//!
+//! Input is checked in `send()` before anything goes on the wire: a bad path,
+//! a header the client owns, an oversize webhook body or a missing delivery
+//! ID is an `invalid_input` or `payload_too_large` error with no attempt made.
+
+use std::fmt;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+
+use crate::core::auth::secret::Secret;
+use crate::core::engine::Policy;
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::fleet::trigger_limit::TriggerKey;
+use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::core::redact::BodyLen;
+use crate::core::request::{FixedRequest, check_trigger_token, is_path_segment};
+use crate::core::shared::Shared;
+use crate::core::signing::Signer;
+use crate::core::transport::Http;
+use crate::vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
+use crate::vendors::hodoflow::routes::redact_path;
+use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
+
+/// What one call may change of its client's settings, held once by [`Call`], [`Delivering`]
+/// and [`MethodCall`](crate::MethodCall): the headers it adds, and its policy (budget, backoff
+/// or schedule, and the outbox's fleet). The setters are written once, by [`per_call_setters`].
+#[derive(Debug, Clone)]
+pub(crate) struct CallOptions {
+    pub(crate) headers: HeaderMap,
+    pub(crate) policy: Policy,
+}
+
+impl CallOptions {
+    /// The client's settings, unchanged.
+    pub(crate) fn of(shared: &Shared) -> Self {
+        Self {
+            headers: HeaderMap::new(),
+            policy: shared.policy.clone(),
+        }
+    }
+}
+
+/// The per-call setters every call type exposes, inside its `impl`: `budget`, `backoff`,
+/// `schedule`, and the outbox's `fleet`. The type holds its [`CallOptions`] as `options`;
+/// `$noun` names it in the docs ("call", "delivery").
+macro_rules! per_call_setters {
+    ($noun:literal) => {
+        #[doc = concat!("The budget of this ", $noun, ".\n\nDefault: the client's budget.")]
+        pub fn budget(mut self, budget: $crate::Budget) -> Self {
+            self.options.policy.budget = budget;
+            self
+        }
+
+        #[doc = concat!(
+            "The backoff of this ", $noun, ". It replaces the client's ",
+            "[`schedule`](crate::ClientBuilder::schedule) and one set on this ", $noun,
+            " before.\n\nDefault: the client's backoff."
+        )]
+        pub fn backoff(mut self, backoff: $crate::Backoff) -> Self {
+            self.options.policy.backoff = backoff;
+            self.options.policy.schedule = None;
+            self
+        }
+
+        #[doc = concat!(
+            "Takes the waits between the retries of this ", $noun, " from `schedule`; ",
+            "`Retry-After`, the backoff's ",
+            "[`retry_after_fallback`](crate::Backoff::retry_after_fallback) and the budget ",
+            "still apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). ",
+            "A later [`backoff`](Self::backoff) replaces it.\n\n",
+            "Default: the client's schedule, if one was set; otherwise the waits are the backoff's."
+        )]
+        pub fn schedule(mut self, schedule: impl $crate::Schedule + 'static) -> Self {
+            self.options.policy.schedule = Some($crate::core::schedule::SharedSchedule::new(schedule));
+            self
+        }
+
+        /// Shares the credential's pause and the trigger's window with other processes (the
+        /// outbox's workers).
+        #[cfg(feature = "outbox")]
+        pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::fleet::Fleet>) -> Self {
+            self.options.policy.fleet = Some(fleet);
+            self
+        }
+    };
+}
+pub(crate) use per_call_setters;
+
+/// What a [`Call`] addresses.
+pub(crate) enum Target {
+    Write {
+        method: Method,
+        path: String,
+        key: IdempotencyKey,
+        body: Bytes,
+    },
+    Read {
+        method: Method,
+        path: String,
+    },
+    GraphQl {
+        body: Bytes,
+    },
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Write {
+                method,
+                path,
+                key,
+                body,
+            } => f
+                .debug_struct("Write")
+                .field("method", method)
+                .field("path", &redact_path(path))
+                .field("key", key)
+                .field("body", &BodyLen(body.len()))
+                .finish(),
+            Target::Read { method, path } => f
+                .debug_struct("Read")
+                .field("method", method)
+                .field("path", &redact_path(path))
+                .finish(),
+            Target::GraphQl { body } => f
+                .debug_struct("GraphQl")
+                .field("body", &BodyLen(body.len()))
+                .finish(),
+        }
+    }
+}
+
+/// A write, read or GraphQL call, sent with [`send`](Call::send).
+#[derive(Debug)]
+#[must_use = "a call does nothing until it is sent"]
+pub struct Call<'a> {
+    shared: &'a Shared,
+    target: Target,
+    options: CallOptions,
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(shared: &'a Shared, target: Target) -> Self {
+        Self {
+            shared,
+            target,
+            options: CallOptions::of(shared),
+        }
+    }
+
+    /// Adds headers, sent unchanged on every attempt. `Authorization` and
+    /// `Idempotency-Key` are the client's own and refused.
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        self.options.headers.extend(headers);
+        self
+    }
+
+    per_call_setters!("call");
+
+    /// Sends the call, retrying as the surface's matrix says.
+    ///
+    /// Cancellation is safe: dropping the future stops sending; an attempt already on the
+    /// wire may still run on the server, so resend the same operation with the same key.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] whose [`kind`](Error::kind) says why it stopped and whose
+    /// [`may_have_run`](Error::may_have_run) says whether the operation may have taken effect.
+    pub async fn send(self) -> Result<Response> {
+        let base = &self.shared.base;
+        let request = match self.target {
+            Target::Write {
+                method,
+                path,
+                key,
+                body,
+            } => FixedRequest::write(base, method, &path, &key, body, &self.options.headers)?,
+            Target::Read { method, path } => {
+                FixedRequest::read(base, method, &path, &self.options.headers)?
+            }
+            Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
+        };
+        let inner = self.shared;
+        let mut http = Http(&inner.http);
+        let answered = inner
+            .engine
+            .run(&request, self.options.policy, &mut http)
+            .await?;
+        Ok(Response::new(
+            answered.status,
+            answered.headers,
+            answered.body,
+            answered.attempts,
+        ))
+    }
+}
+
+/// A webhook delivery, sent with [`send`](Delivering::send).
+#[must_use = "a delivery does nothing until it is sent"]
+pub struct Delivering<'a> {
+    shared: &'a Shared,
+    trigger_token: Secret,
+    body: Bytes,
+    id: Option<DeliveryId>,
+    legacy_org: Option<String>,
+    options: CallOptions,
+    /// This delivery's own signing secrets; `None`: the client's.
+    signing_secrets: Option<Vec<Secret>>,
+}
+
+impl fmt::Debug for Delivering<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivering")
+            .field("trigger_token", &self.trigger_token)
+            .field("body", &BodyLen(self.body.len()))
+            .field("id", &self.id)
+            .field("legacy_org", &self.legacy_org)
+            .field("policy", &self.options.policy)
+            .field(
+                "signing_secrets",
+                &self.signing_secrets.as_ref().map(Vec::len),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Delivering<'a> {
+    pub(crate) fn new(shared: &'a Shared, trigger_token: Secret, body: Bytes) -> Self {
+        Self {
+            shared,
+            trigger_token,
+            body,
+            id: None,
+            legacy_org: None,
+            options: CallOptions::of(shared),
+            signing_secrets: None,
+        }
+    }
+
+    /// Signs this delivery with `secret` instead of the client's secrets: for a sender that
+    /// holds one secret per trigger. Called again, it adds a secret (a rotation), as
+    /// [`signing_secrets`](Self::signing_secrets) does. See
+    /// [`ClientBuilder::signing_secret`](crate::ClientBuilder::signing_secret).
+    ///
+    /// Default: the client's signing secrets, if any.
+    pub fn signing_secret(mut self, secret: impl Into<Secret>) -> Self {
+        self.signing_secrets
+            .get_or_insert_with(Vec::new)
+            .push(secret.into());
+        self
+    }
+
+    /// Signs this delivery with each of `secrets` instead of the client's secrets (every
+    /// attempt sends one signature per secret); an empty list sends this delivery unsigned. A
+    /// malformed secret is an `invalid_input` error from [`send`](Self::send), before anything
+    /// is sent.
+    ///
+    /// Default: the client's signing secrets, if any.
+    pub fn signing_secrets<S: Into<Secret>>(
+        mut self,
+        secrets: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.signing_secrets = Some(secrets.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The stable delivery ID of this event, sent as `Idempotency-Key` (or as the provider
+    /// header it came from) on every attempt. Generate it once per logical event, for example
+    /// with [`IdempotencyKey::from_operation_id`], and persist it with the job.
+    pub fn delivery_id(mut self, id: DeliveryId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Adds headers, sent unchanged on every attempt. A relay passes its provider's
+    /// delivery header here (`X-GitHub-Delivery`, `X-Shopify-Webhook-Id`,
+    /// `X-Twilio-Idempotency-Token`): without an explicit [`delivery_id`](Self::delivery_id),
+    /// the first of them in document 001's order is the delivery ID. `X-Request-Id` never is.
+    pub fn headers(mut self, headers: HeaderMap) -> Self {
+        self.options.headers.extend(headers);
+        self
+    }
+
+    /// Sends to the deprecated organization-qualified route
+    /// `/api/v1/webhooks/<org_domain>/<token>`, logging a deprecation warning.
+    ///
+    /// Default: the token-only route `/api/v1/webhooks/<token>`.
+    pub fn legacy_org(mut self, org_domain: impl Into<String>) -> Self {
+        self.legacy_org = Some(org_domain.into());
+        self
+    }
+
+    per_call_setters!("delivery");
+
+    /// Delivers the event.
+    ///
+    /// `202 accepted` and `202 duplicate` are both success: a duplicate means the event was
+    /// already accepted and no second run was created.
+    ///
+    /// Cancellation is safe: dropping the future stops sending; an attempt already on the
+    /// wire may still start a run, so deliver again with the same delivery ID.
+    ///
+    /// # Errors
+    ///
+    /// Before anything is sent: `payload_too_large` over the client's body limit,
+    /// `invalid_input` for a malformed trigger token, route or signing secret, or a missing
+    /// delivery ID. After: an [`Error`] whose [`may_have_run`](Error::may_have_run) says whether
+    /// the delivery may have started a run. A signed delivery the trigger refuses with `422
+    /// Unsupported trigger authentication` stops after that one attempt (a retry signed with
+    /// the same secrets cannot succeed), and the error names each secret's fingerprint.
+    pub async fn send(self) -> Result<Delivery> {
+        let inner = self.shared;
+        if self.body.len() > inner.webhook_body_limit {
+            return Err(Error::new(
+                ErrorKind::PayloadTooLarge,
+                format!(
+                    "payload too large: the body of {} bytes is over the {}-byte webhook limit; nothing was sent",
+                    self.body.len(),
+                    inner.webhook_body_limit
+                ),
+            ));
+        }
+        let token = self.trigger_token.expose();
+        check_trigger_token(token)?;
+        let id = match self.id {
+            Some(id) => id,
+            None => DeliveryId::from_headers(&self.options.headers)?.ok_or_else(|| {
+                Error::invalid_input(
+                    "a delivery needs a stable delivery ID: set delivery_id(..) or pass a provider delivery header",
+                )
+            })?,
+        };
+        let path = match &self.legacy_org {
+            Some(org) if is_path_segment(org) => {
+                tracing::warn!(
+                    org_domain = %org,
+                    "the organization-qualified webhook route is deprecated: use the token-only route"
+                );
+                format!("{WEBHOOKS_PREFIX}{org}/{token}")
+            }
+            Some(_) => {
+                return Err(Error::invalid_input(
+                    "the organization domain must be one URL path segment",
+                ));
+            }
+            None => format!("{WEBHOOKS_PREFIX}{token}"),
+        };
+        let signer = match &self.signing_secrets {
+            Some(secrets) => Signer::parse(secrets)?,
+            None => inner.signer.clone(),
+        };
+        let trigger = TriggerKey::of(token);
+        let request = FixedRequest::webhook(
+            &inner.base,
+            &path,
+            trigger,
+            &id,
+            self.body,
+            &self.options.headers,
+            signer,
+        )?;
+        let answered = inner
+            .engine
+            .run(&request, self.options.policy, &mut Http(&inner.http))
+            .await
+            .map_err(|error| match &request.signer {
+                Some(signer) => refused_signature(error, signer),
+                None => error,
+            })?;
+        let outcome = WebhookOutcome::from_body(&answered.body);
+        Ok(Delivery::new(outcome, id, answered.attempts))
+    }
+}
+
+/// The error of a signed delivery, naming the secrets' fingerprints when the trigger refused
+/// their signatures (`422 Unsupported trigger authentication`).
+fn refused_signature(error: Error, signer: &Signer) -> Error {
+    let refused = error.status() == Some(http::StatusCode::UNPROCESSABLE_ENTITY)
+        && error.body().is_some_and(|body| {
+            crate::Surface::Webhook
+                .profile()
+                .codes(body)
+                .iter()
+                .any(|code| code == UNSUPPORTED_AUTHENTICATION)
+        });
+    if !refused {
+        return error;
+    }
+    let secrets = match signer.len() {
+        1 => "the signing secret with fingerprint",
+        _ => "the signing secrets with fingerprints",
+    };
+    error.with_note(format!(
+        "; the trigger refused the signatures of {secrets} {}",
+        signer.fingerprints()
+    ))
+}

@@ -1,0 +1,10 @@
+//! Hodoflow (documents 000 and 001): its tables and routes, its request builders and client
+//! methods, its OAuth scheme, and how its outcomes and replays are read.
+
+pub(crate) mod call;
+pub(crate) mod oauth;
+pub(crate) mod outcome;
+pub(crate) mod requests;
+pub(crate) mod routes;
+pub(crate) mod run;
+pub(crate) mod tables;

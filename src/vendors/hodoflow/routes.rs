@@ -1,0 +1,117 @@
+//! Hodoflow's paths fit for a log line.
+//!
+//! A webhook URL holds its trigger token, a secret (document 001: "redact URL path tokens"), and a
+//! query string may hold anything. So requests and adapters log routes only through
+//! [`route_of`] and [`redact_path`].
+
+use std::borrow::Cow;
+
+use crate::core::redact::REDACTED;
+use crate::vendors::hodoflow::tables::WEBHOOKS_PREFIX;
+
+/// The path as it may be logged: no query, trigger token redacted.
+pub(crate) fn route_of(path: &str) -> Cow<'static, str> {
+    // The common webhook route needs no work: the whole token goes.
+    const TOKEN_ONLY: &str = "/api/v1/webhooks/<redacted>";
+    if let Some(token) = path.strip_prefix(WEBHOOKS_PREFIX)
+        && !token.is_empty()
+        && !token.contains(['/', '?', '#'])
+    {
+        return Cow::Borrowed(TOKEN_ONLY);
+    }
+    Cow::Owned(redact_path(
+        path.split(['?', '#']).next().unwrap_or_default(),
+    ))
+}
+
+/// `path` with its webhook trigger token replaced by `<redacted>` and its query and fragment left
+/// out.
+///
+/// `/api/v1/webhooks/<token>` becomes `/api/v1/webhooks/<redacted>`; the legacy
+/// `/api/v1/webhooks/<org>/<token>` keeps the organization domain. Anything else after a
+/// `webhooks` segment is redacted whole, so an unexpected shape never leaks a token.
+pub(crate) fn redact_path(path: &str) -> String {
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let path = &path[..end];
+    let segments: Vec<&str> = path.split('/').collect();
+    let Some(at) = segments
+        .iter()
+        .position(|segment| segment.eq_ignore_ascii_case("webhooks"))
+    else {
+        return path.to_owned();
+    };
+    let (route, rest) = segments.split_at(at + 1);
+    let mut redacted = route.join("/");
+    match rest {
+        [] => {}
+        [org, token] if !org.is_empty() && !token.is_empty() => {
+            redacted.push('/');
+            redacted.push_str(org);
+            redacted.push('/');
+            redacted.push_str(REDACTED);
+        }
+        _ => {
+            redacted.push('/');
+            redacted.push_str(REDACTED);
+        }
+    }
+    redacted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_the_trigger_token() {
+        assert_eq!(
+            redact_path("/api/v1/webhooks/tr1gg3r-t0k3n"),
+            "/api/v1/webhooks/<redacted>"
+        );
+    }
+
+    #[test]
+    fn redacts_the_token_of_the_legacy_path_but_keeps_the_organization() {
+        assert_eq!(
+            redact_path("/api/v1/webhooks/acme.example/tr1gg3r-t0k3n"),
+            "/api/v1/webhooks/acme.example/<redacted>"
+        );
+    }
+
+    #[test]
+    fn leaves_the_query_and_fragment_out() {
+        assert_eq!(
+            redact_path("/api/json/v1/articles?filter[email]=a@b.example#x"),
+            "/api/json/v1/articles"
+        );
+        assert_eq!(
+            redact_path("/api/v1/webhooks/tr1gg3r?sig=abc"),
+            "/api/v1/webhooks/<redacted>"
+        );
+    }
+
+    #[test]
+    fn redacts_unexpected_shapes_whole() {
+        for path in [
+            "/api/v1/webhooks/tr1gg3r/",
+            "/api/v1/webhooks/a/b/tr1gg3r",
+            "/api/v1/webhooks//tr1gg3r",
+            "/API/V1/WEBHOOKS/tr1gg3r",
+            "/prefix/api/v1/webhooks/tr1gg3r",
+        ] {
+            let redacted = redact_path(path);
+            assert!(!redacted.contains("tr1gg3r"), "{path} -> {redacted}");
+            assert!(redacted.ends_with("<redacted>"), "{path} -> {redacted}");
+        }
+    }
+
+    #[test]
+    fn keeps_paths_without_a_token() {
+        assert_eq!(
+            redact_path("/api/json/v1/workflow_runs/550e8400"),
+            "/api/json/v1/workflow_runs/550e8400"
+        );
+        assert_eq!(redact_path("/api/v1/webhooks"), "/api/v1/webhooks");
+        assert_eq!(redact_path(""), "");
+    }
+}
