@@ -144,6 +144,18 @@ impl TokenStore {
     }
 }
 
+/// The token of a `Bearer` (or `bearer`) `Authorization` header, trimmed, maybe empty.
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
 /// The bearer check and the per-credential rate budget, with the stores they read.
 #[derive(Debug, Clone)]
 pub(crate) struct Gate {
@@ -156,14 +168,7 @@ pub(crate) struct Gate {
 impl Gate {
     /// Checks the bearer token of a request for `scope`.
     pub(crate) fn authorize(&self, headers: &HeaderMap, scope: Scope) -> Result<Principal, Denial> {
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
+        let token = bearer_token(headers)
             .filter(|t| !t.is_empty())
             .ok_or(Denial::Missing)?;
         crate::lock(&self.tokens).check(token, scope, self.clock.now())

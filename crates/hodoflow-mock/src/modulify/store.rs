@@ -7,11 +7,12 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 
 use super::catalogue::{Catalogue, ToolSeed};
 use super::methods::Workspace;
 use crate::config::ModulifyTokenSeed;
+use crate::gate::bearer_token;
 use crate::idempotency::{KeyStore, ScopedKey};
 
 /// The Modulify seeds of a server.
@@ -72,14 +73,6 @@ impl Modulify {
 
     /// The account of the request's bearer token.
     pub(super) fn authorize(&self, headers: &HeaderMap) -> Option<&Account> {
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .and_then(|token| self.accounts.get(token))
+        bearer_token(headers).and_then(|token| self.accounts.get(token))
     }
 }
