@@ -1,19 +1,21 @@
 //! Fault injection and the ledger over HTTP, for rehearsals from any language.
 //! Served only when enabled (`--control`), outside the fault and ledger middleware.
 
-use std::sync::Arc;
-
-use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::fault::Fault;
-use crate::state::Shared;
+use crate::state::ControlState;
 
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ControlState: FromRef<S>,
+{
     Router::new()
         .route("/_mock/faults", post(add_fault).delete(clear_faults))
         .route("/_mock/ledger", get(ledger))
@@ -21,7 +23,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 
 /// `POST /_mock/faults` with a [`Fault`] as JSON.
 async fn add_fault(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ControlState>,
     fault: Result<Json<Fault>, JsonRejection>,
 ) -> Response {
     match fault {
@@ -34,13 +36,13 @@ async fn add_fault(
 }
 
 /// `DELETE /_mock/faults`.
-async fn clear_faults(State(shared): State<Arc<Shared>>) -> StatusCode {
+async fn clear_faults(State(shared): State<ControlState>) -> StatusCode {
     crate::lock(&shared.faults).clear();
     StatusCode::NO_CONTENT
 }
 
 /// `GET /_mock/ledger`.
-async fn ledger(State(shared): State<Arc<Shared>>) -> Response {
+async fn ledger(State(shared): State<ControlState>) -> Response {
     let ledger = crate::lock(&shared.ledger).clone();
     Json(ledger).into_response()
 }

@@ -4,8 +4,6 @@
 //! the facts are the caller's JSON:API resources of that type. The parser is
 //! just enough GraphQL to tell parse, validation and complexity errors apart.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -14,7 +12,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::config::Scope;
-use crate::state::Shared;
+use crate::state::ApiState;
 
 /// A selected field: name, arguments (name, literal or variable), sub-selection.
 #[derive(Debug, PartialEq)]
@@ -214,7 +212,7 @@ fn validate(fields: &[Field], variables: &Value) -> Result<String, String> {
     Ok(kind)
 }
 
-fn graphql_error(shared: &Shared, code: &str, message: &str) -> Response {
+fn graphql_error(shared: &ApiState, code: &str, message: &str) -> Response {
     let status =
         StatusCode::from_u16(shared.limits.graphql_error_status).unwrap_or(StatusCode::BAD_REQUEST);
     let body = json!({"errors": [{"message": message, "extensions": {"code": code}}]});
@@ -223,11 +221,11 @@ fn graphql_error(shared: &Shared, code: &str, message: &str) -> Response {
 
 /// `POST /api/graphql`.
 pub(crate) async fn query(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ApiState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let principal = match crate::jsonapi::api_gate(&shared, &headers, Scope::ApiRead) {
+    let principal = match shared.gate.api(&headers, Scope::ApiRead) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };

@@ -1,10 +1,6 @@
 //! JSON:API reads and unsafe writes (document 000), writes guarded by the
 //! Idempotency-Key store.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -12,58 +8,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::auth::{Denial, Principal};
 use crate::config::Scope;
 use crate::fault::FaultAction;
+use crate::gate::Principal;
 use crate::idempotency::{
     Claim, ScopedKey, Stored, fingerprint, replay, stored_response, valid_key,
 };
-use crate::reply::{BodyRefusal, api_document, api_error, body_within, with_retry_after};
-use crate::state::Shared;
-
-/// Resources by (organization, type, id) -> attributes.
-pub(crate) type Resources = BTreeMap<(String, String, String), Map<String, Value>>;
-
-/// Why the API gate refused a request.
-#[derive(Debug)]
-pub(crate) enum Refusal {
-    Denied(Denial),
-    RateLimited(Duration),
-}
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        match self {
-            Refusal::Denied(denial) => denial.api_response(),
-            Refusal::RateLimited(wait) => {
-                let refused = api_error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    "Rate limit exceeded",
-                );
-                with_retry_after(refused, wait)
-            }
-        }
-    }
-}
-
-/// Authorizes `scope` and counts the request against the credential's rate budget.
-pub(crate) fn api_gate(
-    shared: &Shared,
-    headers: &HeaderMap,
-    scope: Scope,
-) -> Result<Principal, Refusal> {
-    let principal = crate::auth::authorize(shared, headers, scope).map_err(Refusal::Denied)?;
-    if let Some(limit) = shared.limits.api_rate_limit {
-        let now = shared.clock.now();
-        let window = shared.limits.api_rate_window;
-        let subject = format!("client:{}", principal.client_id);
-        crate::lock(&shared.rates)
-            .hit(&subject, limit, window, now)
-            .map_err(Refusal::RateLimited)?;
-    }
-    Ok(principal)
-}
+use crate::reply::{BodyRefusal, api_document, api_error, body_within};
+use crate::state::ApiState;
 
 fn resource(kind: &str, id: &str, attributes: &Map<String, Value>) -> Value {
     json!({"type": kind, "id": id, "attributes": attributes})
@@ -75,11 +27,11 @@ fn not_found() -> Response {
 
 /// `GET /api/json/v1/<type>`.
 pub(crate) async fn list(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ApiState>,
     Path(kind): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let principal = match api_gate(&shared, &headers, Scope::ApiRead) {
+    let principal = match shared.gate.api(&headers, Scope::ApiRead) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
@@ -98,11 +50,11 @@ pub(crate) async fn list(
 
 /// `GET /api/json/v1/<type>/<id>`.
 pub(crate) async fn show(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ApiState>,
     Path((kind, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let principal = match api_gate(&shared, &headers, Scope::ApiRead) {
+    let principal = match shared.gate.api(&headers, Scope::ApiRead) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
@@ -119,7 +71,7 @@ pub(crate) async fn show(
 
 /// `POST /api/json/v1/<type>`.
 pub(crate) async fn create(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ApiState>,
     Path(kind): Path<String>,
     fault: Option<axum::Extension<FaultAction>>,
     uri: Uri,
@@ -141,7 +93,7 @@ pub(crate) async fn create(
 
 /// `PUT`, `PATCH` or `DELETE /api/json/v1/<type>/<id>`.
 pub(crate) async fn change(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ApiState>,
     Path((kind, id)): Path<(String, String)>,
     fault: Option<axum::Extension<FaultAction>>,
     method: Method,
@@ -170,7 +122,7 @@ struct Target {
 }
 
 async fn write(
-    shared: &Shared,
+    shared: &ApiState,
     method: Method,
     uri: &Uri,
     target: Target,
@@ -178,7 +130,7 @@ async fn write(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let principal = match api_gate(shared, headers, Scope::ApiWrite) {
+    let principal = match shared.gate.api(headers, Scope::ApiWrite) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
@@ -272,7 +224,7 @@ async fn write(
 
 /// Runs a write; the answer's status and document (none for 204).
 fn execute(
-    shared: &Shared,
+    shared: &ApiState,
     principal: &Principal,
     method: &Method,
     target: Target,

@@ -39,6 +39,7 @@ mod clock;
 mod config;
 mod control;
 mod fault;
+mod gate;
 mod goaway;
 mod graphql;
 mod idempotency;
@@ -52,6 +53,7 @@ mod runs;
 mod server;
 mod signature;
 mod state;
+mod stores;
 mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -23,14 +23,15 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::auth::Denial;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{ClientSeed, Limits, ModulifyTokenSeed, TriggerSeed};
 use crate::fault::{Fault, FaultAction};
+use crate::gate::Denial;
 use crate::ledger::{Ledger, RequestRecord};
 use crate::modulify::ToolSeed;
+use crate::modulify::store::ModulifySeeds;
 use crate::redact::redact_path;
-use crate::state::{ModulifySeeds, Shared};
+use crate::state::Shared;
 
 /// Marks a response that must not be sent: over HTTP/1.1 the connection is closed instead;
 /// over HTTP/2 the stream is reset, with `REFUSED_STREAM` when `refused` (nothing was

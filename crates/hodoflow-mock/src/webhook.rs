@@ -20,8 +20,6 @@
 //! refused before the check (401, 403, 404) carry neither field. `Limits::webhook_rate_limit_fields`
 //! turns both off, for a deployment that does not send them.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
@@ -40,7 +38,7 @@ use crate::ledger::SignedRecord;
 use crate::rate::Left;
 use crate::reply::{BodyRefusal, body_within, webhook_error, with_retry_after};
 use crate::signature::SignatureVerdict;
-use crate::state::Shared;
+use crate::state::WebhookState;
 
 /// The delivery-ID headers in document 001's order of precedence.
 pub const DELIVERY_HEADERS: [&str; 4] = [
@@ -88,46 +86,9 @@ const MAX_SKEW_SECS: u64 = 100 * 365 * 24 * 3600;
 /// The secret a [`FaultAction::RotatedSecret`] rotates in: no sender holds it.
 const ROTATED_IN: &str = "whsec_cm90YXRlZC1pbi1ieS10aGUtY29udHJhY3Qtc2VydmVy";
 
-/// Accepted delivery identities per organization, forgotten after the retention.
-#[derive(Debug, Default)]
-pub(crate) struct Deliveries {
-    seen: HashMap<(String, String), SystemTime>,
-    /// (accepted at, key), in time order.
-    accepted: VecDeque<(SystemTime, (String, String))>,
-}
-
-impl Deliveries {
-    /// Records a delivery; false when the identity was already accepted.
-    fn first_time(
-        &mut self,
-        organization: &str,
-        identity: &str,
-        now: SystemTime,
-        retention: Duration,
-    ) -> bool {
-        while let Some((at, _)) = self.accepted.front() {
-            if *at + retention > now {
-                break;
-            }
-            if let Some((at, key)) = self.accepted.pop_front()
-                && self.seen.get(&key) == Some(&at)
-            {
-                self.seen.remove(&key);
-            }
-        }
-        let key = (organization.to_owned(), identity.to_owned());
-        if self.seen.contains_key(&key) {
-            return false;
-        }
-        self.seen.insert(key.clone(), now);
-        self.accepted.push_back((now, key));
-        true
-    }
-}
-
 /// `POST /api/v1/webhooks/<token>`.
 pub(crate) async fn deliver(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<WebhookState>,
     Path(token): Path<String>,
     fault: Option<axum::Extension<FaultAction>>,
     headers: HeaderMap,
@@ -138,7 +99,7 @@ pub(crate) async fn deliver(
 
 /// `POST /api/v1/webhooks/<org_domain>/<token>` (deprecated, still routes).
 pub(crate) async fn deliver_legacy(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<WebhookState>,
     Path((org, token)): Path<(String, String)>,
     fault: Option<axum::Extension<FaultAction>>,
     headers: HeaderMap,
@@ -156,14 +117,14 @@ pub(crate) async fn deliver_legacy(
 }
 
 async fn handle(
-    shared: &Shared,
+    shared: &WebhookState,
     org_domain: Option<&str>,
     token: &str,
     fault: Option<FaultAction>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let principal = match crate::auth::authorize(shared, headers, Scope::Webhooks) {
+    let principal = match shared.gate.authorize(headers, Scope::Webhooks) {
         Ok(p) => p,
         Err(denial) => return denial.webhook_response(),
     };
@@ -233,7 +194,7 @@ fn whole_seconds(span: Duration) -> u64 {
 
 /// A delivery the trigger's window admitted: its body, signature, identity and run.
 async fn admitted(
-    shared: &Shared,
+    shared: &WebhookState,
     token: &str,
     trigger: &TriggerSeed,
     fault: Option<FaultAction>,

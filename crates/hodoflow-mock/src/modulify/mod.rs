@@ -64,16 +64,14 @@
 
 mod catalogue;
 mod methods;
+pub(crate) mod store;
 
-use std::collections::HashMap;
-use std::fmt;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -82,13 +80,12 @@ use serde_json::{Value, json};
 
 pub use catalogue::ToolSeed;
 
-use crate::config::ModulifyTokenSeed;
 use crate::fault::FaultAction;
-use crate::idempotency::{Claim, KeyStore, ScopedKey, Stored, fingerprint, replay, valid_key};
+use crate::idempotency::{Claim, ScopedKey, Stored, fingerprint, replay, valid_key};
 use crate::reply::{BodyRefusal, body_within, modulify_error, with_retry_after};
-use crate::state::Shared;
-use catalogue::Catalogue;
-use methods::{Failure, Workspace};
+use crate::state::ModulifyState;
+use methods::Failure;
+use store::Account;
 
 /// The message of a repeat whose original answer was too large to keep (document 004).
 pub(crate) const NOT_KEPT_MESSAGE: &str =
@@ -101,69 +98,6 @@ const MAX_ANSWER_BYTES: u64 = 64 << 20;
 /// index, never the token itself.
 const KEY_SCOPE: &str = "modulify";
 
-/// A seeded token and the name its keys and budget are filed under.
-#[derive(Debug)]
-struct Account {
-    id: String,
-    seed: ModulifyTokenSeed,
-}
-
-/// The Modulify side of the server: tokens, catalogue, key store and workspace.
-pub(crate) struct Modulify {
-    /// Token -> account. The demo token is always there.
-    accounts: HashMap<String, Account>,
-    catalogue: Catalogue,
-    keys: Mutex<KeyStore>,
-    workspace: Mutex<Workspace>,
-    /// Keys held by a `slow_execution`, and when it ends (for `Retry-After`).
-    holding: Mutex<HashMap<ScopedKey, Instant>>,
-}
-
-/// Counts only: the keys of `accounts` are bearer tokens.
-impl fmt::Debug for Modulify {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Modulify")
-            .field("accounts", &self.accounts.len())
-            .field("catalogue", &self.catalogue)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Modulify {
-    pub(crate) fn new(tokens: Vec<ModulifyTokenSeed>, tools: Vec<ToolSeed>) -> Self {
-        let mut accounts = HashMap::new();
-        let demo = std::iter::once(ModulifyTokenSeed::demo());
-        for (index, seed) in demo.chain(tokens).enumerate() {
-            let id = format!("token{index}");
-            accounts.insert(seed.token.clone(), Account { id, seed });
-        }
-        // The demo token may call every method whatever a seed of it said.
-        if let Some(demo) = accounts.get_mut(crate::config::DEMO_MODULIFY_TOKEN) {
-            demo.seed.methods = None;
-        }
-        Self {
-            accounts,
-            catalogue: Catalogue::new(tools),
-            keys: Mutex::default(),
-            workspace: Mutex::default(),
-            holding: Mutex::default(),
-        }
-    }
-
-    /// The account of the request's bearer token.
-    fn authorize(&self, headers: &HeaderMap) -> Option<&Account> {
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .and_then(|token| self.accounts.get(token))
-    }
-}
-
 /// 401 `unauthorized`, also the form of an `expired_token` fault on these routes.
 pub(crate) fn unauthorized() -> Response {
     modulify_error(
@@ -173,7 +107,11 @@ pub(crate) fn unauthorized() -> Response {
     )
 }
 
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ModulifyState: FromRef<S>,
+{
     Router::new()
         .route("/v1/tools", get(tools).post(call).fallback(unrouted))
         .route("/v1/{*method}", any(call))
@@ -189,7 +127,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 /// and path that name no Modulify method are exactly that. A 400 `invalid_request` would tell
 /// the caller to fix the body, which is not what is wrong. `Allow` says what the path takes.
 async fn unrouted(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ModulifyState>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -227,7 +165,7 @@ fn not_routed(method: &Method, uri: &Uri) -> Response {
 }
 
 /// `GET /v1/tools`.
-async fn tools(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+async fn tools(State(shared): State<ModulifyState>, headers: HeaderMap) -> Response {
     let modulify = &shared.modulify;
     if modulify.authorize(&headers).is_none() {
         return unauthorized();
@@ -237,7 +175,7 @@ async fn tools(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
 
 /// `POST /v1/<method>`; any other request under `/v1/` is [`unrouted`].
 async fn call(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<ModulifyState>,
     fault: Option<axum::Extension<FaultAction>>,
     http_method: Method,
     uri: Uri,
@@ -310,7 +248,7 @@ async fn call(
 /// A call past its checks, with its key if it has one: every way out of a run that claimed the
 /// key either completes it with a success or releases it.
 struct Guarded<'a> {
-    shared: &'a Shared,
+    shared: &'a ModulifyState,
     key: Option<&'a ScopedKey>,
 }
 
