@@ -95,6 +95,7 @@ mod client;
 mod clock;
 mod endpoint;
 mod engine;
+mod engine_options;
 mod error;
 mod fleet;
 #[cfg(fuzzing)]
