@@ -7,23 +7,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Method;
 
-use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
 use crate::core::auth::secret::Secret;
 use crate::core::auth::{StaticToken, TokenCache, TokenExchanger};
-use crate::core::backoff::Backoff;
-use crate::core::budget::Budget;
 use crate::core::endpoint;
-use crate::core::engine::{Engine, Policy};
+use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
-use crate::core::fleet::gate::{RateBudget, RateGate};
-use crate::core::fleet::retry_budget::RetryBudget;
 use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter, TriggerPacing};
 use crate::core::jitter::Jitter;
 use crate::core::key::IdempotencyKey;
 use crate::core::schedule::{Schedule, SharedSchedule};
 use crate::core::shared::Shared;
 use crate::core::signing::Signer;
-use crate::core::stats::{Counters, Stats};
+use crate::core::stats::Stats;
 use crate::core::transport::{self, AttemptTransport, Sender};
 use crate::vendors::hodoflow::call::{Call, Delivering, Target};
 use crate::vendors::hodoflow::oauth::ClientCredentials;
@@ -50,15 +45,13 @@ pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
 #[must_use]
 pub struct ClientBuilder {
     base_url: String,
-    exchanger: Option<Arc<dyn TokenExchanger>>,
     credentials: Option<(String, Secret)>,
     bearer: Option<Secret>,
-    policy: Policy,
+    /// The budget, backoff and schedule, the exchanger, the rate and retry budgets and the
+    /// answer limit: what the client and the middleware both build their engine from.
+    options: EngineOptions,
     webhook_body_limit: usize,
-    answer_limit: usize,
     poll_interval: Duration,
-    rate_budget: Option<RateBudget>,
-    retry_budget: RetryBudget,
     trigger_limit: Option<TriggerLimit>,
     trigger_limits: HashMap<TriggerKey, TriggerLimit>,
     pace_triggers: bool,
@@ -73,11 +66,11 @@ impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientBuilder")
             .field("base_url", &endpoint::shown(&self.base_url))
-            .field("policy", &self.policy)
+            .field("policy", &self.options.policy)
             .field("webhook_body_limit", &self.webhook_body_limit)
-            .field("answer_limit", &self.answer_limit)
-            .field("rate_budget", &self.rate_budget)
-            .field("retry_budget", &self.retry_budget)
+            .field("answer_limit", &self.options.answer_limit)
+            .field("rate_budget", &self.options.rate_budget)
+            .field("retry_budget", &self.options.retry_budget)
             .field("trigger_limit", &self.trigger_limit)
             .field("pace_triggers", &self.pace_triggers)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
@@ -91,20 +84,11 @@ impl ClientBuilder {
     pub fn new(base_url: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
-            exchanger: None,
             credentials: None,
             bearer: None,
-            policy: Policy {
-                budget: Budget::default(),
-                backoff: Backoff::default(),
-                schedule: None,
-                fleet: None,
-            },
+            options: EngineOptions::new(),
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
-            answer_limit: DEFAULT_ANSWER_LIMIT,
             poll_interval: Duration::from_secs(1),
-            rate_budget: None,
-            retry_budget: RetryBudget::new(),
             trigger_limit: None,
             trigger_limits: HashMap::new(),
             pace_triggers: false,
@@ -146,37 +130,27 @@ impl ClientBuilder {
     ///
     /// Default: none; set this or [`client_credentials`](Self::client_credentials).
     pub fn exchanger(mut self, exchanger: impl TokenExchanger + 'static) -> Self {
-        self.exchanger = Some(Arc::new(exchanger));
+        self.options.exchanger = Some(Arc::new(exchanger));
         self
     }
 
-    /// The attempt and elapsed-time budget of every call, overridable per call.
-    ///
-    /// Default: [`Budget::default`]: 5 attempts, 60 s, 15 s per attempt.
-    pub fn budget(mut self, budget: Budget) -> Self {
-        self.policy.budget = budget;
-        self
-    }
-
-    /// The backoff between retries, overridable per call. It replaces a
-    /// [`schedule`](Self::schedule) set before it.
-    ///
-    /// Default: [`Backoff::default`]: 500 ms doubling to 30 s, full jitter.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.policy.backoff = backoff;
-        self.policy.schedule = None;
-        self
+    engine_setters! {
+        owner: "client",
+        noun: "call",
+        per_call: ", overridable per call",
+        after_backoff: " It replaces a [`schedule`](Self::schedule) set before it.",
     }
 
     /// Takes the waits between retries from `schedule` instead of the backoff, overridable per
     /// call; for example a backon builder (feature `backon`). `Retry-After` is never undercut, a
-    /// 429 without one still waits the [`Backoff::retry_after_fallback`] of the last
+    /// 429 without one still waits the
+    /// [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback) of the last
     /// [`backoff`](Self::backoff) set, and the budget still refuses a wait past its end, whatever
     /// the schedule says. A later [`backoff`](Self::backoff) replaces it.
     ///
     /// Default: none: the waits are the [`backoff`](Self::backoff)'s.
     pub fn schedule(mut self, schedule: impl Schedule + 'static) -> Self {
-        self.policy.schedule = Some(SharedSchedule::new(schedule));
+        self.options.policy.schedule = Some(SharedSchedule::new(schedule));
         self
     }
 
@@ -185,39 +159,6 @@ impl ClientBuilder {
     /// Default: 1,048,576 bytes, the server's default limit.
     pub fn webhook_body_limit(mut self, bytes: usize) -> Self {
         self.webhook_body_limit = bytes;
-        self
-    }
-
-    /// The most bytes of a JSON:API, read or GraphQL answer the client reads. A body over it is
-    /// never buffered past the limit: the call retries when its status would be retried anyway,
-    /// and otherwise stops with [`ErrorKind::AnswerTooLarge`](crate::ErrorKind::AnswerTooLarge).
-    /// Webhook answers are read up to 64 KiB, the token endpoint's too: both are a few fields.
-    ///
-    /// Default: 8 MiB ([`DEFAULT_ANSWER_LIMIT`](crate::DEFAULT_ANSWER_LIMIT)). At least 1.
-    pub fn max_answer_bytes(mut self, bytes: usize) -> Self {
-        self.answer_limit = bytes;
-        self
-    }
-
-    /// The credential's rate budget: attempts of every call of this client (and its
-    /// clones) are spaced to fit it, and a wait for a slot that would end past a call's
-    /// budget stops it with `budget_exhausted`. With or without it, a 429 or 503 with
-    /// `Retry-After` (or a `RateLimit` field with nothing remaining) closes the gate for every
-    /// call of the client until that instant.
-    ///
-    /// Default: none (only the server's answers pace the client).
-    pub fn rate_budget(mut self, budget: RateBudget) -> Self {
-        self.rate_budget = Some(budget);
-        self
-    }
-
-    /// The token bucket that caps the retries of every call of this client, shared with every
-    /// other client given a clone of `budget`. [`RetryBudget::disabled`] turns it off.
-    ///
-    /// Default: a bucket of this client's own, [`RetryBudget::new`]: 500 tokens, 5 a retry, 10
-    /// a retry after a timeout.
-    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
-        self.retry_budget = budget;
         self
     }
 
@@ -382,19 +323,16 @@ impl ClientBuilder {
     /// the budget is invalid, the answer limit or the poll interval is zero; when a signing
     /// secret is not `whsec_` followed by the base64 of at least 24 bytes (the error does not
     /// quote it).
-    pub fn build(self) -> Result<RetryingClient> {
+    pub fn build(mut self) -> Result<RetryingClient> {
         let base = endpoint::base_url(&self.base_url, "the base URL")?;
         let signer = Signer::parse(&self.signing_secrets)?;
-        self.policy.budget.validate()?;
-        if self.answer_limit == 0 {
-            return Err(Error::invalid_input("max_answer_bytes must be at least 1"));
-        }
+        self.options.validate()?;
         if self.poll_interval.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
         }
         // A custom transport needs a reqwest client only for a client-credentials exchange.
-        let needs_http =
-            self.transport.is_none() || (self.exchanger.is_none() && self.credentials.is_some());
+        let needs_http = self.transport.is_none()
+            || (self.options.exchanger.is_none() && self.credentials.is_some());
         let http = match self.http {
             Some(http) => Some(http),
             None if needs_http => Some(
@@ -412,7 +350,10 @@ impl ClientBuilder {
                 "the bearer token is empty or not a valid header value (it is not shown: it is a secret)",
             ));
         }
-        let exchanger: Arc<dyn TokenExchanger> = match (self.exchanger, self.credentials) {
+        let exchanger: Arc<dyn TokenExchanger> = match (
+            self.options.exchanger.take(),
+            self.credentials,
+        ) {
             (Some(exchanger), _) => exchanger,
 
             (None, Some((id, secret))) => Arc::new(ClientCredentials::with_http_client(
@@ -435,24 +376,17 @@ impl ClientBuilder {
             (None, Some(http)) => Sender::Reqwest(http),
             (None, None) => unreachable!("a reqwest client is built when no transport is set"),
         };
+        let (engine, policy) = self.options.engine(
+            Some(TokenCache::new(exchanger)),
+            TriggerLimiter::new(self.trigger_limit, self.trigger_limits, self.pace_triggers),
+            Jitter::new(self.seed),
+        );
         Ok(RetryingClient {
             inner: Arc::new(Shared {
                 base,
                 http: sender,
-                engine: Engine {
-                    jitter: Jitter::new(self.seed),
-                    tokens: Some(TokenCache::new(exchanger)),
-                    gate: RateGate::new(self.rate_budget),
-                    triggers: TriggerLimiter::new(
-                        self.trigger_limit,
-                        self.trigger_limits,
-                        self.pace_triggers,
-                    ),
-                    retry_budget: self.retry_budget,
-                    counters: Counters::default(),
-                    answer_limit: self.answer_limit,
-                },
-                policy: self.policy,
+                engine,
+                policy,
                 webhook_body_limit: self.webhook_body_limit,
                 poll_interval: self.poll_interval,
                 signer,

@@ -106,9 +106,9 @@ pub use crate::core::budget::Budget;
 pub use crate::core::clock::{Clock, TokioClock};
 pub use crate::core::error::{Error, ErrorKind, Result};
 pub use crate::core::fleet::gate::RateBudget;
-pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
 pub use crate::core::fleet::retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use crate::core::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
+pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
 pub use crate::core::matrix::Verdict;
 #[cfg(feature = "backoff")]
 pub use crate::core::schedule::BackoffCrateSchedule;

@@ -14,20 +14,16 @@ use reqwest_middleware::{Middleware, Next};
 
 use crate::client::RetryingClient;
 use crate::core::answer::Answer;
-use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
 use crate::core::attempt::{Attempt, TransportKind};
 use crate::core::auth::{TokenCache, TokenExchanger};
-use crate::core::backoff::Backoff;
-use crate::core::budget::Budget;
 use crate::core::engine::{Engine, Policy};
+use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
-use crate::core::fleet::gate::{RateBudget, RateGate};
-use crate::core::fleet::retry_budget::RetryBudget;
 use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimiter};
 use crate::core::jitter::Jitter;
 use crate::core::key::{DeliveryId, IdempotencyKey};
 use crate::core::request::FixedRequest;
-use crate::core::stats::{Counters, Stats};
+use crate::core::stats::Stats;
 use crate::core::transport::{self, Transport, answer_of};
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::routes::route_of;
@@ -46,7 +42,8 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// request a [`RetryingClient`] call builds, and the same engine runs it, with one difference
 /// only: each attempt goes on down the stack (the middleware's `Next`) instead of out through the
 /// client's own reqwest client. So classification, `Retry-After`, the 429 fallback, the
-/// [`Budget`], the shared [`RetryBudget`] and the credential's gate all behave as they do there.
+/// [`Budget`](crate::Budget), the shared [`RetryBudget`](crate::RetryBudget) and the
+/// credential's gate all behave as they do there.
 ///
 /// # Which matrix a request gets
 ///
@@ -124,8 +121,8 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// | `Retry-After` | ignored (its issue #146): retries on its own schedule, often early | never undercut; a 429 without it falls back to backoff |
 /// | POST, PATCH | retried without a key: a lost answer can create twice | one `Idempotency-Key` on every attempt, generated once when absent |
 /// | which answers | any 5xx, 408, 429, connection errors | the documented matrix per surface (a 403, 404 or 422 is never retried) |
-/// | limits | a number of retries, or a total duration | [`Budget`]: attempts, elapsed time, per-attempt timeout |
-/// | fleet | none | a shared [`RetryBudget`] and the credential's gate |
+/// | limits | a number of retries, or a total duration | [`Budget`](crate::Budget): attempts, elapsed time, per-attempt timeout |
+/// | fleet | none | a shared [`RetryBudget`](crate::RetryBudget) and the credential's gate |
 /// | streaming bodies | not retried | not retried, sent once |
 /// | outcome | the last response, or the last error | the final answer with a [`RetryReport`], or an error holding the SDK [`Error`] |
 ///
@@ -159,8 +156,8 @@ enum Shared {
 }
 
 impl RetryMiddleware {
-    /// A builder: no exchanger, [`Budget::default`], [`Backoff::default`], a retry budget of
-    /// its own.
+    /// A builder: no exchanger, [`Budget::default`](crate::Budget::default),
+    /// [`Backoff::default`](crate::Backoff::default), a retry budget of its own.
     pub fn builder() -> RetryMiddlewareBuilder {
         RetryMiddlewareBuilder::new()
     }
@@ -191,21 +188,21 @@ impl RetryMiddleware {
 /// Builds a [`RetryMiddleware`].
 #[must_use]
 pub struct RetryMiddlewareBuilder {
-    policy: Policy,
-    exchanger: Option<Arc<dyn TokenExchanger>>,
-    rate_budget: Option<RateBudget>,
-    retry_budget: RetryBudget,
-    answer_limit: usize,
+    /// What the middleware builds its engine from, set as a client's is.
+    options: EngineOptions,
 }
 
 impl std::fmt::Debug for RetryMiddlewareBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RetryMiddlewareBuilder")
-            .field("policy", &self.policy)
-            .field("exchanger", &self.exchanger.as_ref().map(|_| "<exchanger>"))
-            .field("rate_budget", &self.rate_budget)
-            .field("retry_budget", &self.retry_budget)
-            .field("answer_limit", &self.answer_limit)
+            .field("policy", &self.options.policy)
+            .field(
+                "exchanger",
+                &self.options.exchanger.as_ref().map(|_| "<exchanger>"),
+            )
+            .field("rate_budget", &self.options.rate_budget)
+            .field("retry_budget", &self.options.retry_budget)
+            .field("answer_limit", &self.options.answer_limit)
             .finish()
     }
 }
@@ -220,33 +217,15 @@ impl RetryMiddlewareBuilder {
     /// A builder with the defaults of each setter.
     pub fn new() -> Self {
         Self {
-            policy: Policy {
-                fleet: None,
-                budget: Budget::default(),
-                backoff: Backoff::default(),
-                schedule: None,
-            },
-            exchanger: None,
-            rate_budget: None,
-            retry_budget: RetryBudget::new(),
-            answer_limit: DEFAULT_ANSWER_LIMIT,
+            options: EngineOptions::new(),
         }
     }
 
-    /// The attempt and elapsed-time budget of every request.
-    ///
-    /// Default: [`Budget::default`]: 5 attempts, 60 s, 15 s per attempt.
-    pub fn budget(mut self, budget: Budget) -> Self {
-        self.policy.budget = budget;
-        self
-    }
-
-    /// The backoff between retries.
-    ///
-    /// Default: [`Backoff::default`]: 500 ms doubling to 30 s, full jitter.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.policy.backoff = backoff;
-        self
+    engine_setters! {
+        owner: "middleware",
+        noun: "request",
+        per_call: "",
+        after_backoff: "",
     }
 
     /// Adds and refreshes the bearer token from `exchanger`, replacing the request's own
@@ -254,32 +233,7 @@ impl RetryMiddlewareBuilder {
     ///
     /// Default: none: the request's `Authorization` is sent as it is and a 401 stops.
     pub fn exchanger(mut self, exchanger: impl TokenExchanger + 'static) -> Self {
-        self.exchanger = Some(Arc::new(exchanger));
-        self
-    }
-
-    /// The credential's rate budget, as [`ClientBuilder::rate_budget`](crate::ClientBuilder::rate_budget).
-    ///
-    /// Default: none (only the server's answers close the gate).
-    pub fn rate_budget(mut self, budget: RateBudget) -> Self {
-        self.rate_budget = Some(budget);
-        self
-    }
-
-    /// The token bucket that caps retries, shared with every client and middleware given a
-    /// clone of `budget`.
-    ///
-    /// Default: a bucket of its own, [`RetryBudget::new`].
-    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
-        self.retry_budget = budget;
-        self
-    }
-
-    /// The most bytes of an answer read (a webhook answer: 64 KiB).
-    ///
-    /// Default: 8 MiB ([`DEFAULT_ANSWER_LIMIT`]). At least 1.
-    pub fn max_answer_bytes(mut self, bytes: usize) -> Self {
-        self.answer_limit = bytes;
+        self.options.exchanger = Some(Arc::new(exchanger));
         self
     }
 
@@ -288,23 +242,17 @@ impl RetryMiddlewareBuilder {
     /// # Errors
     ///
     /// An `invalid_input` error when the budget is invalid or the answer limit is zero.
-    pub fn build(self) -> Result<RetryMiddleware> {
-        self.policy.budget.validate()?;
-        if self.answer_limit == 0 {
-            return Err(Error::invalid_input("max_answer_bytes must be at least 1"));
-        }
-        let engine = Engine {
-            tokens: self.exchanger.map(TokenCache::new),
-            gate: RateGate::new(self.rate_budget),
-            triggers: TriggerLimiter::new(None, HashMap::new(), false),
-            retry_budget: self.retry_budget,
-            counters: Counters::default(),
-            answer_limit: self.answer_limit,
-            jitter: Jitter::new(None),
-        };
+    pub fn build(mut self) -> Result<RetryMiddleware> {
+        self.options.validate()?;
+        let tokens = self.options.exchanger.take().map(TokenCache::new);
+        let (engine, policy) = self.options.engine(
+            tokens,
+            TriggerLimiter::new(None, HashMap::new(), false),
+            Jitter::new(None),
+        );
         Ok(RetryMiddleware {
             engine: Shared::Own(Arc::new(engine)),
-            policy: self.policy,
+            policy,
         })
     }
 }

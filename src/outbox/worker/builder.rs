@@ -1,4 +1,12 @@
 //! [`WorkerBuilder`]: what a worker pool is configured with, and how it starts.
+//!
+//! Its setters are its own, not the client's and the middleware's shared ones
+//! (`src/engine_options.rs`): it configures workers around a client already built. Three share a
+//! name with a [`ClientBuilder`](crate::ClientBuilder) setter but not its meaning or signature:
+//! `poll_interval` is how often a worker claims jobs (the client's, how often `follow_run` polls
+//! a run), `schedule` takes the [`LongSchedule`] of waits between a job's calls (the client's, a
+//! [`Schedule`](crate::Schedule) of waits between attempts), and `trigger_limit` takes an
+//! `Option` (`None`: no shared window) for a window every worker of the store shares.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

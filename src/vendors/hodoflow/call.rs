@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method};
 
 use crate::core::auth::secret::Secret;
-use crate::core::engine::Policy;
+use crate::core::call_options::{CallOptions, per_call_setters};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::fleet::trigger_limit::TriggerKey;
 use crate::core::key::{DeliveryId, IdempotencyKey};
@@ -22,71 +22,6 @@ use crate::core::transport::Http;
 use crate::vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
 use crate::vendors::hodoflow::routes::redact_path;
 use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
-
-/// What one call may change of its client's settings, held once by [`Call`], [`Delivering`]
-/// and [`MethodCall`](crate::MethodCall): the headers it adds, and its policy (budget, backoff
-/// or schedule, and the outbox's fleet). The setters are written once, by [`per_call_setters`].
-#[derive(Debug, Clone)]
-pub(crate) struct CallOptions {
-    pub(crate) headers: HeaderMap,
-    pub(crate) policy: Policy,
-}
-
-impl CallOptions {
-    /// The client's settings, unchanged.
-    pub(crate) fn of(shared: &Shared) -> Self {
-        Self {
-            headers: HeaderMap::new(),
-            policy: shared.policy.clone(),
-        }
-    }
-}
-
-/// The per-call setters every call type exposes, inside its `impl`: `budget`, `backoff`,
-/// `schedule`, and the outbox's `fleet`. The type holds its [`CallOptions`] as `options`;
-/// `$noun` names it in the docs ("call", "delivery").
-macro_rules! per_call_setters {
-    ($noun:literal) => {
-        #[doc = concat!("The budget of this ", $noun, ".\n\nDefault: the client's budget.")]
-        pub fn budget(mut self, budget: $crate::Budget) -> Self {
-            self.options.policy.budget = budget;
-            self
-        }
-
-        #[doc = concat!(
-            "The backoff of this ", $noun, ". It replaces the client's ",
-            "[`schedule`](crate::ClientBuilder::schedule) and one set on this ", $noun,
-            " before.\n\nDefault: the client's backoff."
-        )]
-        pub fn backoff(mut self, backoff: $crate::Backoff) -> Self {
-            self.options.policy.backoff = backoff;
-            self.options.policy.schedule = None;
-            self
-        }
-
-        #[doc = concat!(
-            "Takes the waits between the retries of this ", $noun, " from `schedule`; ",
-            "`Retry-After`, the backoff's ",
-            "[`retry_after_fallback`](crate::Backoff::retry_after_fallback) and the budget ",
-            "still apply on top (see [`ClientBuilder::schedule`](crate::ClientBuilder::schedule)). ",
-            "A later [`backoff`](Self::backoff) replaces it.\n\n",
-            "Default: the client's schedule, if one was set; otherwise the waits are the backoff's."
-        )]
-        pub fn schedule(mut self, schedule: impl $crate::Schedule + 'static) -> Self {
-            self.options.policy.schedule = Some($crate::core::schedule::SharedSchedule::new(schedule));
-            self
-        }
-
-        /// Shares the credential's pause and the trigger's window with other processes (the
-        /// outbox's workers).
-        #[cfg(feature = "outbox")]
-        pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::fleet::Fleet>) -> Self {
-            self.options.policy.fleet = Some(fleet);
-            self
-        }
-    };
-}
-pub(crate) use per_call_setters;
 
 /// What a [`Call`] addresses.
 pub(crate) enum Target {

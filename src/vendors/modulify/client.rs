@@ -36,13 +36,13 @@ use tokio::time::Instant;
 
 use crate::client::RetryingClient;
 use crate::core::attempt::Attempt;
+use crate::core::call_options::{CallOptions, per_call_setters};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::redact::BodyLen;
 use crate::core::request::FixedRequest;
 use crate::core::transport::Http;
 use crate::vendors::Surface;
-use crate::vendors::hodoflow::call::{CallOptions, per_call_setters};
 use crate::vendors::modulify::tables::{BODY_LIMIT, Effect, MODULIFY};
 
 /// The least age of a cached catalogue before a call to a method it lacks reads it again.
