@@ -4,9 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::Method;
-
 use crate::core::auth::secret::Secret;
 use crate::core::auth::{StaticToken, TokenCache, TokenExchanger};
 use crate::core::endpoint;
@@ -14,15 +11,12 @@ use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
 use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter, TriggerPacing};
 use crate::core::jitter::Jitter;
-use crate::core::key::IdempotencyKey;
 use crate::core::schedule::{Schedule, SharedSchedule};
 use crate::core::shared::Shared;
 use crate::core::signing::Signer;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, AttemptTransport, Sender};
-use crate::vendors::hodoflow::call::{Call, Delivering, Target};
 use crate::vendors::hodoflow::oauth::ClientCredentials;
-use crate::vendors::hodoflow::run::FollowRun;
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
 pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
@@ -271,7 +265,7 @@ impl ClientBuilder {
     /// [fingerprint](crate::SigningSecret::fingerprint).
     ///
     /// Default: none; deliveries are unsigned. A delivery may override it with
-    /// [`Delivering::signing_secrets`].
+    /// [`Delivering::signing_secrets`](crate::Delivering::signing_secrets).
     ///
     /// # Examples
     ///
@@ -378,7 +372,12 @@ impl ClientBuilder {
         };
         let (engine, policy) = self.options.engine(
             Some(TokenCache::new(exchanger)),
-            TriggerLimiter::new(self.trigger_limit, self.trigger_limits, self.pace_triggers),
+            TriggerLimiter::new(
+                self.trigger_limit,
+                self.trigger_limits,
+                self.pace_triggers,
+                TriggerLimit::DOCUMENTED,
+            ),
             Jitter::new(self.seed),
         );
         Ok(RetryingClient {
@@ -411,76 +410,6 @@ impl RetryingClient {
         ClientBuilder::new(base_url)
     }
 
-    /// A JSON:API unsafe write (`POST`, `PUT`, `PATCH` or `DELETE` under `/api/json/`) with its
-    /// Idempotency-Key, identical on every attempt.
-    pub fn write(
-        &self,
-        method: Method,
-        path: &str,
-        key: IdempotencyKey,
-        body: impl Into<Bytes>,
-    ) -> Call<'_> {
-        Call::new(
-            &self.inner,
-            Target::Write {
-                method,
-                path: path.to_owned(),
-                key,
-                body: body.into(),
-            },
-        )
-    }
-
-    /// `POST path` with `key`: create a resource.
-    pub fn create(&self, path: &str, key: IdempotencyKey, body: impl Into<Bytes>) -> Call<'_> {
-        self.write(Method::POST, path, key, body)
-    }
-
-    /// `GET path`: a read, retried with bounded backoff.
-    pub fn get(&self, path: &str) -> Call<'_> {
-        Call::new(
-            &self.inner,
-            Target::Read {
-                method: Method::GET,
-                path: path.to_owned(),
-            },
-        )
-    }
-
-    /// `HEAD path`: a read without a body, retried like `GET`.
-    pub fn head(&self, path: &str) -> Call<'_> {
-        Call::new(
-            &self.inner,
-            Target::Read {
-                method: Method::HEAD,
-                path: path.to_owned(),
-            },
-        )
-    }
-
-    /// A GraphQL `factQuery` document with its variables: read-only, no key.
-    pub fn graphql(&self, query: &str, variables: serde_json::Value) -> Call<'_> {
-        let body = serde_json::json!({"query": query, "variables": variables});
-        Call::new(
-            &self.inner,
-            Target::GraphQl {
-                body: Bytes::from(body.to_string()),
-            },
-        )
-    }
-
-    /// Delivers `body` to the webhook trigger with `trigger_token` (a secret: never logged).
-    ///
-    /// Set the delivery ID with [`Delivering::delivery_id`], or pass a relay's provider
-    /// header with [`Delivering::headers`].
-    pub fn deliver(
-        &self,
-        trigger_token: impl Into<Secret>,
-        body: impl Into<Bytes>,
-    ) -> Delivering<'_> {
-        Delivering::new(&self.inner, trigger_token.into(), body.into())
-    }
-
     /// What this client and its clones have done so far: calls, attempts, retries by cause,
     /// retry tokens left, time waited, exchanges. Cheap: a few atomic loads.
     pub fn stats(&self) -> Stats {
@@ -495,10 +424,5 @@ impl RetryingClient {
             .engine
             .triggers
             .pacing(TriggerKey::of(trigger_token))
-    }
-
-    /// Follows a workflow run until it succeeds, fails or is cancelled.
-    pub fn follow_run(&self, run_id: &str) -> FollowRun<'_> {
-        FollowRun::new(&self.inner, run_id)
     }
 }

@@ -9,7 +9,10 @@ use http::HeaderMap;
 /// How long the `RateLimit` fields of `headers` ask the credential to send nothing
 /// (`rate_limit_field.rs`).
 pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
-    crate::core::rate_limit_field::exhausted_for(headers)
+    crate::core::rate_limit_field::exhausted_for(
+        headers,
+        Some(crate::vendors::hodoflow::tables::TRIGGER_POLICY),
+    )
 }
 
 /// What the `"trigger"` policy of the `RateLimit-Policy` and `RateLimit` fields of `headers`
@@ -17,7 +20,10 @@ pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
 pub fn rate_limit_trigger_window(
     headers: &HeaderMap,
 ) -> (Option<(u32, Duration)>, Option<Duration>) {
-    let window = crate::core::rate_limit_field::trigger_window(headers);
+    let window = crate::core::rate_limit_field::trigger_window(
+        headers,
+        crate::vendors::hodoflow::tables::TRIGGER_POLICY,
+    );
     (
         window.limit.map(|limit| (limit.requests(), limit.per())),
         window.spent_for,

@@ -14,8 +14,9 @@
 //!
 //! The same engine serves Modulify's method API (document 004) through [`ModulifyClient`]: the
 //! catalogue decides per method whether a call carries a key, and document 004's table (a 422 on
-//! key reuse, a 409 to wait out, a static token) classifies the answers. Each vendor's rules are
-//! data in one profile file (`src/profile/hodoflow.rs`, `src/profile/modulify.rs`).
+//! key reuse, a 409 to wait out, a static token) classifies the answers. Each vendor is one folder
+//! (`src/vendors/hodoflow/`, `src/vendors/modulify/`) whose tables are data the vendor-blind
+//! mechanism in `src/core/` reads.
 //!
 //! # Examples
 //!

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
-use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::client::RetryingClient;
@@ -19,7 +19,7 @@ use crate::core::auth::{TokenCache, TokenExchanger};
 use crate::core::engine::{Engine, Policy};
 use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
-use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimiter};
+use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
 use crate::core::jitter::Jitter;
 use crate::core::key::{DeliveryId, IdempotencyKey};
 use crate::core::request::FixedRequest;
@@ -27,8 +27,7 @@ use crate::core::stats::Stats;
 use crate::core::transport::{self, Transport, answer_of};
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::routes::route_of;
-use crate::vendors::hodoflow::tables::{GRAPHQL_PATH, JSON_API_PREFIX, WEBHOOKS_PREFIX};
-use crate::vendors::neutral;
+use crate::vendors::surface_of;
 
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
@@ -58,7 +57,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// | `POST /api/graphql` | [`Surface::GraphQl`] | none (read-only) |
 /// | `POST`, `PUT`, `PATCH`, `DELETE` (and other unsafe methods) | [`Surface::JsonApiWrite`] | `Idempotency-Key` |
 ///
-/// A path no profile claims gets a vendor-neutral table (`src/profile/neutral.rs`), since no
+/// A path no profile claims gets a vendor-neutral table (`src/vendors/neutral.rs`), since no
 /// vendor's matrix says anything about it:
 ///
 /// | request on any other path | surface | retried on | key |
@@ -247,7 +246,7 @@ impl RetryMiddlewareBuilder {
         let tokens = self.options.exchanger.take().map(TokenCache::new);
         let (engine, policy) = self.options.engine(
             tokens,
-            TriggerLimiter::new(None, HashMap::new(), false),
+            TriggerLimiter::new(None, HashMap::new(), false, TriggerLimit::DOCUMENTED),
             Jitter::new(None),
         );
         Ok(RetryMiddleware {
@@ -282,27 +281,6 @@ impl RetryReport {
     pub fn error(&self) -> Option<&Error> {
         self.error.as_deref()
     }
-}
-
-/// The surface of `method` on `path`, or `None` for a request sent once; see the table of
-/// [`RetryMiddleware`]. `keyed`: the caller gave an `Idempotency-Key`.
-pub(crate) fn surface_of(method: &Method, path: &str, keyed: bool) -> Option<Surface> {
-    let claimed = path.contains(JSON_API_PREFIX)
-        || path.contains(WEBHOOKS_PREFIX)
-        || path.ends_with(GRAPHQL_PATH);
-    if !claimed {
-        return neutral::surface(method, keyed);
-    }
-    let safe = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method);
-    Some(if safe {
-        Surface::Read
-    } else if *method == Method::POST && path.contains(WEBHOOKS_PREFIX) {
-        Surface::Webhook
-    } else if *method == Method::POST && path.ends_with(GRAPHQL_PATH) {
-        Surface::GraphQl
-    } else {
-        Surface::JsonApiWrite
-    })
 }
 
 /// The key of a request of `surface`: the caller's (checked) or a new one, put into `headers`.
@@ -517,6 +495,8 @@ async fn send_once(
 
 #[cfg(test)]
 mod tests {
+    use http::Method;
+
     use super::*;
 
     #[test]

@@ -3,11 +3,10 @@
 //!   nothing from `crate::vendors` (nor a vendor's item through a re-export of `lib.rs`);
 //! - no module imports, directly or through others, a module that imports it back.
 //!
-//! A module is a file directly under `src/`, `src/core/` or `src/vendors/`, or a folder there
-//! taken whole (`core/auth/`, `core/fleet/`, `vendors/hodoflow/`, `outbox/` …). An edge is any
-//! `crate::…` path outside comments and outside a file's `#[cfg(test)] mod tests`, which may
-//! reach anywhere (but not out of `core/`). `lib.rs` declares and re-exports everything and is
-//! left out.
+//! A module is a file, as `farm-studio look src` draws circles (a folder's `mod.rs` is the
+//! folder's module). An edge is any `crate::…` path outside comments and outside a file's
+//! `#[cfg(test)] mod tests`, which may reach anywhere (but not out of `core/`). `lib.rs` declares
+//! and re-exports everything and is left out.
 //!
 //! One circle is known and allowed until it is cut: `core::error <-> core::key` (an error carries
 //! the key its attempts sent, and a key's constructors fail with an error). Any other fails this
@@ -32,8 +31,8 @@ fn no_module_in_src_imports_one_that_imports_it_back() {
     assert!(
         modules.len() > 20
             && modules.contains("core::engine")
-            && modules.contains("core::auth")
-            && modules.contains("vendors::hodoflow"),
+            && modules.contains("core::fleet::retry_budget")
+            && modules.contains("vendors::hodoflow::tables"),
         "read the modules of src/: {modules:?}"
     );
 
@@ -103,29 +102,26 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module `file` belongs to: its own name directly under `src/`, `src/core/` or
-/// `src/vendors/` (`core::engine`), else its folder's (`core::fleet`, `vendors::hodoflow`);
-/// `core` and `vendors` for their `mod.rs`; `None` for `lib.rs`.
+/// The module of `file`: its path under `src/` as a Rust path (`core::fleet::gate`), a folder's
+/// `mod.rs` named by its folder (`core::fleet`); `None` for `lib.rs`.
 fn module_of(src: &Path, file: &Path) -> Option<String> {
     let relative = file.strip_prefix(src).ok()?;
-    let mut parts = relative
+    let mut parts: Vec<&str> = relative
         .components()
-        .map(|part| part.as_os_str().to_str().unwrap_or_default());
-    let first = parts.next()?;
-    let name = |part: &str| part.strip_suffix(".rs").unwrap_or(part).to_owned();
-    match first {
-        "lib.rs" => None,
-        "core" | "vendors" => match parts.next()? {
-            "mod.rs" => Some(first.to_owned()),
-            second => Some(format!("{first}::{}", name(second))),
-        },
-        _ => Some(name(first)),
+        .map(|part| part.as_os_str().to_str().unwrap_or_default())
+        .collect();
+    let last = parts.pop()?;
+    match last {
+        "lib.rs" if parts.is_empty() => return None,
+        "mod.rs" => {}
+        file => parts.push(file.strip_suffix(".rs").unwrap_or(file)),
     }
+    Some(parts.join("::"))
 }
 
-/// `(module, name)` for every `crate::module::name` or `crate::module::{…}` path in `text`,
-/// outside comments and the file's test module; `module` is one of `modules` (`core::engine`),
-/// or the path's first segment when it names none.
+/// `(module, name)` for every `crate::…` path in `text`, outside comments and the file's test
+/// module: `module` is the longest of `modules` the path starts with (`core::fleet::gate`), or
+/// its first segment when it names none.
 fn crate_paths(text: &str, modules: &BTreeSet<String>) -> Vec<(String, String)> {
     let code = match text.find("#[cfg(test)]\nmod tests") {
         Some(tests) => &text[..tests],
@@ -133,15 +129,13 @@ fn crate_paths(text: &str, modules: &BTreeSet<String>) -> Vec<(String, String)> 
     };
     let mut found = Vec::new();
     for path in paths_after_crate(code) {
-        let mut segments = path.split("::");
-        let first = segments.next().unwrap_or_default();
-        let second = segments.next().unwrap_or_default();
-        let nested = format!("{first}::{second}");
-        let (module, name) = if modules.contains(&nested) {
-            (nested, segments.next().unwrap_or_default())
-        } else {
-            (first.to_owned(), second)
-        };
+        let segments: Vec<&str> = path.split("::").collect();
+        let known = (1..=segments.len())
+            .rev()
+            .find(|&length| modules.contains(&segments[..length].join("::")));
+        let length = known.unwrap_or(1);
+        let module = segments[..length].join("::");
+        let name = segments.get(length).copied().unwrap_or_default();
         if !module.is_empty() {
             found.push((module, name.to_owned()));
         }

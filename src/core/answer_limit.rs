@@ -6,14 +6,12 @@
 //! `Content-Length` over the limit is refused before the first byte is read, and a body without
 //! one stops at the first chunk that crosses the limit, closing the connection.
 //!
-//! The limits follow what each surface needs:
-//! - a webhook answer is a status and a run ID (document 001: `{"status":"accepted",
-//!   "workflow_run_id":…}` or `{"error":…}`): [`WEBHOOK_ANSWER_LIMIT`], 64 KiB, is a thousand
-//!   times that;
-//! - the token endpoint's answer is a token and three short fields: [`TOKEN_ANSWER_LIMIT`];
-//! - JSON:API and GraphQL answers are documents of any size the caller asked for:
-//!   [`DEFAULT_ANSWER_LIMIT`], 8 MiB, configurable with
-//!   [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes).
+//! The limits follow what each surface needs: a vendor's profile may fix one for a surface whose
+//! answers are small by contract (Hodoflow's webhook answer, `vendors/hodoflow/limits.rs`);
+//! every other answer is a document of any size the caller asked for: [`DEFAULT_ANSWER_LIMIT`],
+//! 8 MiB, configurable with
+//! [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes). A token
+//! exchanger bounds its own answer (`TOKEN_ANSWER_LIMIT`).
 //!
 //! An answer over its limit is not an answer the caller can use. When the matrix would retry its
 //! status anyway (a 5xx, a 429) the body is not needed and the call retries; otherwise the call
@@ -22,11 +20,9 @@
 
 use bytes::{Bytes, BytesMut};
 
-/// The most bytes of a webhook answer read: 64 KiB.
-pub(crate) const WEBHOOK_ANSWER_LIMIT: usize = 64 * 1024;
 /// The most bytes of a token endpoint's answer read: 64 KiB.
 pub(crate) const TOKEN_ANSWER_LIMIT: usize = 64 * 1024;
-/// The default most bytes of a JSON:API, read or GraphQL answer read: 8 MiB.
+/// The default most bytes of an answer read, where the profile fixes none: 8 MiB.
 pub const DEFAULT_ANSWER_LIMIT: usize = 8 * 1024 * 1024;
 
 /// A body read against a limit.

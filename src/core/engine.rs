@@ -31,6 +31,7 @@ use crate::core::fleet::trigger_limit::{Slot, TriggerLimiter};
 use crate::core::jitter::Jitter;
 use crate::core::matrix::Verdict;
 use crate::core::otel;
+use crate::core::profile::Vendor;
 use crate::core::rate_limit_field;
 use crate::core::request::FixedRequest;
 use crate::core::schedule::{SharedSchedule, Waits};
@@ -261,9 +262,13 @@ impl Engine {
             otel::record_attempt(&attempt_span, &answer);
             // What the answer says of the trigger's window is learned before its slot is
             // released, so the slot is held for the window the server just stated.
-            if let (Some(trigger), Some(headers)) = (request.trigger, answer.headers()) {
+            if let (Some(trigger), Some(headers), Some(policy)) = (
+                request.trigger,
+                answer.headers(),
+                profile.vendor.trigger_policy,
+            ) {
                 self.triggers
-                    .heard(trigger, rate_limit_field::trigger_window(headers));
+                    .heard(trigger, rate_limit_field::trigger_window(headers, policy));
             }
             if let Some(slot) = slot {
                 slot.release_after_window();
@@ -273,7 +278,7 @@ impl Engine {
             }
             let wall = wall_now();
             let retry_after = answer.retry_after(wall);
-            let closed_for = self.note_rate_limit(profile.vendor.slow_down, &answer, retry_after);
+            let closed_for = self.note_rate_limit(profile.vendor, &answer, retry_after);
             if let (Some(fleet), Some(wait)) = (&policy.fleet, closed_for) {
                 fleet.slow_down(wait).await;
             }
@@ -434,15 +439,15 @@ impl Engine {
     /// Returns how long the gate was closed for, if it was.
     fn note_rate_limit(
         &self,
-        slow_down: &[u16],
+        vendor: &Vendor,
         answer: &Answer,
         retry_after: Option<Duration>,
     ) -> Option<Duration> {
         let headers = answer.headers()?;
         let slow_down = answer
             .status()
-            .is_some_and(|status| slow_down.contains(&status.as_u16()));
-        let exhausted = rate_limit_field::exhausted_for(headers);
+            .is_some_and(|status| vendor.slow_down.contains(&status.as_u16()));
+        let exhausted = rate_limit_field::exhausted_for(headers, vendor.trigger_policy);
         let closed_for = match retry_after {
             Some(wait) if slow_down || exhausted.is_some() => Some(wait),
             _ => exhausted,

@@ -28,11 +28,11 @@ pub struct TriggerLimit {
 }
 
 impl TriggerLimit {
-    /// Document 001's default: 100 requests per trigger per 60-second window.
-    pub const DOCUMENTED: Self = Self {
-        requests: 100,
-        per: Duration::from_secs(60),
-    };
+    /// `requests` per `per`, unchecked: for a vendor's documented constant, whose figures are
+    /// positive (its own test checks them against [`new`](Self::new)).
+    pub(crate) const fn from_parts(requests: u32, per: Duration) -> Self {
+        Self { requests, per }
+    }
 
     /// `requests` per window of `per`.
     ///

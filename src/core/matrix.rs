@@ -2,7 +2,7 @@
 //! answer.
 //!
 //! This module knows no vendor. A table is a slice of [`Rule`]s a profile hands in
-//! (`src/profile/`); the lookup takes the table and the profile's error-code reader as
+//! (`src/vendors/`); the lookup takes the table and the profile's error-code reader as
 //! arguments, so a second API profile is a second table, not new control flow.
 //!
 //! Within a table the most specific matching row wins: a status with an error code in the body,

@@ -60,6 +60,9 @@ pub(crate) struct Vendor {
     pub(crate) keys: KeyRules,
     /// How a replayed answer is marked, and whether its original answer was kept.
     pub(crate) replay: Replay,
+    /// The `RateLimit` policy that speaks for one trigger's window, not the credential's;
+    /// `None` when every policy the server states is the credential's.
+    pub(crate) trigger_policy: Option<&'static str>,
 }
 
 /// The keys a vendor's server accepts; checked before anything is sent.

@@ -13,14 +13,15 @@
 //! whole. A malformed field never holds a call back, and is never an error. Unknown parameters
 //! are skipped (once they parse).
 //!
-//! Two readers, one per scope:
-//! - [`exhausted_for`]: the credential's gate. A policy other than `"trigger"` with nothing
-//!   remaining closes it until its reset (`rate.rs`).
-//! - [`trigger_window`]: the trigger's own window. CONTRACT.md names the per-trigger policy
-//!   `"trigger"` on webhook answers and says other names are ignored for it; its quota and
-//!   window pace the trigger (`trigger_limit.rs`), and its `r=0` holds that trigger alone until
-//!   the reset. A trigger's spent window never closes the credential's gate: other triggers
-//!   and the API have windows of their own.
+//! Two readers, one per scope. Which policy speaks for a trigger is the vendor's to name (its
+//! profile's `trigger_policy`; Hodoflow's CONTRACT.md names it `"trigger"` on webhook answers
+//! and says other names are ignored for it):
+//! - [`exhausted_for`]: the credential's gate. A policy other than the trigger's with nothing
+//!   remaining closes it until its reset (`fleet/gate.rs`).
+//! - [`trigger_window`]: the trigger's own window: its quota and window pace the trigger
+//!   (`fleet/trigger_limit.rs`), and its `r=0` holds that trigger alone until the reset. A
+//!   trigger's spent window never closes the credential's gate: other triggers and the API have
+//!   windows of their own.
 
 use std::time::Duration;
 
@@ -33,9 +34,6 @@ const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
 /// The `RateLimit-Policy` field's name.
 const RATE_LIMIT_POLICY: http::HeaderName = http::HeaderName::from_static("ratelimit-policy");
 
-/// The policy of a trigger's window (CONTRACT.md, "RateLimit fields").
-pub(crate) const TRIGGER_POLICY: &str = "trigger";
-
 /// The longest reset honoured: a larger `t` is taken as malformed (RFC 9651 integers have at
 /// most 15 digits; a day is more than any documented window).
 const MAX_RESET: Duration = Duration::from_secs(86_400);
@@ -47,12 +45,12 @@ const MAX_WINDOW: Duration = MAX_RESET;
 pub(crate) const MAX_QUOTA: u32 = 1_000_000;
 
 /// How long the server asks the credential to send nothing: the latest reset among the
-/// policies, other than a trigger's, with nothing remaining. `None` when no such policy is
-/// exhausted or the field is absent or malformed.
-pub(crate) fn exhausted_for(headers: &HeaderMap) -> Option<Duration> {
+/// policies, other than a trigger's (`trigger_policy`, the vendor's name for it), with nothing
+/// remaining. `None` when no such policy is exhausted or the field is absent or malformed.
+pub(crate) fn exhausted_for(headers: &HeaderMap, trigger_policy: Option<&str>) -> Option<Duration> {
     let mut closed: Option<Duration> = None;
     for left in remaining(headers)? {
-        if left.policy != TRIGGER_POLICY
+        if Some(left.policy.as_str()) != trigger_policy
             && left.remaining == Some(0)
             && let Some(reset) = left.reset
         {
@@ -72,17 +70,17 @@ pub(crate) struct TriggerWindow {
     pub(crate) spent_for: Option<Duration>,
 }
 
-/// The `"trigger"` policy of the answer's `RateLimit-Policy` and `RateLimit` fields; each field
-/// that is absent or malformed says nothing.
-pub(crate) fn trigger_window(headers: &HeaderMap) -> TriggerWindow {
+/// The trigger's policy (`policy`, the vendor's name for it) of the answer's `RateLimit-Policy`
+/// and `RateLimit` fields; each field that is absent or malformed says nothing.
+pub(crate) fn trigger_window(headers: &HeaderMap, policy: &str) -> TriggerWindow {
     let mut window = TriggerWindow::default();
     if let Some(members) = list(headers, &RATE_LIMIT_POLICY) {
-        window.limit = trigger_limit(&members);
+        window.limit = trigger_limit(&members, policy);
     }
     if let Some(left) = remaining(headers) {
         window.spent_for = left
             .iter()
-            .filter(|left| left.policy == TRIGGER_POLICY && left.remaining == Some(0))
+            .filter(|left| left.policy == policy && left.remaining == Some(0))
             .filter_map(|left| left.reset)
             .max();
     }
@@ -91,9 +89,9 @@ pub(crate) fn trigger_window(headers: &HeaderMap) -> TriggerWindow {
 
 /// The `"trigger"` members' quota and window, the smallest rate of them; `None` when there is
 /// none, or one without a positive integer `q` and `w` (or with a `w` over a day).
-fn trigger_limit(members: &[Member<'_>]) -> Option<TriggerLimit> {
+fn trigger_limit(members: &[Member<'_>], policy: &str) -> Option<TriggerLimit> {
     let mut strictest: Option<TriggerLimit> = None;
-    for member in members.iter().filter(|m| m.name == TRIGGER_POLICY) {
+    for member in members.iter().filter(|m| m.name == policy) {
         let quota = positive(member.param("q")?)?;
         let window = Duration::from_secs(positive(member.param("w")?)?);
         if window > MAX_WINDOW {
@@ -408,6 +406,9 @@ impl<'a> Parser<'a> {
 mod tests {
     use super::*;
 
+    /// A vendor's name for a trigger's policy, as Hodoflow's.
+    const TRIGGER: &str = "trigger";
+
     fn headers(name: &http::HeaderName, values: &[&str]) -> HeaderMap {
         let mut headers = HeaderMap::new();
         for value in values {
@@ -417,11 +418,11 @@ mod tests {
     }
 
     fn closed(values: &[&str]) -> Option<Duration> {
-        exhausted_for(&headers(&RATE_LIMIT, values))
+        exhausted_for(&headers(&RATE_LIMIT, values), Some(TRIGGER))
     }
 
     fn policy(values: &[&str]) -> Option<(u32, u64)> {
-        trigger_window(&headers(&RATE_LIMIT_POLICY, values))
+        trigger_window(&headers(&RATE_LIMIT_POLICY, values), TRIGGER)
             .limit
             .map(|limit| (limit.requests(), limit.per().as_secs()))
     }
@@ -513,14 +514,17 @@ mod tests {
     #[test]
     fn a_trigger_s_spent_window_holds_the_trigger_not_the_credential() {
         let spent = headers(&RATE_LIMIT, &[r#""trigger";r=0;t=7"#]);
-        assert_eq!(exhausted_for(&spent), None);
+        assert_eq!(exhausted_for(&spent, Some(TRIGGER)), None);
         assert_eq!(
-            trigger_window(&spent).spent_for,
+            trigger_window(&spent, TRIGGER).spent_for,
             Some(Duration::from_secs(7))
         );
         let left = headers(&RATE_LIMIT, &[r#""trigger";r=3;t=7, "api";r=0;t=2"#]);
-        assert_eq!(trigger_window(&left).spent_for, None);
-        assert_eq!(exhausted_for(&left), Some(Duration::from_secs(2)));
+        assert_eq!(trigger_window(&left, TRIGGER).spent_for, None);
+        assert_eq!(
+            exhausted_for(&left, Some(TRIGGER)),
+            Some(Duration::from_secs(2))
+        );
     }
 
     #[test]
@@ -579,6 +583,6 @@ mod tests {
             RATE_LIMIT_POLICY,
             http::HeaderValue::from_bytes("\"trigger\";q=5;w=1;n=\"é\"".as_bytes()).unwrap(),
         );
-        assert_eq!(trigger_window(&map).limit, None);
+        assert_eq!(trigger_window(&map, TRIGGER).limit, None);
     }
 }

@@ -332,13 +332,5 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
             ),
         ));
     }
-    match target {
-        Target::Webhook { trigger_token } => {
-            crate::core::request::check_trigger_token(trigger_token.expose())
-        }
-        Target::Write { method, path } => {
-            crate::vendors::hodoflow::requests::check_write(method, path)
-        }
-        Target::Modulify { method } => crate::vendors::modulify::client::check_method(method),
-    }
+    target.check()
 }

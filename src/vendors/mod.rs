@@ -32,8 +32,22 @@ mod decided;
 pub(crate) mod hodoflow;
 pub(crate) mod modulify;
 pub(crate) mod neutral;
+#[cfg(feature = "outbox")]
+pub(crate) mod target;
 
 pub use classify::classify;
+
+/// The surface of `method` on `path` as an adapter meets a request it did not build (see the
+/// table of [`RetryMiddleware`](crate::RetryMiddleware)): the vendor whose routes claim the
+/// path, else the neutral table; `None` for a request sent once. `keyed`: the caller gave an
+/// `Idempotency-Key`.
+#[cfg(feature = "middleware")]
+pub(crate) fn surface_of(method: &http::Method, path: &str, keyed: bool) -> Option<Surface> {
+    match hodoflow::routes::surface_of(method, path) {
+        Some(surface) => Some(surface),
+        None => neutral::surface(method, keyed),
+    }
+}
 
 /// An API surface with a retry matrix of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

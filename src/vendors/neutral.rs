@@ -56,6 +56,9 @@ pub(crate) static NEUTRAL: Vendor = Vendor {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept: always_kept,
     },
+    // An API no profile claims has no trigger windows: every exhausted policy is the
+    // credential's.
+    trigger_policy: None,
 };
 
 /// An idempotent method (RFC 9110) on a path no profile claims.

@@ -1,15 +1,15 @@
 //! Bearer tokens: where they come from, and how one token is shared.
 //!
-//! A [`TokenExchanger`] gets a token; [`ClientCredentials`] is a ready one for the OAuth2
-//! client-credentials grant at `/oauth/token`. The engine keeps the token in a cache that
+//! A [`TokenExchanger`] gets a token; a vendor may ship a ready one (Hodoflow's OAuth2
+//! client-credentials grant, `vendors/hodoflow/oauth.rs`). The engine keeps the token in a cache that
 //! refreshes it shortly before it expires and lets concurrent callers share one exchange: after a
 //! burst of 401 answers, only the first caller exchanges, and the rest use its new token
 //! (document 000: "discard cached token, exchange, retry once"). A failing token endpoint is
 //! kept quiet: one exchange at a time, then a backoff shared by every caller (see
 //! [`TokenCache`]).
 //!
-//! One file per idea (the secrets that never print are `src/secret.rs`): `exchanger.rs` (the
-//! trait, and the static token), `credentials.rs` (the OAuth2 grant), `cache.rs` (the shared token).
+//! One file per idea: `secret.rs` (the secrets that never print), `exchanger.rs` (the trait,
+//! and the static token), `cache.rs` (the shared token).
 //!
 //! Secrets hygiene is manual and happens here: [`Secret`] and [`AccessToken`] print `<redacted>`
 //! in `Debug` and `Display`, a failed exchange never quotes the secret or the token endpoint's

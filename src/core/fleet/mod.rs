@@ -1,6 +1,6 @@
 //! What the calls of many processes share: the credential's pause and a trigger's window.
 //!
-//! In one process the client's own gate and trigger limiter hold every call (`rate.rs`,
+//! In one process the client's own gate and trigger limiter hold every call (`gate.rs`,
 //! `trigger_limit.rs`). Workers in many processes share them through the database they already
 //! share (the outbox's store): the engine asks a [`Fleet`] before each attempt and tells it what
 //! the server said. The outbox implements it; nothing below the outbox knows a store.

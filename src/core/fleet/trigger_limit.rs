@@ -1,7 +1,7 @@
-//! Client-side pacing of webhook deliveries, per trigger.
+//! Client-side pacing of deliveries, per trigger (a target with a request window of its own).
 //!
-//! Document 001: a trigger accepts 100 requests per 60-second window by default and answers
-//! 429 past that. A sender with a burst of 300 events for one trigger would send 300, bounce
+//! A vendor may document a window per trigger (Hodoflow's: 100 requests per 60 s, and a 429
+//! past that). A sender with a burst of 300 events for one such trigger would send 300, bounce
 //! 200 off 429s, and retry them all after `Retry-After`. The limiter lets at most `requests`
 //! attempts per trigger be "in the window" at once instead, so the burst waits on the client.
 //!
@@ -18,7 +18,8 @@
 //!    command-line flag): it always wins;
 //! 2. the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…` (CONTRACT.md;
 //!    `rate_limit_field.rs`), learned from every delivery's answer;
-//! 3. document 001's default, [`TriggerLimit::DOCUMENTED`], until the server has said.
+//! 3. the vendor's documented default (Hodoflow's: [`TriggerLimit::DOCUMENTED`]), until the
+//!    server has said.
 //!
 //! [`PacingSource`] names which one paces a trigger. Learned figures change a live semaphore:
 //! a larger quota adds permits; a smaller one forgets the free permits and owes the rest, each
@@ -75,15 +76,17 @@ const KEEP_IDLE_TRIGGERS: usize = 1024;
 
 /// Paces the deliveries of one client, trigger by trigger, and keeps what the server said of
 /// each trigger's window.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TriggerLimiter {
     /// The caller's limit for every trigger.
     every: Option<TriggerLimit>,
     /// The caller's limit for some triggers.
     overrides: HashMap<TriggerKey, TriggerLimit>,
-    /// Paces the triggers the caller set no limit for: at the server's figures, document 001's
+    /// Paces the triggers the caller set no limit for: at the server's figures, `until_told`
     /// until it has sent them.
     learn: bool,
+    /// The limit before the server has said: the vendor's documented default.
+    until_told: TriggerLimit,
     state: Mutex<State>,
 }
 
@@ -211,16 +214,19 @@ impl LaneShared {
 
 impl TriggerLimiter {
     /// `every` for each trigger without an entry in `overrides`; when both are empty, the
-    /// server's figures (document 001's until known) if `learn`, else no pacing.
+    /// server's figures (`until_told`, the vendor's documented default, until known) if `learn`,
+    /// else no pacing.
     pub(crate) fn new(
         every: Option<TriggerLimit>,
         overrides: HashMap<TriggerKey, TriggerLimit>,
         learn: bool,
+        until_told: TriggerLimit,
     ) -> Self {
         Self {
             every,
             overrides,
             learn,
+            until_told,
             state: Mutex::new(State::default()),
         }
     }
@@ -239,14 +245,14 @@ impl TriggerLimiter {
         if let Some(limit) = self.overrides.get(&trigger).or(self.every.as_ref()) {
             return Some(TriggerPacing::new(*limit, PacingSource::Caller));
         }
-        self.learn.then(|| learned_or_documented(state, trigger))
+        self.learn.then(|| self.learned_or_told(state, trigger))
     }
 
-    /// The server's figures for `trigger`, or document 001's default when it has sent none:
+    /// The server's figures for `trigger`, or the vendor's default when it has sent none:
     /// the limit of a trigger the caller set none for, here or in an outbox's shared window.
     #[cfg(any(feature = "outbox", test))]
     pub(crate) fn learned_or_documented(&self, trigger: TriggerKey) -> TriggerPacing {
-        learned_or_documented(&self.lock(), trigger)
+        self.learned_or_told(&self.lock(), trigger)
     }
 
     /// What an answer of `trigger` said of its window: its figures are kept (and pace it, when
@@ -345,10 +351,12 @@ impl TriggerLimiter {
     }
 }
 
-fn learned_or_documented(state: &State, trigger: TriggerKey) -> TriggerPacing {
-    match state.learned.get(&trigger) {
-        Some(limit) => TriggerPacing::new(*limit, PacingSource::Server),
-        None => TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented),
+impl TriggerLimiter {
+    fn learned_or_told(&self, state: &State, trigger: TriggerKey) -> TriggerPacing {
+        match state.learned.get(&trigger) {
+            Some(limit) => TriggerPacing::new(*limit, PacingSource::Server),
+            None => TriggerPacing::new(self.until_told, PacingSource::Documented),
+        }
     }
 }
 
@@ -357,17 +365,20 @@ mod tests {
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
+    /// A vendor's documented default, as Hodoflow's: 100 per 60 s.
+    const UNTIL_TOLD: TriggerLimit = TriggerLimit::from_parts(100, Duration::from_secs(60));
 
     fn limiter(requests: u32, per: Duration) -> TriggerLimiter {
         TriggerLimiter::new(
             Some(TriggerLimit::new(requests, per).unwrap()),
             HashMap::new(),
             false,
+            UNTIL_TOLD,
         )
     }
 
     fn learning() -> TriggerLimiter {
-        TriggerLimiter::new(None, HashMap::new(), true)
+        TriggerLimiter::new(None, HashMap::new(), true, UNTIL_TOLD)
     }
 
     fn policy(requests: u32, per: Duration) -> TriggerWindow {
@@ -401,7 +412,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unpaced_trigger_never_waits() {
-        let limiter = TriggerLimiter::default();
+        let limiter = TriggerLimiter::new(None, HashMap::new(), false, UNTIL_TOLD);
         let slot = limiter
             .acquire(TriggerKey::of("t"), Duration::ZERO, &Hold::default())
             .await
@@ -453,6 +464,7 @@ mod tests {
             Some(TriggerLimit::new(1, SECOND).unwrap()),
             HashMap::from([(slow, TriggerLimit::new(3, SECOND).unwrap())]),
             false,
+            UNTIL_TOLD,
         );
         let a = take(&limiter, TriggerKey::of("a"), Duration::ZERO).await;
         assert!(refused(&limiter, TriggerKey::of("a")).await);
@@ -497,10 +509,7 @@ mod tests {
         let trigger = TriggerKey::of("t");
         assert_eq!(
             limiter.pacing(trigger),
-            Some(TriggerPacing::new(
-                TriggerLimit::DOCUMENTED,
-                PacingSource::Documented
-            ))
+            Some(TriggerPacing::new(UNTIL_TOLD, PacingSource::Documented))
         );
         let mut held = Vec::new();
         for _ in 0..100 {
@@ -527,6 +536,7 @@ mod tests {
             Some(TriggerLimit::new(2, SECOND).unwrap()),
             HashMap::new(),
             true,
+            UNTIL_TOLD,
         );
         limiter.heard(trigger, policy(1000, 60 * SECOND));
         assert_eq!(
@@ -546,7 +556,7 @@ mod tests {
             "the figures are still kept, for an outbox's shared window"
         );
         assert_eq!(
-            TriggerLimiter::default().pacing(trigger),
+            TriggerLimiter::new(None, HashMap::new(), false, UNTIL_TOLD).pacing(trigger),
             None,
             "without learning nor a limit, nothing paces"
         );

@@ -1,7 +1,7 @@
 //! [`WorkerBuilder`]: what a worker pool is configured with, and how it starts.
 //!
 //! Its setters are its own, not the client's and the middleware's shared ones
-//! (`src/engine_options.rs`): it configures workers around a client already built. Three share a
+//! (`src/core/engine_options.rs`): it configures workers around a client already built. Three share a
 //! name with a [`ClientBuilder`](crate::ClientBuilder) setter but not its meaning or signature:
 //! `poll_interval` is how often a worker claims jobs (the client's, how often `follow_run` polls
 //! a run), `schedule` takes the [`LongSchedule`] of waits between a job's calls (the client's, a
@@ -18,6 +18,8 @@ use crate::core::error::{Error, Result};
 use crate::core::fleet::Fleet;
 use crate::core::fleet::trigger_limit::TriggerLimit;
 use crate::vendors::modulify::client::ModulifyClient;
+
+use crate::vendors::target::Deliver;
 
 use crate::outbox::Outbox;
 use crate::outbox::job::JobState;
@@ -231,8 +233,14 @@ impl WorkerBuilder {
         Ok(Arc::new(Pool {
             store: Arc::clone(&self.outbox.store),
             clock: Arc::clone(&self.outbox.clock),
+            deliverers: {
+                let mut deliverers: Vec<Arc<dyn Deliver>> = vec![Arc::new(self.client.clone())];
+                if let Some(modulify) = self.modulify {
+                    deliverers.push(Arc::new(modulify));
+                }
+                deliverers
+            },
             client: self.client,
-            modulify: self.modulify,
             name: self.name,
             concurrency: self.concurrency,
             lease: self.lease,

@@ -15,8 +15,8 @@
 //! failed.
 
 //! One file per idea: `builder.rs` (the configuration), `pool.rs` (the loop that claims,
-//! delivers and records), `fleet.rs` (the store-backed pause and windows); the handle of running
-//! workers is here.
+//! delivers through each vendor's `Deliver`, `vendors/target.rs`, and records), `fleet.rs` (the
+//! store-backed pause and windows); the handle of running workers is here.
 
 mod builder;
 mod fleet;

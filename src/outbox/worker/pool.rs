@@ -14,9 +14,6 @@ use crate::client::RetryingClient;
 use crate::core::budget::Budget;
 use crate::core::error::{Error, Result};
 use crate::core::fleet::Fleet;
-use crate::core::key::DeliveryId;
-use crate::vendors::hodoflow::outcome::WebhookOutcome;
-use crate::vendors::modulify::client::ModulifyClient;
 
 use crate::outbox::WallClock;
 use crate::outbox::job::{Job, JobState, LastError, Record, Target};
@@ -24,13 +21,15 @@ use crate::outbox::schedule::{LongSchedule, horizon_end, may_send};
 use crate::outbox::store::{Store, StoreFuture};
 
 use super::*;
+use crate::vendors::target::{Deliver, Delivered, Sent};
 
 #[derive(Debug)]
 pub(super) struct Pool {
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<dyn WallClock>,
     pub(super) client: RetryingClient,
-    pub(super) modulify: Option<ModulifyClient>,
+    /// The workers' clients, one per vendor, each delivering the jobs of its targets.
+    pub(super) deliverers: Vec<Arc<dyn Deliver>>,
     pub(super) name: String,
     pub(super) concurrency: usize,
     pub(super) lease: Duration,
@@ -320,53 +319,24 @@ impl Pool {
         }
     }
 
-    /// One call for `job`: the final state, the run ID, and the attempts it sent.
-    pub(super) async fn send(
-        &self,
-        job: &Job,
-    ) -> std::result::Result<(JobState, Option<String>, u32), Error> {
-        let fleet = Arc::clone(&self.fleet);
-        let identity = job.identity.clone();
-        match &job.target {
-            Target::Webhook { trigger_token } => {
-                let delivery = self
-                    .client
-                    .deliver(trigger_token.clone(), job.body.clone())
-                    .delivery_id(DeliveryId::new(identity))
-                    .fleet(fleet)
-                    .send()
-                    .await?;
-                let attempts = delivery.attempts().len() as u32;
-                Ok(match delivery.outcome() {
-                    WebhookOutcome::Accepted { run_id } => {
-                        (JobState::Accepted, run_id.clone(), attempts)
-                    }
-                    WebhookOutcome::Duplicate => (JobState::Duplicate, None, attempts),
-                })
+    /// One call for `job`, through the first of the workers' clients that delivers its target:
+    /// the final state, the run ID, and the attempts it sent.
+    pub(super) async fn send(&self, job: &Job) -> Sent {
+        match self
+            .deliverers
+            .iter()
+            .find(|deliverer| deliverer.delivers(&job.target))
+        {
+            Some(deliverer) => {
+                let fleet = Arc::clone(&self.fleet);
+                deliverer
+                    .deliver(&job.target, &job.identity, &job.body, fleet)
+                    .await
             }
-            Target::Write { method, path } => {
-                let response = self
-                    .client
-                    .write(method.clone(), path, identity, job.body.clone())
-                    .fleet(fleet)
-                    .send()
-                    .await?;
-                Ok((JobState::Done, None, response.attempts().len() as u32))
-            }
-            Target::Modulify { method } => {
-                let Some(modulify) = &self.modulify else {
-                    return Err(Error::invalid_input(
-                        "a Modulify job needs workers built with .modulify(ModulifyClient)",
-                    ));
-                };
-                let answer = modulify
-                    .call(method, job.body.clone())
-                    .key(identity)
-                    .fleet(fleet)
-                    .send()
-                    .await?;
-                Ok((JobState::Done, None, answer.attempts().len() as u32))
-            }
+            None => Err(Error::invalid_input(format!(
+                "no client of these workers delivers a {} job: a Modulify job needs workers built with .modulify(ModulifyClient)",
+                job.target.kind()
+            ))),
         }
     }
 
@@ -376,11 +346,16 @@ impl Pool {
         job: &Job,
         first_sent_at: SystemTime,
         end: Option<SystemTime>,
-        sent: std::result::Result<(JobState, Option<String>, u32), Error>,
+        sent: Sent,
     ) -> Record {
         let now = self.clock.now();
         let error = match sent {
-            Ok((state, run_id, attempts)) => {
+            Ok((delivered, attempts)) => {
+                let (state, run_id) = match delivered {
+                    Delivered::Accepted { run_id } => (JobState::Accepted, run_id),
+                    Delivered::Duplicate => (JobState::Duplicate, None),
+                    Delivered::Done => (JobState::Done, None),
+                };
                 return Record {
                     run_id,
                     ..ended(state, now, first_sent_at, attempts, None)

@@ -8,6 +8,35 @@ use std::borrow::Cow;
 
 use crate::core::redact::REDACTED;
 use crate::vendors::hodoflow::tables::WEBHOOKS_PREFIX;
+#[cfg(feature = "middleware")]
+use {
+    crate::vendors::Surface,
+    crate::vendors::hodoflow::tables::{GRAPHQL_PATH, JSON_API_PREFIX},
+    http::Method,
+};
+
+/// The Hodoflow surface of `method` on `path`, as an adapter meets a request it did not build;
+/// `None` when the path is none of Hodoflow's (`/api/json/`, `/api/v1/webhooks/`,
+/// `/api/graphql`).
+#[cfg(feature = "middleware")]
+pub(crate) fn surface_of(method: &Method, path: &str) -> Option<Surface> {
+    let claimed = path.contains(JSON_API_PREFIX)
+        || path.contains(WEBHOOKS_PREFIX)
+        || path.ends_with(GRAPHQL_PATH);
+    if !claimed {
+        return None;
+    }
+    let safe = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method);
+    Some(if safe {
+        Surface::Read
+    } else if *method == Method::POST && path.contains(WEBHOOKS_PREFIX) {
+        Surface::Webhook
+    } else if *method == Method::POST && path.ends_with(GRAPHQL_PATH) {
+        Surface::GraphQl
+    } else {
+        Surface::JsonApiWrite
+    })
+}
 
 /// The path as it may be logged: no query, trigger token redacted.
 pub(crate) fn route_of(path: &str) -> Cow<'static, str> {

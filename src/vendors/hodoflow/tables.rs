@@ -8,9 +8,9 @@
 use http::HeaderName;
 use serde_json::Value;
 
-use crate::core::answer_limit::WEBHOOK_ANSWER_LIMIT;
 use crate::core::error::ErrorKind;
 use crate::core::matrix::{Rule, Verdict, When, rule};
+use crate::vendors::hodoflow::limits::WEBHOOK_ANSWER_LIMIT;
 
 use crate::core::profile::{KeyRules, Replay, SurfaceProfile, Vendor, always_kept};
 
@@ -25,6 +25,8 @@ pub(crate) const GRAPHQL_PATH: &str = "/api/graphql";
 /// Webhook triggers, `POST /api/v1/webhooks/<trigger_token>` (and the legacy
 /// `/api/v1/webhooks/<org_domain>/<trigger_token>`).
 pub(crate) const WEBHOOKS_PREFIX: &str = "/api/v1/webhooks/";
+/// The `RateLimit` policy of a trigger's window (CONTRACT.md, "RateLimit fields").
+pub(crate) const TRIGGER_POLICY: &str = "trigger";
 /// The runtime body of a `422` from a trigger that refused a delivery's authentication, such as
 /// its signature (document 001; CONTRACT.md, "Signed deliveries").
 pub(crate) const UNSUPPORTED_AUTHENTICATION: &str = "Unsupported trigger authentication";
@@ -40,6 +42,9 @@ pub(crate) static HODOFLOW: Vendor = Vendor {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept: always_kept,
     },
+    // CONTRACT.md, "RateLimit fields": `"trigger"` on webhook answers; other names are the
+    // credential's.
+    trigger_policy: Some(TRIGGER_POLICY),
 };
 
 /// JSON:API unsafe writes: POST, PUT, PATCH, DELETE under `/api/json`.

@@ -17,7 +17,7 @@
 //! the server would answer 404, or one this client cannot classify, and a clear refusal costs
 //! nothing while a guess would hide the mistake.
 //!
-//! The retry rules are document 004's table (`src/profile/modulify.rs`), run by the same engine
+//! The retry rules are document 004's table (`src/vendors/modulify/tables.rs`), run by the same engine
 //! as Hodoflow's: a 409 in progress and a 429 wait `Retry-After` (2 s when absent), 5xx and
 //! dropped connections back off with jitter, all with the same key; a 401 stops (the token is
 //! static); 422 `idempotency_key_reused` stops with [`ErrorKind::KeyReused`].

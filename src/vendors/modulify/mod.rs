@@ -1,5 +1,7 @@
 //! Modulify (document 004): its table and the catalogue of methods, and its client.
 
 pub(crate) mod client;
+#[cfg(feature = "outbox")]
+pub(crate) mod outbox;
 pub(crate) mod requests;
 pub(crate) mod tables;

@@ -41,6 +41,8 @@ pub(crate) static MODULIFY: Vendor = Vendor {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept,
     },
+    // Document 004 states no per-target window: every exhausted policy is the credential's.
+    trigger_policy: None,
 };
 
 /// A method call.

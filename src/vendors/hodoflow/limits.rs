@@ -1,0 +1,34 @@
+//! Hodoflow's documented limits: a trigger's window (document 001) and the most bytes of a
+//! webhook's answer read.
+
+use std::time::Duration;
+
+use crate::core::limit::TriggerLimit;
+
+/// The most bytes of a webhook answer read: 64 KiB. A webhook answer is a status and a run ID
+/// (document 001: `{"status":"accepted","workflow_run_id":…}` or `{"error":…}`): a thousand
+/// times that.
+pub(crate) const WEBHOOK_ANSWER_LIMIT: usize = 64 * 1024;
+
+impl TriggerLimit {
+    /// Document 001's default: 100 requests per 60-second window.
+    pub const DOCUMENTED: Self = Self::from_parts(100, Duration::from_secs(60));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_trigger_window_is_100_per_minute_and_valid() {
+        let documented = TriggerLimit::DOCUMENTED;
+        assert_eq!(
+            (documented.requests(), documented.per()),
+            (100, Duration::from_secs(60))
+        );
+        assert_eq!(
+            TriggerLimit::new(documented.requests(), documented.per()).ok(),
+            Some(documented)
+        );
+    }
+}

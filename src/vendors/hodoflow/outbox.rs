@@ -1,0 +1,61 @@
+//! Hodoflow's outbox jobs: a webhook delivery with its delivery ID, a JSON:API write with its
+//! key, each one call of the [`RetryingClient`] the workers were built with.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::client::RetryingClient;
+use crate::core::error::Error;
+use crate::core::fleet::Fleet;
+use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::vendors::hodoflow::outcome::WebhookOutcome;
+use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
+
+impl Deliver for RetryingClient {
+    fn delivers(&self, target: &Target) -> bool {
+        matches!(target, Target::Webhook { .. } | Target::Write { .. })
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        target: &'a Target,
+        identity: &'a IdempotencyKey,
+        body: &'a Bytes,
+        fleet: Arc<dyn Fleet>,
+    ) -> DeliverFuture<'a> {
+        Box::pin(async move {
+            match target {
+                Target::Webhook { trigger_token } => {
+                    let delivery = self
+                        .deliver(trigger_token.clone(), body.clone())
+                        .delivery_id(DeliveryId::new(identity.clone()))
+                        .fleet(fleet)
+                        .send()
+                        .await?;
+                    let attempts = delivery.attempts().len() as u32;
+                    Ok(match delivery.outcome() {
+                        WebhookOutcome::Accepted { run_id } => (
+                            Delivered::Accepted {
+                                run_id: run_id.clone(),
+                            },
+                            attempts,
+                        ),
+                        WebhookOutcome::Duplicate => (Delivered::Duplicate, attempts),
+                    })
+                }
+                Target::Write { method, path } => {
+                    let response = self
+                        .write(method.clone(), path, identity.clone(), body.clone())
+                        .fleet(fleet)
+                        .send()
+                        .await?;
+                    Ok((Delivered::Done, response.attempts().len() as u32))
+                }
+                Target::Modulify { .. } => Err(Error::invalid_input(
+                    "a Modulify job is delivered by a ModulifyClient, not a RetryingClient",
+                )),
+            }
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! What an outbox job addresses: one variant per kind of request a vendor takes, its checks
+//! before anything is stored, and how it is stored and shown. The outbox stores and schedules
+//! jobs of any target; which vendor's client delivers one is the vendor's [`Deliver`]
+//! (`vendors/<name>/outbox.rs`).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::Method;
+
+use crate::core::auth::secret::Secret;
+use crate::core::error::{Error, Result};
+use crate::core::fleet::Fleet;
+use crate::core::key::IdempotencyKey;
+use crate::core::request::check_trigger_token;
+use crate::vendors::hodoflow::requests::check_write;
+use crate::vendors::hodoflow::routes::redact_path;
+use crate::vendors::modulify::client::check_method;
+
+/// Where a job is delivered.
+///
+/// Webhook deliveries, JSON:API writes and Modulify calls share one job shape: an event ID, a
+/// target, the body bytes, and the identity derived from the event ID
+/// ([`IdempotencyKey::from_operation_id`]), sent as the delivery ID or the `Idempotency-Key`.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Target {
+    /// `POST /api/v1/webhooks/<trigger_token>`. The token is a secret: it is stored with the job
+    /// (the job cannot be delivered without it) and never shown by `Debug`, logs or listings.
+    Webhook {
+        /// The trigger's token.
+        trigger_token: Secret,
+    },
+    /// A JSON:API unsafe write: `POST`, `PUT`, `PATCH` or `DELETE` of `path` under `/api/json/`.
+    Write {
+        /// The method.
+        method: Method,
+        /// The path, such as `/api/json/v1/projects`.
+        path: String,
+    },
+    /// A Modulify method call, `POST /v1/<method>` (its catalogue decides whether a key is sent).
+    Modulify {
+        /// The method, such as `send_message`.
+        method: String,
+    },
+}
+
+impl PartialEq for Target {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind() && self.to_row() == other.to_row()
+    }
+}
+
+impl Eq for Target {}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Webhook { .. } => f.write_str("Webhook { trigger_token: <redacted> }"),
+            Self::Write { method, path } => f
+                .debug_struct("Write")
+                .field("method", method)
+                .field("path", &redact_path(path))
+                .finish(),
+            Self::Modulify { method } => {
+                f.debug_struct("Modulify").field("method", method).finish()
+            }
+        }
+    }
+}
+
+impl Target {
+    /// A webhook delivery to the trigger with `trigger_token`.
+    pub fn webhook(trigger_token: impl Into<Secret>) -> Self {
+        Self::Webhook {
+            trigger_token: trigger_token.into(),
+        }
+    }
+
+    /// `POST path`: create a JSON:API resource.
+    pub fn create(path: impl Into<String>) -> Self {
+        Self::Write {
+            method: Method::POST,
+            path: path.into(),
+        }
+    }
+
+    /// A call of a Modulify method.
+    pub fn modulify(method: impl Into<String>) -> Self {
+        Self::Modulify {
+            method: method.into(),
+        }
+    }
+
+    /// `"webhook"`, `"write"` or `"modulify"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Webhook { .. } => "webhook",
+            Self::Write { .. } => "write",
+            Self::Modulify { .. } => "modulify",
+        }
+    }
+
+    /// The method and route as stored: the trigger token, the path, or the Modulify method.
+    pub(crate) fn to_row(&self) -> (String, String) {
+        match self {
+            Self::Webhook { trigger_token } => {
+                ("POST".to_owned(), trigger_token.expose().to_owned())
+            }
+            Self::Write { method, path } => (method.as_str().to_owned(), path.clone()),
+            Self::Modulify { method } => ("POST".to_owned(), method.clone()),
+        }
+    }
+
+    /// The target of a stored row.
+    pub(crate) fn from_row(kind: &str, method: &str, route: &str) -> Result<Self> {
+        match kind {
+            "webhook" => Ok(Self::webhook(route)),
+            "write" => Ok(Self::Write {
+                method: Method::from_bytes(method.as_bytes())
+                    .map_err(|_| Error::invalid_input("a stored job has an invalid method"))?,
+                path: route.to_owned(),
+            }),
+            "modulify" => Ok(Self::modulify(route)),
+            _ => Err(Error::invalid_input(format!(
+                "a stored job has an unknown kind {kind:?}"
+            ))),
+        }
+    }
+
+    /// The route as it may be shown: the trigger token redacted.
+    pub fn shown(&self) -> String {
+        match self {
+            Self::Webhook { .. } => "POST /api/v1/webhooks/<redacted>".to_owned(),
+            Self::Write { method, path } => {
+                format!("{method} {}", redact_path(path))
+            }
+            Self::Modulify { method } => format!("POST /v1/{method}"),
+        }
+    }
+}
+
+impl Target {
+    /// An `invalid_input` error when this target could never be sent: checked before a job is
+    /// stored.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self {
+            Self::Webhook { trigger_token } => check_trigger_token(trigger_token.expose()),
+            Self::Write { method, path } => check_write(method, path),
+            Self::Modulify { method } => check_method(method),
+        }
+    }
+}
+
+/// How one call of a job ended, in the vendor's terms the outbox records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Delivered {
+    /// A webhook delivery started a workflow run (its ID, when the answer named one).
+    Accepted { run_id: Option<String> },
+    /// A webhook delivery the trigger had already accepted.
+    Duplicate,
+    /// Any other call that succeeded.
+    Done,
+}
+
+/// What one call of a job ended with, and the attempts it sent; or the call's error.
+pub(crate) type Sent = Result<(Delivered, u32)>;
+
+/// The future of a [`Deliver::deliver`].
+pub(crate) type DeliverFuture<'a> = Pin<Box<dyn Future<Output = Sent> + Send + 'a>>;
+
+/// A vendor's client, delivering the outbox's jobs of its targets; the outbox worker calls it
+/// and never names a vendor.
+pub(crate) trait Deliver: Send + Sync + fmt::Debug {
+    /// Whether this client delivers the jobs of `target`.
+    fn delivers(&self, target: &Target) -> bool;
+
+    /// One call to `target` (one this client [`delivers`](Self::delivers)) with the job's
+    /// `identity` and `body`, sharing `fleet`'s pause and windows with the other workers.
+    fn deliver<'a>(
+        &'a self,
+        target: &'a Target,
+        identity: &'a IdempotencyKey,
+        body: &'a Bytes,
+        fleet: Arc<dyn Fleet>,
+    ) -> DeliverFuture<'a>;
+}
