@@ -30,6 +30,9 @@ mod classify;
 #[cfg(test)]
 mod decided;
 pub(crate) mod hodoflow;
+#[cfg(test)]
+#[path = "../../tests/vendors/ietf_draft/mod.rs"]
+mod ietf_draft;
 pub(crate) mod modulify;
 pub(crate) mod neutral;
 #[cfg(feature = "outbox")]
