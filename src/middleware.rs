@@ -440,7 +440,7 @@ impl Middleware for RetryMiddleware {
         };
         match self
             .engine()
-            .run(&request, self.policy.clone(), &mut transport)
+            .run(&request, &self.policy, &mut transport)
             .await
         {
             Ok(answered) => {

@@ -36,8 +36,9 @@ pub(crate) enum BodyRead {
     Failed(reqwest::Error),
 }
 
-/// Reads `response`'s body, at most `limit` bytes of it.
-pub(crate) async fn read_body(mut response: reqwest::Response, limit: usize) -> BodyRead {
+/// Reads `response`'s body, at most `limit` bytes of it. The response is borrowed, so that a
+/// call's future holds it once, not also in this one.
+pub(crate) async fn read_body(response: &mut reqwest::Response, limit: usize) -> BodyRead {
     if response
         .content_length()
         .is_some_and(|length| length > limit as u64)

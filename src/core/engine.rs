@@ -8,6 +8,8 @@
 //! ([`Engine::attempts`]), where its attempts are attached to what it returns and the secrets an
 //! error could quote are redacted, whichever step ended it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,7 +77,7 @@ impl Engine {
     pub(crate) async fn run<T: Transport>(
         &self,
         request: &FixedRequest,
-        policy: Policy,
+        policy: &Policy,
         transport: &mut T,
     ) -> Result<Answered> {
         policy.budget.validate()?;
@@ -89,6 +91,23 @@ impl Engine {
         otel::record_call(&span, &result);
         span.in_scope(|| self.trace_call(&result));
         result
+    }
+
+    /// [`run`](Self::run) from one allocation per call, which owns the request, the policy and
+    /// the attempt loop's state: the caller's future stays small while the call is in flight,
+    /// and a caller that moves it (into a task, a `select!`, a local and then `.await`) moves a
+    /// few hundred bytes, not the loop. The request comes back with the result, for what the
+    /// caller reads of it after.
+    pub(crate) fn run_boxed<'a, T: Transport + 'a>(
+        &'a self,
+        request: FixedRequest,
+        policy: Policy,
+        mut transport: T,
+    ) -> Pin<Box<impl Future<Output = (Result<Answered>, FixedRequest)> + Send + 'a>> {
+        Box::pin(async move {
+            let result = self.run(&request, &policy, &mut transport).await;
+            (result, request)
+        })
     }
 
     /// What the client has done so far: the counters, the retry tokens left, the exchanges.
@@ -151,7 +170,7 @@ impl Engine {
     async fn attempts<T: Transport>(
         &self,
         request: &FixedRequest,
-        policy: Policy,
+        policy: &Policy,
         transport: &mut T,
     ) -> Result<Answered> {
         let mut attempts = Vec::new();
@@ -182,7 +201,7 @@ impl Engine {
     async fn act<T: Transport>(
         &self,
         request: &FixedRequest,
-        policy: Policy,
+        policy: &Policy,
         transport: &mut T,
         attempts: &mut Vec<Attempt>,
         token: &mut Option<CachedToken>,

@@ -83,10 +83,12 @@ impl Transport for Http<'_> {
     ) -> Answer {
         match self.0 {
             Sender::Reqwest(http) => {
-                match http.execute(attempt(request, authorization, timeout)).await {
-                    Ok(response) => answer_of(response, request.profile, limit).await,
-                    Err(error) => Answer::no_response(TransportKind::of(&error)),
-                }
+                // Not a `match` around the read: its scrutinee would be held while reading.
+                let response = match http.execute(attempt(request, authorization, timeout)).await {
+                    Ok(response) => response,
+                    Err(error) => return Answer::no_response(TransportKind::of(&error)),
+                };
+                answer_of(response, request.profile, limit).await
             }
             Sender::Custom(transport) => {
                 let outgoing = Outgoing {
@@ -238,21 +240,30 @@ fn headers_of(request: &FixedRequest, authorization: Option<HeaderValue>) -> Hea
 }
 
 /// Reads `response` into an [`Answer`], at most `limit` bytes of its body.
-pub(crate) async fn answer_of(
+///
+/// An `async` block rather than an `async fn`: the future holds the response once, where an
+/// `async fn` would hold its argument and the local it moves into.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would hold the response twice"
+)]
+pub(crate) fn answer_of(
     mut response: reqwest::Response,
-    profile: &SurfaceProfile,
+    profile: &'static SurfaceProfile,
     limit: usize,
-) -> Answer {
-    let status = response.status();
-    let headers = std::mem::take(response.headers_mut());
-    match read_body(response, limit).await {
-        BodyRead::Whole(body) => Answer::response(status, headers, body),
-        BodyRead::TooLarge => Answer::too_large(status, headers),
-        // The server answered a delivery: it committed, whatever the body said.
-        BodyRead::Failed(_) if profile.status_is_the_answer => {
-            Answer::response(status, headers, Bytes::new())
+) -> impl Future<Output = Answer> + Send {
+    async move {
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        match read_body(&mut response, limit).await {
+            BodyRead::Whole(body) => Answer::response(status, headers, body),
+            BodyRead::TooLarge => Answer::too_large(status, headers),
+            // The server answered a delivery: it committed, whatever the body said.
+            BodyRead::Failed(_) if profile.status_is_the_answer => {
+                Answer::response(status, headers, Bytes::new())
+            }
+            // A write or read is retried with the same key: a replay brings the body back.
+            BodyRead::Failed(error) => Answer::no_response(TransportKind::of(&error)),
         }
-        // A write or read is retried with the same key: a replay brings the body back.
-        BodyRead::Failed(error) => Answer::no_response(TransportKind::of(&error)),
     }
 }

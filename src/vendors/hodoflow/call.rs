@@ -11,6 +11,7 @@ use http::{HeaderMap, Method};
 
 use crate::core::auth::secret::Secret;
 use crate::core::call_options::{CallOptions, per_call_setters};
+use crate::core::engine::Policy;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::fleet::trigger_limit::TriggerKey;
 use crate::core::key::{DeliveryId, IdempotencyKey};
@@ -105,31 +106,37 @@ impl<'a> Call<'a> {
     /// An [`Error`] whose [`kind`](Error::kind) says why it stopped and whose
     /// [`may_have_run`](Error::may_have_run) says whether the operation may have taken effect.
     pub async fn send(self) -> Result<Response> {
-        let base = &self.shared.base;
-        let request = match self.target {
-            Target::Write {
-                method,
-                path,
-                key,
-                body,
-            } => FixedRequest::write(base, method, &path, &key, body, &self.options.headers)?,
-            Target::Read { method, path } => {
-                FixedRequest::read(base, method, &path, &self.options.headers)?
-            }
-            Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
-        };
-        let inner = self.shared;
-        let mut http = Http(&inner.http);
-        let answered = inner
+        let shared = self.shared;
+        let (request, policy) = self.fixed()?;
+        let (answered, _) = shared
             .engine
-            .run(&request, self.options.policy, &mut http)
-            .await?;
+            .run_boxed(request, policy, Http(&shared.http))
+            .await;
+        let answered = answered?;
         Ok(Response::new(
             answered.status,
             answered.headers,
             answered.body,
             answered.attempts,
         ))
+    }
+
+    /// The call's request and policy, checked. It takes the builder whole, so that the send
+    /// future does not hold it while the call is in flight.
+    fn fixed(self) -> Result<(FixedRequest, Policy)> {
+        let base = &self.shared.base;
+        let headers = &self.options.headers;
+        let request = match self.target {
+            Target::Write {
+                method,
+                path,
+                key,
+                body,
+            } => FixedRequest::write(base, method, &path, &key, body, headers)?,
+            Target::Read { method, path } => FixedRequest::read(base, method, &path, headers)?,
+            Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
+        };
+        Ok((request, self.options.policy))
     }
 }
 
@@ -247,6 +254,23 @@ impl<'a> Delivering<'a> {
     /// Unsupported trigger authentication` stops after that one attempt (a retry signed with
     /// the same secrets cannot succeed), and the error names each secret's fingerprint.
     pub async fn send(self) -> Result<Delivery> {
+        let shared = self.shared;
+        let (request, id, policy) = self.fixed()?;
+        let (answered, request) = shared
+            .engine
+            .run_boxed(request, policy, Http(&shared.http))
+            .await;
+        let answered = answered.map_err(|error| match &request.signer {
+            Some(signer) => refused_signature(error, signer),
+            None => error,
+        })?;
+        let outcome = WebhookOutcome::from_body(&answered.body);
+        Ok(Delivery::new(outcome, id, answered.attempts))
+    }
+
+    /// The delivery's request, ID and policy, checked before anything is sent. It takes the
+    /// builder whole, so that the send future does not hold it while the delivery is in flight.
+    fn fixed(self) -> Result<(FixedRequest, DeliveryId, Policy)> {
         let inner = self.shared;
         if self.body.len() > inner.webhook_body_limit {
             return Err(Error::new(
@@ -297,16 +321,7 @@ impl<'a> Delivering<'a> {
             &self.options.headers,
             signer,
         )?;
-        let answered = inner
-            .engine
-            .run(&request, self.options.policy, &mut Http(&inner.http))
-            .await
-            .map_err(|error| match &request.signer {
-                Some(signer) => refused_signature(error, signer),
-                None => error,
-            })?;
-        let outcome = WebhookOutcome::from_body(&answered.body);
-        Ok(Delivery::new(outcome, id, answered.attempts))
+        Ok((request, id, self.options.policy))
     }
 }
 

@@ -152,7 +152,7 @@ impl ClientCredentials {
             ))
             .with_source(source)
         };
-        let response = self
+        let mut response = self
             .http
             .post(self.token_url.clone())
             .timeout(self.timeout)
@@ -166,7 +166,7 @@ impl ClientCredentials {
             .headers()
             .get(http::header::RETRY_AFTER)
             .and_then(|value| parse_retry_after(value, wall_now()));
-        let body = match read_body(response, TOKEN_ANSWER_LIMIT).await {
+        let body = match read_body(&mut response, TOKEN_ANSWER_LIMIT).await {
             BodyRead::Whole(body) => body,
             BodyRead::Failed(source) => return Err(unanswered(source)),
             BodyRead::TooLarge => {

@@ -170,7 +170,7 @@ impl ModulifyClient {
         let request = FixedRequest::modulify_tools(&inner.base)?;
         let answered = inner
             .engine
-            .run(&request, inner.policy.clone(), &mut Http(&inner.http))
+            .run(&request, &inner.policy, &mut Http(&inner.http))
             .await?;
         Catalogue::from_json(&answered.body).map_err(|source| {
             Error::new(
@@ -275,11 +275,11 @@ impl MethodCall<'_> {
             self.body,
             &self.options.headers,
         )?;
-        let answered = match inner
+        let (answered, _) = inner
             .engine
-            .run(&request, self.options.policy, &mut Http(&inner.http))
-            .await
-        {
+            .run_boxed(request, self.options.policy, Http(&inner.http))
+            .await;
+        let answered = match answered {
             Ok(answered) => answered,
             Err(error) => return Err(error.with_key(key)),
         };
