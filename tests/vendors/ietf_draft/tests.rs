@@ -138,7 +138,7 @@ async fn send(
     )?;
     inner
         .engine
-        .run(&request, inner.policy.clone(), &mut Http(&inner.http))
+        .run(&request, &inner.policy, &mut Http(&inner.http))
         .await
 }
 
