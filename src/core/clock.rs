@@ -1,5 +1,6 @@
-//! One clock: every time the SDK reads goes through tokio's, so `tokio::time::pause()` runs
-//! whole calls, waits included, in virtual time. [`Clock`] injects it where a test steps time by
+//! One clock: every time the SDK reads goes through tokio's, here ([`now`], [`wall_now`]), so
+//! `tokio::time::pause()` runs whole calls, waits included, in virtual time, and the outbox's
+//! `SystemClock` reads the same wall clock. [`Clock`] injects it where a test steps time by
 //! hand (the retry budget); [`wall_now`] is the wall-clock time that HTTP dates (`Retry-After`,
 //! `RateLimit-Reset` as a date) are read against, on the same clock.
 
@@ -47,13 +48,19 @@ impl Clock for TokioClock {
     }
 }
 
+/// Now, on tokio's clock: where `core/` reads the time (under `tokio::time::pause()`, the
+/// virtual time).
+pub(crate) fn now() -> Instant {
+    Instant::now()
+}
+
 /// The wall-clock time now, read on tokio's clock: the system time when first asked, moved on by
 /// tokio's instants since. Under paused time it moves with the virtual clock, so a
 /// `Retry-After` HTTP date is waited out in virtual time too.
 pub(crate) fn wall_now() -> SystemTime {
     static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
-    let (at, wall) = *ANCHOR.get_or_init(|| (Instant::now(), SystemTime::now()));
-    let now = Instant::now();
+    let (at, wall) = *ANCHOR.get_or_init(|| (now(), SystemTime::now()));
+    let now = now();
     match now.checked_duration_since(at) {
         Some(since) => wall.checked_add(since).unwrap_or(wall),
         None => wall.checked_sub(at - now).unwrap_or(wall),

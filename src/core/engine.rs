@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::core::answer::{Answer, Answered};
@@ -23,6 +22,7 @@ use crate::core::attempt::{Attempt, TransportKind, WaitReason};
 use crate::core::auth::{CachedToken, TokenCache, TokenWait};
 use crate::core::backoff::Backoff;
 use crate::core::budget::{Budget, Deadline};
+use crate::core::clock;
 use crate::core::clock::wall_now;
 use crate::core::decide::{Course, Decision, Heard, Now, Step};
 use crate::core::error::{Error, ErrorKind, Result};
@@ -126,7 +126,7 @@ impl Engine {
                 .map(|rate| Duration::from_secs_f64(1.0 / rate)),
             service_down_for: self.retry_budget.down_for(),
             exchanges: self.tokens.as_ref().map_or(0, TokenCache::exchanges),
-            gate_closed_for: self.gate.closed_for(Instant::now()),
+            gate_closed_for: self.gate.closed_for(clock::now()),
             ..self.counters.snapshot()
         }
     }
@@ -214,7 +214,7 @@ impl Engine {
             (None, Some(_)) => Some(self.trigger_slot(request, budget.max_elapsed).await?),
             _ => None,
         };
-        let deadline = Deadline::start(budget, Instant::now());
+        let deadline = Deadline::start(budget, clock::now());
         let mut course = Course::new(
             request.profile,
             Waits::new(policy.backoff, policy.schedule.as_ref()),
@@ -227,7 +227,7 @@ impl Engine {
         let mut spent = 0;
         loop {
             let number = attempts.len() as u32 + 1;
-            let now = Instant::now();
+            let now = clock::now();
             let limits = Limits {
                 max_wait: deadline.remaining(now).saturating_sub(MIN_ATTEMPT),
                 hold: deadline.hold(now),
@@ -252,9 +252,7 @@ impl Engine {
             let slot = match queued.take() {
                 Some(slot) => slot,
                 None => {
-                    let max_wait = deadline
-                        .remaining(Instant::now())
-                        .saturating_sub(MIN_ATTEMPT);
+                    let max_wait = deadline.remaining(clock::now()).saturating_sub(MIN_ATTEMPT);
                     self.trigger_slot(request, max_wait).await?
                 }
             };
@@ -263,7 +261,7 @@ impl Engine {
                 None => None,
                 Some(fleet) => self.fleet_slot(fleet.as_ref(), request, &deadline).await?,
             };
-            let Some(timeout) = deadline.attempt_timeout(Instant::now()) else {
+            let Some(timeout) = deadline.attempt_timeout(clock::now()) else {
                 return Err(exhausted("no time left for another attempt".to_owned()));
             };
             // Read after every wait: a token that expired while the call waited is refreshed
@@ -306,7 +304,7 @@ impl Engine {
                 .answered(ticket, answer.status(), retry_after);
             attempts.push(record(number, &answer));
             let now = Now {
-                at: Instant::now(),
+                at: clock::now(),
                 wall,
             };
             let heard = Heard {
@@ -376,9 +374,7 @@ impl Engine {
         request: &FixedRequest,
         deadline: &Deadline,
     ) -> Result<Option<i64>> {
-        let max_wait = deadline
-            .remaining(Instant::now())
-            .saturating_sub(MIN_ATTEMPT);
+        let max_wait = deadline.remaining(clock::now()).saturating_sub(MIN_ATTEMPT);
         // The store behind the fleet is bounded too: a store that does not answer ends the
         // call when its time does.
         let admitted =
@@ -429,7 +425,7 @@ impl Engine {
     /// Waits for the credential's gate; refuses when the wait would leave no time for the
     /// attempt.
     async fn pass_gate(&self, deadline: &Deadline) -> Result<()> {
-        let now = Instant::now();
+        let now = clock::now();
         let max_wait = deadline.remaining(now).saturating_sub(MIN_ATTEMPT);
         let reserved = self
             .jitter
@@ -472,7 +468,7 @@ impl Engine {
             _ => exhausted,
         };
         let closed_for = closed_for.filter(|wait| !wait.is_zero())?;
-        self.gate.close_for(Instant::now(), closed_for);
+        self.gate.close_for(clock::now(), closed_for);
         tracing::debug!(
             wait_ms = closed_for.as_millis() as u64,
             "the server asked the credential to slow down: gate closed"
@@ -485,7 +481,7 @@ impl Engine {
 /// it starts is bounded by the attempt timeout, its connect and body read included, whatever
 /// the exchanger's own timeout; one that runs out is a retryable `token_exchange` failure.
 fn token_wait(deadline: &Deadline) -> Result<TokenWait> {
-    let now = Instant::now();
+    let now = clock::now();
     if deadline.attempt_timeout(now).is_none() {
         return Err(exhausted("no time left for the token exchange".to_owned()));
     }

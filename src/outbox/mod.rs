@@ -85,8 +85,10 @@ pub trait WallClock: Send + Sync + fmt::Debug {
 pub struct SystemClock;
 
 impl WallClock for SystemClock {
+    /// The SDK's one clock (`core/clock.rs`): the system's time, moved on by tokio's clock, so
+    /// an outbox under `tokio::time::pause()` runs in the same virtual time as its calls.
     fn now(&self) -> SystemTime {
-        SystemTime::now()
+        crate::core::clock::wall_now()
     }
 }
 
@@ -333,4 +335,20 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
         ));
     }
     target.check()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_system_clock_is_the_sdk_s_one_clock_and_moves_with_paused_time() {
+        let before = SystemClock.now();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        let moved = SystemClock.now().duration_since(before).unwrap();
+        assert!(moved >= Duration::from_secs(3600), "{moved:?}");
+        assert!(moved < Duration::from_secs(3601), "{moved:?}");
+    }
 }

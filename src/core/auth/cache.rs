@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::HeaderValue;
 use tokio::time::Instant;
 
+use crate::core::clock;
 use crate::core::error::{Error, Result};
 use crate::core::jitter::Jitter;
 
@@ -71,7 +72,7 @@ impl TokenWait {
     #[cfg(test)]
     pub(crate) fn within(limit: Duration) -> Self {
         Self {
-            until: Instant::now() + limit,
+            until: clock::now() + limit,
             exchange_timeout: limit,
         }
     }
@@ -183,7 +184,7 @@ impl TokenCache {
             .inner
             .current()
             .as_ref()
-            .and_then(|held| held.fresh(Instant::now()))
+            .and_then(|held| held.fresh(clock::now()))
         {
             return Ok(token);
         }
@@ -234,7 +235,7 @@ impl TokenCache {
     /// when the caller should not wait: it cannot be retried, or the backoff outlasts `wait`.
     fn next(&self, wait: TokenWait) -> Result<Next> {
         let mut state = self.inner.lock();
-        let now = Instant::now();
+        let now = clock::now();
         if let Some(token) = state.fresh(now) {
             return Ok(Next::Token(token));
         }
@@ -295,7 +296,7 @@ impl Inner {
     /// (or lengthens) it.
     fn record(&self, result: Result<AccessToken>) {
         let mut state = self.lock();
-        let now = Instant::now();
+        let now = clock::now();
         state.in_flight = false;
         state.finished += 1;
         self.finished.store(state.finished, Ordering::Release);

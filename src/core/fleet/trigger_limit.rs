@@ -52,6 +52,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use crate::core::clock;
 use crate::core::error::Result;
 pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
 use crate::core::rate_limit_field::TriggerWindow;
@@ -138,12 +139,12 @@ impl Slot {
             return;
         };
         let lane = Arc::clone(&self.lane);
-        let answered = Instant::now();
+        let answered = clock::now();
         tokio::spawn(async move {
             loop {
                 let until = answered.checked_add(lane.per());
                 match until {
-                    Some(until) if until > Instant::now() => tokio::time::sleep_until(until).await,
+                    Some(until) if until > clock::now() => tokio::time::sleep_until(until).await,
                     Some(_) => break,
                     // A window past any instant: the slot never frees.
                     None => std::future::pending().await,
@@ -281,7 +282,7 @@ impl TriggerLimiter {
         }
         if let Some(reset) = window.spent_for
             && let Some(lane) = state.lanes.get(&trigger)
-            && let Some(until) = Instant::now().checked_add(reset)
+            && let Some(until) = clock::now().checked_add(reset)
         {
             let mut lane = lane.shared.lock();
             lane.closed_until = lane.closed_until.max(Some(until));
@@ -300,7 +301,7 @@ impl TriggerLimiter {
         let Some((lane, pacing)) = self.lane(trigger) else {
             return Ok(None);
         };
-        let started = Instant::now();
+        let started = clock::now();
         // Counted from the first wait to the slot.
         let mut held = None;
         let permit = match Arc::clone(&lane.permits).try_acquire_owned() {
@@ -321,7 +322,7 @@ impl TriggerLimiter {
             lane,
         };
         let closed_until = slot.lane.lock().closed_until;
-        if let Some(until) = closed_until.filter(|until| *until > Instant::now()) {
+        if let Some(until) = closed_until.filter(|until| *until > clock::now()) {
             if until.duration_since(started) > max_wait {
                 return Err(());
             }
