@@ -142,13 +142,13 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// Cheap to clone: clones share the retry budget, the gate, the token cache and the stats.
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
-    engine: Shared,
+    engine: EngineOwner,
     policy: Policy,
 }
 
 /// Whose engine the middleware runs.
 #[derive(Debug, Clone)]
-enum Shared {
+enum EngineOwner {
     Own(Arc<Engine>),
     /// A client's: its token cache, gate, retry budget and stats.
     Client(RetryingClient),
@@ -166,7 +166,7 @@ impl RetryMiddleware {
     /// request's own `Authorization`.
     pub fn from_client(client: &RetryingClient) -> Self {
         Self {
-            engine: Shared::Client(client.clone()),
+            engine: EngineOwner::Client(client.clone()),
             policy: client.inner.policy.clone(),
         }
     }
@@ -178,8 +178,8 @@ impl RetryMiddleware {
 
     fn engine(&self) -> &Engine {
         match &self.engine {
-            Shared::Own(engine) => engine,
-            Shared::Client(client) => &client.inner.engine,
+            EngineOwner::Own(engine) => engine,
+            EngineOwner::Client(client) => &client.inner.engine,
         }
     }
 }
@@ -250,7 +250,7 @@ impl RetryMiddlewareBuilder {
             Jitter::new(None),
         );
         Ok(RetryMiddleware {
-            engine: Shared::Own(Arc::new(engine)),
+            engine: EngineOwner::Own(Arc::new(engine)),
             policy,
         })
     }

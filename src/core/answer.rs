@@ -136,7 +136,7 @@ impl Answer {
 
 /// The final, successful answer and every attempt that led to it.
 #[derive(Debug)]
-pub(crate) struct Answered {
+pub(crate) struct FinalAnswer {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,

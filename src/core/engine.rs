@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tracing::Instrument;
 
-use crate::core::answer::{Answer, Answered};
+use crate::core::answer::{Answer, FinalAnswer};
 use crate::core::attempt::{Attempt, TransportKind, WaitReason};
 use crate::core::auth::{CachedToken, TokenCache, TokenWait};
 use crate::core::backoff::Backoff;
@@ -29,7 +29,7 @@ use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::fleet::Fleet;
 use crate::core::fleet::gate::RateGate;
 use crate::core::fleet::retry_budget::{Limits, RetryBudget};
-use crate::core::fleet::trigger_limit::{Slot, TriggerLimiter};
+use crate::core::fleet::trigger_limit::{TriggerLimiter, WindowSlot};
 use crate::core::jitter::Jitter;
 use crate::core::matrix::Verdict;
 use crate::core::otel;
@@ -79,7 +79,7 @@ impl Engine {
         request: &FixedRequest,
         policy: &Policy,
         transport: &mut T,
-    ) -> Result<Answered> {
+    ) -> Result<FinalAnswer> {
         policy.budget.validate()?;
         self.counters.call_started();
         let span = otel::call_span(request);
@@ -103,7 +103,7 @@ impl Engine {
         request: FixedRequest,
         policy: Policy,
         mut transport: T,
-    ) -> Pin<Box<impl Future<Output = (Result<Answered>, FixedRequest)> + Send + 'a>> {
+    ) -> Pin<Box<impl Future<Output = (Result<FinalAnswer>, FixedRequest)> + Send + 'a>> {
         Box::pin(async move {
             let result = self.run(&request, &policy, &mut transport).await;
             (result, request)
@@ -132,7 +132,7 @@ impl Engine {
     }
 
     /// One event per call with the client's counters, for dashboards built on tracing.
-    fn trace_call(&self, result: &Result<Answered>) {
+    fn trace_call(&self, result: &Result<FinalAnswer>) {
         if !tracing::enabled!(tracing::Level::DEBUG) {
             return;
         }
@@ -172,14 +172,14 @@ impl Engine {
         request: &FixedRequest,
         policy: &Policy,
         transport: &mut T,
-    ) -> Result<Answered> {
+    ) -> Result<FinalAnswer> {
         let mut attempts = Vec::new();
         let mut token = None;
         let ended = self
             .act(request, policy, transport, &mut attempts, &mut token)
             .await;
         match ended {
-            Ok((status, headers, body)) => Ok(Answered {
+            Ok((status, headers, body)) => Ok(FinalAnswer {
                 status,
                 headers,
                 body,
@@ -396,7 +396,7 @@ impl Engine {
         &self,
         request: &FixedRequest,
         max_wait: Duration,
-    ) -> Result<Option<Slot>> {
+    ) -> Result<Option<WindowSlot>> {
         let Some(trigger) = request.trigger else {
             return Ok(None);
         };

@@ -140,11 +140,11 @@ impl fmt::Display for ErrorKind {
 /// Cheap to clone: the cause is shared.
 #[derive(Clone, thiserror::Error)]
 #[error(transparent)]
-pub struct Error(Box<Inner>);
+pub struct Error(Box<ErrorDetails>);
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
-struct Inner {
+struct ErrorDetails {
     kind: ErrorKind,
     message: Cow<'static, str>,
     #[source]
@@ -160,7 +160,7 @@ struct Inner {
 impl Error {
     /// An error of `kind` whose `Display` is `message`.
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
-        Self(Box::new(Inner {
+        Self(Box::new(ErrorDetails {
             kind,
             message: message.into(),
             source: None,

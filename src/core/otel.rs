@@ -22,7 +22,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::core::answer::Answer;
-use crate::core::answer::Answered;
+use crate::core::answer::FinalAnswer;
 use crate::core::error::Result;
 use crate::core::request::FixedRequest;
 
@@ -50,7 +50,7 @@ fn port(request: &FixedRequest) -> Option<i64> {
 }
 
 /// Records how the call ended on its span.
-pub(crate) fn record_call(span: &Span, result: &Result<Answered>) {
+pub(crate) fn record_call(span: &Span, result: &Result<FinalAnswer>) {
     if span.is_disabled() {
         return;
     }

@@ -93,10 +93,10 @@ impl TokenWait {
 /// it: a caller that gives up does not cut it short for the others.
 #[derive(Clone)]
 pub(crate) struct TokenCache {
-    inner: Arc<Inner>,
+    inner: Arc<TokenState>,
 }
 
-struct Inner {
+struct TokenState {
     exchanger: Arc<dyn TokenExchanger>,
     /// The held token, mirrored from `State::held`, so the common case (a fresh token) is read
     /// without taking the state's lock.
@@ -159,7 +159,7 @@ impl State {
 impl TokenCache {
     pub(crate) fn new(exchanger: Arc<dyn TokenExchanger>) -> Self {
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(TokenState {
                 exchanger,
                 current: std::sync::RwLock::new(None),
                 state: std::sync::Mutex::new(State::default()),
@@ -291,7 +291,7 @@ enum Next {
     Backoff(Instant),
 }
 
-impl Inner {
+impl TokenState {
     /// Records an exchange's result: a token is held and ends the backoff; a failure starts
     /// (or lengthens) it.
     fn record(&self, result: Result<AccessToken>) {

@@ -125,12 +125,12 @@ struct LaneState {
 /// A slot of a trigger's window, held from before an attempt until `per` after its answer.
 /// Dropped unused, it frees at once.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct WindowSlot {
     permit: Option<OwnedSemaphorePermit>,
     lane: Arc<LaneShared>,
 }
 
-impl Slot {
+impl WindowSlot {
     /// The attempt's answer (or failure) is in: the slot frees one window from now, the
     /// window as it is when that time comes (a window learned meanwhile that grew holds it
     /// longer).
@@ -155,7 +155,7 @@ impl Slot {
     }
 }
 
-impl Drop for Slot {
+impl Drop for WindowSlot {
     fn drop(&mut self) {
         if let Some(permit) = self.permit.take() {
             self.lane.give_back(permit);
@@ -297,7 +297,7 @@ impl TriggerLimiter {
         trigger: TriggerKey,
         max_wait: Duration,
         hold: &Hold,
-    ) -> Result<Option<(Slot, Duration)>, ()> {
+    ) -> Result<Option<(WindowSlot, Duration)>, ()> {
         let Some((lane, pacing)) = self.lane(trigger) else {
             return Ok(None);
         };
@@ -317,7 +317,7 @@ impl TriggerLimiter {
                 }
             }
         };
-        let slot = Slot {
+        let slot = WindowSlot {
             permit: Some(permit),
             lane,
         };
@@ -389,7 +389,7 @@ mod tests {
         }
     }
 
-    async fn take(limiter: &TriggerLimiter, trigger: TriggerKey, max_wait: Duration) -> Slot {
+    async fn take(limiter: &TriggerLimiter, trigger: TriggerKey, max_wait: Duration) -> WindowSlot {
         limiter
             .acquire(trigger, max_wait, &Hold::default())
             .await
@@ -568,7 +568,7 @@ mod tests {
         let limiter = learning();
         let trigger = TriggerKey::of("t");
         limiter.heard(trigger, policy(10, SECOND));
-        let mut held: Vec<Slot> = Vec::new();
+        let mut held: Vec<WindowSlot> = Vec::new();
         for _ in 0..6 {
             held.push(take(&limiter, trigger, Duration::ZERO).await);
         }
@@ -585,7 +585,7 @@ mod tests {
         for slot in held.drain(..) {
             drop(slot);
         }
-        let again: Vec<Slot> = vec![
+        let again: Vec<WindowSlot> = vec![
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
@@ -606,7 +606,7 @@ mod tests {
         let limiter = learning();
         let trigger = TriggerKey::of("t");
         limiter.heard(trigger, policy(4, SECOND));
-        let held: Vec<Slot> = vec![
+        let held: Vec<WindowSlot> = vec![
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,

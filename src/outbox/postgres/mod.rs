@@ -54,7 +54,7 @@ use crate::core::key::IdempotencyKey;
 
 mod pool;
 
-use pool::{CONNECTIONS, Pool};
+use pool::{CONNECTIONS, ConnectionPool};
 
 use super::Sealed;
 use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
@@ -287,7 +287,7 @@ const fn at_least_a_millisecond(timeout: Duration) -> Duration {
 /// # }
 /// ```
 pub struct PostgresStore {
-    pool: Pool,
+    pool: ConnectionPool,
     timeouts: StoreTimeouts,
 }
 
@@ -338,7 +338,7 @@ impl PostgresStore {
             }
             error
         })?;
-        let pool = Pool::new(config, timeouts.connect);
+        let pool = ConnectionPool::new(config, timeouts.connect);
         let store = Self { pool, timeouts };
         store.bounded(store.migrate()).await?;
         Ok(store)

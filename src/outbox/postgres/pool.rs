@@ -42,7 +42,7 @@ impl Conn {
 }
 
 /// At most [`CONNECTIONS`] connections, opened as needed, each used by one task at a time.
-pub(super) struct Pool {
+pub(super) struct ConnectionPool {
     config: Config,
     /// `user@host:port/database`, for messages and `Debug`.
     pub(super) shown: String,
@@ -54,7 +54,7 @@ pub(super) struct Pool {
     epoch: AtomicU64,
 }
 
-impl Pool {
+impl ConnectionPool {
     pub(super) fn new(config: Config, connect_timeout: Duration) -> Self {
         let host = match config.get_hosts().first() {
             Some(Host::Tcp(host)) => host.clone(),
@@ -144,9 +144,9 @@ impl Pool {
     }
 }
 
-/// A connection taken from the [`Pool`]; back to it when dropped.
+/// A connection taken from the [`ConnectionPool`]; back to it when dropped.
 pub(super) struct Lease<'a> {
-    pool: &'a Pool,
+    pool: &'a ConnectionPool,
     conn: Option<Conn>,
     /// The pool's epoch when leased: the connection goes back only if it has not moved since.
     epoch: u64,

@@ -194,7 +194,7 @@ impl WorkerBuilder {
         self
     }
 
-    pub(super) fn build(self) -> Result<Arc<Pool>> {
+    pub(super) fn build(self) -> Result<Arc<WorkerPool>> {
         let budget = self.client.inner.policy.budget;
         if self.concurrency == 0 {
             return Err(Error::invalid_input(
@@ -230,7 +230,7 @@ impl WorkerBuilder {
             attempt_timeout: budget.attempt_timeout,
             paused: Mutex::new(None),
         });
-        Ok(Arc::new(Pool {
+        Ok(Arc::new(WorkerPool {
             store: Arc::clone(&self.outbox.store),
             clock: Arc::clone(&self.outbox.clock),
             deliverers: {

@@ -32,7 +32,7 @@ use crate::core::error::{Error, Result};
 use builder::OnFinished;
 pub use builder::{JobDone, WorkerBuilder};
 use fleet::StoreFleet;
-use pool::Pool;
+use pool::WorkerPool;
 
 /// The default number of deliveries a worker runs at once.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -62,7 +62,7 @@ pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// [`stop`](Self::stop) does, without waiting.
 #[derive(Debug)]
 pub struct Workers {
-    pool: Arc<Pool>,
+    pool: Arc<WorkerPool>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<RunReport>>,
 }

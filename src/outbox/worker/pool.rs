@@ -24,7 +24,7 @@ use super::*;
 use crate::vendors::target::{Deliver, Delivered, Sent};
 
 #[derive(Debug)]
-pub(super) struct Pool {
+pub(super) struct WorkerPool {
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<dyn WallClock>,
     pub(super) client: RetryingClient,
@@ -45,7 +45,7 @@ pub(super) struct Pool {
     pub(super) report: Mutex<RunReport>,
 }
 
-impl Pool {
+impl WorkerPool {
     pub(super) fn snapshot(&self) -> RunReport {
         *self
             .report

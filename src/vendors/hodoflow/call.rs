@@ -25,7 +25,7 @@ use crate::vendors::hodoflow::routes::redact_path;
 use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
 
 /// What a [`Call`] addresses.
-pub(crate) enum Target {
+pub(crate) enum Operation {
     Write {
         method: Method,
         path: String,
@@ -41,10 +41,10 @@ pub(crate) enum Target {
     },
 }
 
-impl fmt::Debug for Target {
+impl fmt::Debug for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Write {
+            Operation::Write {
                 method,
                 path,
                 key,
@@ -56,12 +56,12 @@ impl fmt::Debug for Target {
                 .field("key", key)
                 .field("body", &BodyLen(body.len()))
                 .finish(),
-            Target::Read { method, path } => f
+            Operation::Read { method, path } => f
                 .debug_struct("Read")
                 .field("method", method)
                 .field("path", &redact_path(path))
                 .finish(),
-            Target::GraphQl { body } => f
+            Operation::GraphQl { body } => f
                 .debug_struct("GraphQl")
                 .field("body", &BodyLen(body.len()))
                 .finish(),
@@ -74,12 +74,12 @@ impl fmt::Debug for Target {
 #[must_use = "a call does nothing until it is sent"]
 pub struct Call<'a> {
     shared: &'a Shared,
-    target: Target,
+    target: Operation,
     options: CallOptions,
 }
 
 impl<'a> Call<'a> {
-    pub(crate) fn new(shared: &'a Shared, target: Target) -> Self {
+    pub(crate) fn new(shared: &'a Shared, target: Operation) -> Self {
         Self {
             shared,
             target,
@@ -127,14 +127,14 @@ impl<'a> Call<'a> {
         let base = &self.shared.base;
         let headers = &self.options.headers;
         let request = match self.target {
-            Target::Write {
+            Operation::Write {
                 method,
                 path,
                 key,
                 body,
             } => FixedRequest::write(base, method, &path, &key, body, headers)?,
-            Target::Read { method, path } => FixedRequest::read(base, method, &path, headers)?,
-            Target::GraphQl { body } => FixedRequest::graphql(base, body)?,
+            Operation::Read { method, path } => FixedRequest::read(base, method, &path, headers)?,
+            Operation::GraphQl { body } => FixedRequest::graphql(base, body)?,
         };
         Ok((request, self.options.policy))
     }

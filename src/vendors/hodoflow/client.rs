@@ -8,7 +8,7 @@ use http::Method;
 use crate::client::RetryingClient;
 use crate::core::auth::secret::Secret;
 use crate::core::key::IdempotencyKey;
-use crate::vendors::hodoflow::call::{Call, Delivering, Target};
+use crate::vendors::hodoflow::call::{Call, Delivering, Operation};
 use crate::vendors::hodoflow::run::FollowRun;
 
 impl RetryingClient {
@@ -23,7 +23,7 @@ impl RetryingClient {
     ) -> Call<'_> {
         Call::new(
             &self.inner,
-            Target::Write {
+            Operation::Write {
                 method,
                 path: path.to_owned(),
                 key,
@@ -41,7 +41,7 @@ impl RetryingClient {
     pub fn get(&self, path: &str) -> Call<'_> {
         Call::new(
             &self.inner,
-            Target::Read {
+            Operation::Read {
                 method: Method::GET,
                 path: path.to_owned(),
             },
@@ -52,7 +52,7 @@ impl RetryingClient {
     pub fn head(&self, path: &str) -> Call<'_> {
         Call::new(
             &self.inner,
-            Target::Read {
+            Operation::Read {
                 method: Method::HEAD,
                 path: path.to_owned(),
             },
@@ -64,7 +64,7 @@ impl RetryingClient {
         let body = serde_json::json!({"query": query, "variables": variables});
         Call::new(
             &self.inner,
-            Target::GraphQl {
+            Operation::GraphQl {
                 body: Bytes::from(body.to_string()),
             },
         )

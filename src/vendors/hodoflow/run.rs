@@ -10,7 +10,7 @@ use crate::core::attempt::Attempt;
 use crate::core::budget::Budget;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::shared::Shared;
-use crate::vendors::hodoflow::call::{Call, Target};
+use crate::vendors::hodoflow::call::{Call, Operation};
 use crate::vendors::hodoflow::tables::WORKFLOW_RUNS;
 
 /// The state of a workflow run.
@@ -179,7 +179,7 @@ impl<'a> FollowRun<'a> {
                 max_elapsed: left.min(Budget::MAX),
                 ..client_budget
             };
-            let poll = Target::Read {
+            let poll = Operation::Read {
                 method: Method::GET,
                 path: path.clone(),
             };

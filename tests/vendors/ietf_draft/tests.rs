@@ -128,7 +128,7 @@ async fn send(
     client: &RetryingClient,
     key: Option<&IdempotencyKey>,
     body: &'static str,
-) -> crate::Result<crate::core::answer::Answered> {
+) -> crate::Result<crate::core::answer::FinalAnswer> {
     let inner = &client.inner;
     let request = post(
         &inner.base,

@@ -158,7 +158,7 @@ const RECHECK: Duration = Duration::from_millis(250);
 /// ```
 #[derive(Clone)]
 pub struct RetryBudget {
-    bucket: Option<Arc<Shared>>,
+    bucket: Option<Arc<BudgetState>>,
 }
 
 impl RetryBudget {
@@ -416,7 +416,7 @@ pub(crate) struct Ticket {
 }
 
 struct Admitted {
-    shared: Arc<Shared>,
+    shared: Arc<BudgetState>,
     cost: u32,
     probe: Option<u64>,
     at: Instant,
@@ -671,7 +671,7 @@ impl RetryBudgetBuilder {
         }
         let now = self.clock.now();
         Ok(RetryBudget {
-            bucket: Some(Arc::new(Shared {
+            bucket: Some(Arc::new(BudgetState {
                 config,
                 clock: self.clock,
                 state: Mutex::new(State {
@@ -714,7 +714,7 @@ impl Default for RetryBudgetBuilder {
     }
 }
 
-struct Shared {
+struct BudgetState {
     config: Config,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
@@ -850,7 +850,7 @@ impl Drop for Waiting<'_> {
     }
 }
 
-impl Shared {
+impl BudgetState {
     /// The state, with the refill due by now already added.
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         let mut state = self
