@@ -154,7 +154,7 @@ struct ErrorDetails {
     body: Option<Bytes>,
     attempts: Vec<Attempt>,
     /// The key the middleware adapter sent (generated or the caller's).
-    key: Option<crate::core::key::IdempotencyKey>,
+    key: Option<crate::core::key::value::IdempotencyKey>,
 }
 
 impl Error {
@@ -272,7 +272,7 @@ impl Error {
     }
 
     /// Records the key every attempt carried.
-    pub(crate) fn with_key(mut self, key: Option<crate::core::key::IdempotencyKey>) -> Self {
+    pub(crate) fn with_key(mut self, key: Option<crate::core::key::value::IdempotencyKey>) -> Self {
         self.0.key = key;
         self
     }
@@ -282,7 +282,7 @@ impl Error {
     /// call sent the request: the caller's own, or the one it generated. Send the request again
     /// with it to repeat the same operation. `None` for requests without a key and for
     /// [`RetryingClient`](crate::RetryingClient) calls, whose caller chose the key.
-    pub fn idempotency_key(&self) -> Option<&crate::core::key::IdempotencyKey> {
+    pub fn idempotency_key(&self) -> Option<&crate::core::key::value::IdempotencyKey> {
         self.0.key.as_ref()
     }
 
