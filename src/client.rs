@@ -16,10 +16,14 @@ use crate::core::shared::Shared;
 use crate::core::signing::Signer;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, AttemptTransport, Sender};
-use crate::vendors::hodoflow::oauth::ClientCredentials;
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
 pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
+
+/// How a vendor's ready exchanger is made when the client is built: from the base URL and the
+/// reqwest client the exchange shares.
+pub(crate) type MakeExchanger =
+    Box<dyn FnOnce(&str, reqwest::Client) -> Result<Arc<dyn TokenExchanger>> + Send>;
 
 /// Builds a [`RetryingClient`].
 ///
@@ -39,7 +43,9 @@ pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
 #[must_use]
 pub struct ClientBuilder {
     base_url: String,
-    credentials: Option<(String, Secret)>,
+    /// A vendor's ready exchanger, made at build time from the base URL and the client's reqwest
+    /// client (Hodoflow's client credentials: `vendors/hodoflow/client.rs`).
+    pub(crate) credentials: Option<MakeExchanger>,
     bearer: Option<Secret>,
     /// The budget, backoff and schedule, the exchanger, the rate and retry budgets and the
     /// answer limit: what the client and the middleware both build their engine from.
@@ -92,20 +98,6 @@ impl ClientBuilder {
             seed: None,
             signing_secrets: Vec::new(),
         }
-    }
-
-    /// Exchanges these client credentials at `POST <base_url>/oauth/token`. For a token
-    /// endpoint elsewhere, pass [`ClientCredentials::token_url`] to
-    /// [`exchanger`](Self::exchanger) instead.
-    ///
-    /// Default: none; set this or [`exchanger`](Self::exchanger).
-    pub fn client_credentials(
-        mut self,
-        client_id: impl Into<String>,
-        secret: impl Into<Secret>,
-    ) -> Self {
-        self.credentials = Some((client_id.into(), secret.into()));
-        self
     }
 
     /// Sends this static API token as the bearer token of every attempt, with no exchange: for
@@ -349,13 +341,10 @@ impl ClientBuilder {
             self.credentials,
         ) {
             (Some(exchanger), _) => exchanger,
-
-            (None, Some((id, secret))) => Arc::new(ClientCredentials::with_http_client(
+            (None, Some(make)) => make(
                 &self.base_url,
-                id,
-                secret,
                 http.clone().expect("built for client credentials"),
-            )?),
+            )?,
             (None, None) => match self.bearer {
                 Some(token) => Arc::new(StaticToken(token)),
                 None => {

@@ -22,7 +22,7 @@ use crate::core::signing::Signer;
 use crate::core::transport::Http;
 use crate::vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
 use crate::vendors::hodoflow::routes::redact_path;
-use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOKS_PREFIX};
+use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOK, WEBHOOKS_PREFIX};
 
 /// What a [`Call`] addresses.
 pub(crate) enum Operation {
@@ -330,8 +330,7 @@ impl<'a> Delivering<'a> {
 fn refused_signature(error: Error, signer: &Signer) -> Error {
     let refused = error.status() == Some(http::StatusCode::UNPROCESSABLE_ENTITY)
         && error.body().is_some_and(|body| {
-            crate::Surface::Webhook
-                .profile()
+            WEBHOOK
                 .codes(body)
                 .iter()
                 .any(|code| code == UNSUPPORTED_AUTHENTICATION)

@@ -1,15 +1,40 @@
 //! Hodoflow's methods on [`RetryingClient`]: JSON:API writes and reads, GraphQL, webhook
-//! deliveries and workflow runs (documents 000 and 001). The client itself (`src/client.rs`) is
-//! the same for every vendor; these are Hodoflow's surfaces of it.
+//! deliveries and workflow runs (documents 000 and 001), and on [`ClientBuilder`] its OAuth
+//! client credentials. The client itself (`src/client.rs`) is the same for every vendor and
+//! imports none; these are Hodoflow's surfaces of it.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Method;
 
-use crate::client::RetryingClient;
+use crate::client::{ClientBuilder, RetryingClient};
+use crate::core::auth::TokenExchanger;
 use crate::core::auth::secret::Secret;
 use crate::core::key::IdempotencyKey;
 use crate::vendors::hodoflow::call::{Call, Delivering, Operation};
+use crate::vendors::hodoflow::oauth::ClientCredentials;
 use crate::vendors::hodoflow::run::FollowRun;
+
+impl ClientBuilder {
+    /// Exchanges these client credentials at `POST <base_url>/oauth/token`. For a token
+    /// endpoint elsewhere, pass [`ClientCredentials::token_url`] to
+    /// [`exchanger`](ClientBuilder::exchanger) instead.
+    ///
+    /// Default: none; set this or [`exchanger`](ClientBuilder::exchanger).
+    pub fn client_credentials(
+        mut self,
+        client_id: impl Into<String>,
+        secret: impl Into<Secret>,
+    ) -> Self {
+        let (client_id, secret) = (client_id.into(), secret.into());
+        self.credentials = Some(Box::new(move |base_url: &str, http: reqwest::Client| {
+            let exchanger = ClientCredentials::with_http_client(base_url, client_id, secret, http)?;
+            Ok(Arc::new(exchanger) as Arc<dyn TokenExchanger>)
+        }));
+        self
+    }
+}
 
 impl RetryingClient {
     /// A JSON:API unsafe write (`POST`, `PUT`, `PATCH` or `DELETE` under `/api/json/`) with its
