@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::figures::round;
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, peers, server};
 
 const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;

@@ -33,7 +33,7 @@ use tokio::sync::Barrier;
 use crate::figures::{Bunching, ms, round};
 use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, server};
 
 const WINDOW: Duration = Duration::from_millis(100);
@@ -184,7 +184,7 @@ async fn run_with(
     }
     report.figure(
         "peak_rss_mib",
-        crate::memory::peak_rss_bytes().map(|bytes| round(bytes as f64 / 1_048_576.0, 1)),
+        crate::process::peak_rss_bytes().map(|bytes| round(bytes as f64 / 1_048_576.0, 1)),
     );
     if let Some((bunching, failed)) = judged.get("default_budget") {
         report.exactly("default_budget.operations_failed", *failed as f64, 0.0);

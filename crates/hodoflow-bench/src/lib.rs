@@ -64,6 +64,7 @@ mod outage_pool;
 mod outbox;
 mod overhead;
 mod peers;
+mod process;
 mod proxy_limit;
 mod reauth;
 mod recovery;
@@ -71,14 +72,16 @@ mod report;
 mod retry_after;
 mod scenario;
 mod server;
+mod size;
 mod storm;
 
 pub use body_copies::{BodyCopies, install_body_copy_counter};
 pub use memory::{Holder, Protocol, hold};
 pub use overhead::count_requests;
 pub use report::Report;
-pub use scenario::{Options, Scenario, Size};
+pub use scenario::{Options, Scenario};
 pub use server::serve_slow;
+pub use size::Size;
 
 /// What a scenario fails with: the server could not start, a client could not be built, or
 /// the run could not be measured. A missed target is not an error; it is in the [`Report`].

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, server};
 
 const LOSS: f64 = 0.2;

@@ -27,9 +27,10 @@ use tokio::process::Command;
 
 use crate::body_copies::BodyCopies;
 use crate::figures::round;
+use crate::process::{peak_rss_bytes, status_kb};
 use crate::report::Report;
-use crate::scenario::Size;
 use crate::server::SlowServer;
+use crate::size::Size;
 use crate::{Result, drive};
 
 /// The size of one delivery's send future (the SDK's `send()`, or plain reqwest's post and
@@ -136,19 +137,6 @@ fn body() -> Bytes {
     let body = format!(r#"{{"pad":"{}"}}"#, "x".repeat(pad));
     debug_assert_eq!(body.len(), BODY_SIZE);
     Bytes::from(body)
-}
-
-/// A `kB` field of /proc/self/status, in bytes.
-fn status_kb(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with(field))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// Peak resident set size (VmHWM), in bytes.
-pub(crate) fn peak_rss_bytes() -> Option<u64> {
-    status_kb("VmHWM:")
 }
 
 /// The soft limit of open files.

@@ -48,7 +48,7 @@ use serde_json::{Value, json};
 use crate::figures::round;
 use crate::modulify_peer::JsCall;
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, server};
 
 const METHOD: &str = "send_message";

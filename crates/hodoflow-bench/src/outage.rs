@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::figures::round;
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, peers, server};
 
 const TARGET: f64 = 0.10;

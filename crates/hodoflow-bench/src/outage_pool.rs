@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::figures::round;
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, server};
 
 const TARGET_OVER_HEALTHY: f64 = 0.10;

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::figures::{median, ms, percentile, round};
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, peers, server};
 
 const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711,"carrier":"dhl","items":[{"sku":"A-100","qty":2},{"sku":"B-220","qty":1}]}"#;

@@ -34,7 +34,7 @@ use crate::figures::{median, percentile, round};
 use crate::memory::Holder;
 use crate::peers::{self, Sender};
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, server};
 
 const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711,"carrier":"dhl","items":[{"sku":"A-100","qty":2},{"sku":"B-220","qty":1}]}"#;

@@ -17,7 +17,7 @@ use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, ManualClock};
 use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
 
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, peers, server};
 
 const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;

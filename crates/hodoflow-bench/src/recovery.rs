@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::drive::Op;
 use crate::figures::round;
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, peers, server};
 
 const BIN: Duration = Duration::from_millis(100);

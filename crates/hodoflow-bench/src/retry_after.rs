@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::figures::{ms, percentile, round};
 use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, drive, server};
 
 const RETRY_AFTER: Duration = Duration::from_secs(1);

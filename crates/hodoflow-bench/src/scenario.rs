@@ -1,8 +1,10 @@
-//! The scenarios, their sizes, and what they need to run.
+//! The scenarios, and what they need to run (their sizes are `size.rs`, which every scenario
+//! reads, so the dispatch here imports the scenarios and none imports it back).
 
 use std::path::PathBuf;
 
 use crate::report::Report;
+use crate::size::Size;
 use crate::{
     Result, blip_pool, herd, lost_202, memory, modulify, outage, outage_pool, outbox, overhead,
     proxy_limit, reauth, recovery, retry_after, storm,
@@ -118,26 +120,6 @@ impl Scenario {
             Scenario::Outbox => outbox::run(size).await,
             Scenario::BlipPool => blip_pool::run(size).await,
             Scenario::OutagePool => outage_pool::run(size).await,
-        }
-    }
-}
-
-/// How big a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Size {
-    /// The sizes the targets are stated for.
-    Full,
-    /// A tiny run that walks every code path in a second or two; its figures mean nothing.
-    Smoke,
-}
-
-impl Size {
-    /// `full` at [`Size::Full`], `smoke` otherwise.
-    pub(crate) fn pick<T>(self, full: T, smoke: T) -> T {
-        match self {
-            Size::Full => full,
-            Size::Smoke => smoke,
         }
     }
 }

@@ -87,7 +87,7 @@ pub async fn serve_slow(delay: Duration) -> Result<()> {
     let seen = json!({
         "requests": arrivals.len(),
         "peak_held": peak_held(&arrivals, delay),
-        "server_peak_rss_bytes": crate::memory::peak_rss_bytes(),
+        "server_peak_rss_bytes": crate::process::peak_rss_bytes(),
     });
     writeln!(stdout, "{seen}")?;
     stdout.flush()?;

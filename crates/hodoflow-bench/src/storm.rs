@@ -24,7 +24,7 @@ use tokio::sync::Mutex;
 use crate::figures::{ms, percentile, round};
 use crate::peers::{self, Peer, Schedule, Sender};
 use crate::report::Report;
-use crate::scenario::Size;
+use crate::size::Size;
 use crate::{Result, server};
 
 const TARGET_REQUESTS_PER_OP: f64 = 1.10;
