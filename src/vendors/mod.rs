@@ -9,8 +9,9 @@
 //! The mechanism in `core/` takes a [`SurfaceProfile`] and reads its fields; it never names a
 //! vendor or matches on a surface, and it imports nothing from here (`tests/layout.rs`). So a
 //! third API is a third folder here plus one line in [`Surface::profile`], the only place that
-//! maps a public surface to its vendor's data. (A test-only third vendor, in `tests/`, needs
-//! not even that line: it hands its profile to the engine directly.)
+//! maps a public surface to its vendor's data. (The test-only third vendor,
+//! `tests/vendors/ietf_draft/`, is one `#[path]` line below and needs no public surface: its
+//! tests hand its profile to the engine directly.)
 //!
 //! Departed from `../shared/LAYOUT.md`, and why:
 //! - [`Surface`] stays the public name of a table and `SurfaceProfile` is crate-private: every
@@ -19,6 +20,12 @@
 //!   visible ASCII, a documented public contract that both vendors accept; the profile's
 //!   `KeyRules` are checked again at send time, where a vendor with a stricter rule would refuse
 //!   a key.
+//! - The outbox's `Target` and the `Deliver` trait are `target.rs` here, not in `outbox/`: a
+//!   vendor's delivery (`<vendor>/outbox.rs`) needs the target, and the target's checks are the
+//!   vendors' rules, so the outbox imports the vendors and no vendor imports the outbox.
+//! - `TriggerLimit` (one `{requests, per}`) is `core/limit.rs`, not `core/fleet/`: the
+//!   `RateLimit` parser and the stats read it, and the fleet's limiter reads them.
+//! - `decide`'s tests are `decided.rs` here, beside the tables they walk: `core/` knows none.
 
 use std::fmt;
 
