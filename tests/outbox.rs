@@ -10,6 +10,8 @@ mod pg;
 
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
+
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
 use hodoflow_retry::outbox::{JobState, ManualClock, Outbox, Target, WallClock};
 use hodoflow_retry::{Budget, ErrorKind, ModulifyClient, RetryingClient, TriggerLimit};
@@ -55,6 +57,8 @@ macro_rules! on_both_stores {
 
 on_both_stores!(
     enqueueing_an_event_again_returns_the_stored_job,
+    enqueue_many_of_100_000_with_1_000_repeats_stores_99_000_and_changes_none_of_the_rest,
+    enqueue_many_checks_every_event_before_it_stores_any,
     bad_jobs_are_refused_before_anything_is_stored,
     lost_answers_end_accepted_or_duplicate_with_one_run_each,
     writes_and_modulify_calls_go_through_the_same_job_shape,
@@ -158,6 +162,71 @@ async fn enqueueing_an_event_again_returns_the_stored_job(backend: Backend) {
         hodoflow_retry::IdempotencyKey::from_operation_id("order-1:shipped")
     );
     assert_eq!(outbox.counts().await.unwrap().total(), 1);
+}
+
+async fn enqueue_many_of_100_000_with_1_000_repeats_stores_99_000_and_changes_none_of_the_rest(
+    backend: Backend,
+) {
+    let outbox = fresh(backend).await;
+    let write = || Target::create("/api/json/v1/orders");
+    // 1,000 events stored before, one by one.
+    let mut before = Vec::new();
+    for n in (0..100_000).step_by(100) {
+        before.push(
+            outbox
+                .enqueue(&format!("order-{n}"), write(), "old")
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(before.len(), 1_000);
+
+    let events = (0..100_000).map(|n| (format!("order-{n}"), write(), format!(r#"{{"n":{n}}}"#)));
+    let stored = outbox.enqueue_many(events).await.unwrap();
+
+    assert_eq!(stored.len(), 100_000);
+    let new = stored.iter().filter(|(_, now)| *now).count();
+    assert_eq!(new, 99_000, "the 1,000 repeats are no-ops");
+    for (n, (job, now)) in stored.iter().enumerate() {
+        assert_eq!(job.event_id, format!("order-{n}"), "in the order asked");
+        assert_eq!(*now, n % 100 != 0, "{}", job.event_id);
+    }
+    for old in &before {
+        let (again, now) = &stored[old.event_id[6..].parse::<usize>().unwrap()];
+        assert!(!now);
+        assert_eq!(again, old, "a repeat changes nothing of the stored job");
+        let kept = outbox.job(&old.event_id).await.unwrap().unwrap();
+        assert_eq!(kept.body, Bytes::from_static(b"old"));
+        assert_eq!(kept.id, old.id);
+    }
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(counts.total(), 100_000);
+    assert_eq!(counts.pending, 100_000);
+    // A repeat inside one batch: the first is stored, the second returns it.
+    let twice = outbox
+        .enqueue_many([("late", write(), "a"), ("late", write(), "b")])
+        .await
+        .unwrap();
+    assert_eq!(
+        twice.iter().map(|(_, now)| *now).collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(twice[0].0, twice[1].0);
+    assert_eq!(twice[1].0.body, Bytes::from_static(b"a"));
+}
+
+async fn enqueue_many_checks_every_event_before_it_stores_any(backend: Backend) {
+    let outbox = fresh(backend).await;
+    let events = vec![
+        ("fine-1", Target::create("/api/json/v1/orders"), "{}"),
+        ("fine-2", Target::webhook(DEMO_TRIGGER_TOKEN), "{}"),
+        ("bad", Target::create("/not/json/api"), "{}"),
+    ];
+    let error = outbox.enqueue_many(events).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert_eq!(outbox.counts().await.unwrap().total(), 0, "nothing stored");
+    let none: Vec<(String, Target, Bytes)> = Vec::new();
+    assert!(outbox.enqueue_many(none).await.unwrap().is_empty());
 }
 
 async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {

@@ -251,6 +251,59 @@ impl Outbox {
         self.store.enqueue(job).await
     }
 
+    /// Stores a job for each of `events` (event ID, target, body) in one transaction: all of
+    /// them, or none. As for [`enqueue`](Self::enqueue), an event ID already stored (or earlier
+    /// in `events`) is a no-op that returns the stored job; the flag says whether each job was
+    /// stored now. Every event is checked before anything is stored.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(outbox: hodoflow_retry::outbox::Outbox) -> hodoflow_retry::Result<()> {
+    /// use hodoflow_retry::outbox::Target;
+    ///
+    /// let events = (0..1_000).map(|n| {
+    ///     (format!("order-{n}"), Target::create("/api/json/v1/orders"), format!(r#"{{"n":{n}}}"#))
+    /// });
+    /// let stored = outbox.enqueue_many(events).await?;
+    /// let new = stored.iter().filter(|(_, now)| *now).count();
+    /// # let _ = new;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` or `payload_too_large` for the first event that could never be sent (as
+    /// [`enqueue`](Self::enqueue) says), before anything is stored; the store's error.
+    pub async fn enqueue_many<E, B>(
+        &self,
+        events: impl IntoIterator<Item = (E, Target, B)>,
+    ) -> Result<Vec<(Job, bool)>>
+    where
+        E: Into<String>,
+        B: Into<Bytes>,
+    {
+        let now = self.clock.now();
+        let mut jobs = Vec::new();
+        for (event_id, target, body) in events {
+            let event_id = event_id.into();
+            let body = body.into();
+            check_job(&event_id, &target, &body)?;
+            jobs.push(NewJob {
+                identity: IdempotencyKey::from_operation_id(&event_id),
+                event_id,
+                target,
+                body,
+                now,
+            });
+        }
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.store.enqueue_many(jobs).await
+    }
+
     /// The job of `event_id`.
     ///
     /// # Errors

@@ -329,31 +329,48 @@ fn select_job(connection: &Connection, event_id: &str) -> rusqlite::Result<Optio
         .optional()
 }
 
+/// A job, unless its event ID is stored.
+const INSERT: &str = "INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, \
+    state, next_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7) \
+    ON CONFLICT (event_id) DO NOTHING";
+
 impl Store for SqliteStore {
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
+        let one = self.enqueue_many(vec![job]);
+        Box::pin(async move {
+            one.await?.pop().ok_or_else(|| {
+                Error::invalid_input("the store returned no job for the one enqueued")
+            })
+        })
+    }
+
+    fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>> {
         self.run(move |connection| {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let (method, route) = job.target.to_row();
-            let now = millis(job.now);
-            let inserted = transaction.execute(
-                "INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, \
-                 next_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7) \
-                 ON CONFLICT (event_id) DO NOTHING",
-                params![
-                    job.event_id,
-                    job.target.kind(),
-                    method,
-                    route,
-                    job.body.as_ref(),
-                    job.identity.as_str(),
-                    now
-                ],
-            )?;
-            let stored = select_job(&transaction, &job.event_id)?
-                .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            let mut stored = Vec::with_capacity(jobs.len());
+            {
+                let mut insert = transaction.prepare_cached(INSERT)?;
+                let mut select = transaction.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM outbox_jobs WHERE event_id = ?1"
+                ))?;
+                for job in &jobs {
+                    let (method, route) = job.target.to_row();
+                    let inserted = insert.execute(params![
+                        job.event_id,
+                        job.target.kind(),
+                        method,
+                        route,
+                        job.body.as_ref(),
+                        job.identity.as_str(),
+                        millis(job.now)
+                    ])?;
+                    let row = select.query_row(params![job.event_id], job_of)?;
+                    stored.push((row, inserted == 1));
+                }
+            }
             transaction.commit()?;
-            Ok((stored, inserted == 1))
+            Ok(stored)
         })
     }
 

@@ -46,6 +46,12 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     /// it was inserted now.
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)>;
 
+    /// [`enqueue`](Self::enqueue) of every job of `jobs`, in one transaction: all are stored, or
+    /// none. Returns, in the order of `jobs`, each stored job and whether it was inserted now (a
+    /// repeat of an event ID, stored before or earlier in `jobs`, is `false` and changes
+    /// nothing).
+    fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>>;
+
     /// Claims up to `limit` jobs due at `now`: pending with `next_at <= now`, or in flight with
     /// an ended lease (their worker died). Each becomes in flight for `worker` until
     /// `now + lease`, its claim count one higher. A job in flight is due again at its lease's

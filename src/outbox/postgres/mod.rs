@@ -42,6 +42,7 @@
 //! server never answered. A worker treats it as any store failure: it logs it and tries again
 //! at its next poll.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -123,6 +124,21 @@ const ENQUEUE: &str = "
     RETURNING *";
 
 const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
+
+/// Many jobs in one statement: `$1`..`$6` the columns as arrays, `$7` now; a repeated event ID
+/// (stored, or earlier in the arrays) is skipped.
+const ENQUEUE_MANY: &str = "
+    INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, next_at, created_at)
+    SELECT e, k, m, r, b, i, 'pending', $7, $7
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[])
+        AS t(e, k, m, r, b, i)
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING *";
+
+const GET_MANY: &str = "SELECT * FROM outbox_jobs WHERE event_id = ANY($1)";
+
+/// The most jobs of one `ENQUEUE_MANY` statement: bounded arrays, bounded memory per round trip.
+const ENQUEUE_CHUNK: usize = 5_000;
 
 /// `$1` worker, `$2` lease end, `$3` now, `$4` limit, `$5` the latest lease end a worker can
 /// hold (now plus `MAX_LEASE`; a job in flight under a later one was wedged, and is due). The horizon counts from the first claim
@@ -463,6 +479,81 @@ impl Store for PostgresStore {
                 store_message("a job that conflicted on its event ID is gone".to_owned())
             })?;
             Ok((job_of(row)?, false))
+        })
+    }
+
+    fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>> {
+        self.boxed(async move {
+            let mut conn = self.pool.get().await?;
+            let insert = conn.prepare(ENQUEUE_MANY).await?;
+            let get = conn.prepare(GET_MANY).await?;
+            let transaction = conn.client.transaction().await.map_err(store_error)?;
+            let mut inserted: HashMap<String, Job> = HashMap::with_capacity(jobs.len());
+            let mut existing: HashMap<String, Job> = HashMap::new();
+            for chunk in jobs.chunks(ENQUEUE_CHUNK) {
+                let rows: Vec<(String, String)> =
+                    chunk.iter().map(|job| job.target.to_row()).collect();
+                let event_ids: Vec<&str> = chunk.iter().map(|job| job.event_id.as_str()).collect();
+                let kinds: Vec<&str> = chunk.iter().map(|job| job.target.kind()).collect();
+                let methods: Vec<&str> = rows.iter().map(|(method, _)| method.as_str()).collect();
+                let routes: Vec<&str> = rows.iter().map(|(_, route)| route.as_str()).collect();
+                let bodies: Vec<&[u8]> = chunk.iter().map(|job| job.body.as_ref()).collect();
+                let identities: Vec<&str> = chunk.iter().map(|job| job.identity.as_str()).collect();
+                let now = chunk.first().map_or(0, |job| millis(job.now));
+                let returned = transaction
+                    .query(
+                        &insert,
+                        &[
+                            &event_ids,
+                            &kinds,
+                            &methods,
+                            &routes,
+                            &bodies,
+                            &identities,
+                            &now,
+                        ],
+                    )
+                    .await
+                    .map_err(store_error)?;
+                for row in &returned {
+                    let job = job_of(row)?;
+                    inserted.insert(job.event_id.clone(), job);
+                }
+                let others: Vec<&str> = event_ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !inserted.contains_key(*id) && !existing.contains_key(*id))
+                    .collect();
+                if !others.is_empty() {
+                    for row in &transaction
+                        .query(&get, &[&others])
+                        .await
+                        .map_err(store_error)?
+                    {
+                        let job = job_of(row)?;
+                        existing.insert(job.event_id.clone(), job);
+                    }
+                }
+            }
+            transaction.commit().await.map_err(store_error)?;
+            // In the order asked: the first of a repeated event ID inserted now, if any was.
+            let mut stored = Vec::with_capacity(jobs.len());
+            let mut told: HashSet<&str> = HashSet::with_capacity(jobs.len());
+            for job in &jobs {
+                let id = job.event_id.as_str();
+                let first = told.insert(id);
+                let (row, now) = match (inserted.get(id), existing.get(id)) {
+                    (Some(row), _) => (row.clone(), first),
+                    (None, Some(row)) => (row.clone(), false),
+                    (None, None) => {
+                        return Err(store_message(
+                            "a job that conflicted on its event ID is gone".to_owned(),
+                        ));
+                    }
+                };
+                stored.push((row, now));
+            }
+            Ok(stored)
         })
     }
 
