@@ -53,6 +53,7 @@
 mod blip_pool;
 mod body_copies;
 mod drive;
+mod enqueue;
 mod figures;
 mod herd;
 mod lost_202;

@@ -97,6 +97,8 @@ enum What {
     BlipPool,
     #[value(name = "outage_pool")]
     OutagePool,
+    #[value(name = "enqueue")]
+    Enqueue,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -129,6 +131,7 @@ impl What {
             What::Outbox => vec![Scenario::Outbox],
             What::BlipPool => vec![Scenario::BlipPool],
             What::OutagePool => vec![Scenario::OutagePool],
+            What::Enqueue => vec![Scenario::Enqueue],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

@@ -49,7 +49,7 @@ const POOLS: [usize; 3] = [1, 2, 4];
 
 /// Where the outbox of one measurement lives.
 #[derive(Debug, Clone)]
-enum Backend {
+pub(crate) enum Backend {
     /// A fresh SQLite file in this directory.
     Sqlite(PathBuf),
     /// A fresh database next to the one this URL names.
@@ -67,13 +67,13 @@ impl Backend {
 
 /// A fresh, empty store of `backend`, and how to open it again (once per pool).
 #[derive(Debug)]
-enum Fresh {
+pub(crate) enum Fresh {
     Sqlite(PathBuf),
     Postgres(pg::Database),
 }
 
 impl Fresh {
-    async fn new(backend: &Backend, n: &AtomicU64) -> Result<Self> {
+    pub(crate) async fn new(backend: &Backend, n: &AtomicU64) -> Result<Self> {
         let n = n.fetch_add(1, Ordering::Relaxed);
         match backend {
             Backend::Sqlite(dir) => Ok(Fresh::Sqlite(dir.join(format!("outbox-{n}.db")))),
@@ -81,7 +81,7 @@ impl Fresh {
         }
     }
 
-    async fn open(&self) -> Result<Outbox> {
+    pub(crate) async fn open(&self) -> Result<Outbox> {
         match self {
             Fresh::Sqlite(path) => Ok(Outbox::sqlite(path).await?),
             Fresh::Postgres(database) => Ok(Outbox::postgres(database.url()).await?),
@@ -97,7 +97,7 @@ impl Fresh {
         }
     }
 
-    async fn remove(self) -> Result<()> {
+    pub(crate) async fn remove(self) -> Result<()> {
         match self {
             Fresh::Sqlite(path) => {
                 for suffix in ["", "-wal", "-shm"] {
@@ -349,8 +349,14 @@ async fn pairs(
     Ok((ratio, rate, figure))
 }
 
+/// Says in `report` that PostgreSQL was not measured, and how to measure it.
+pub(crate) fn skipped_postgres(report: &mut Report) {
+    report.figure("postgres", "skipped: OUTBOX_DATABASE_URL is not set");
+    report.note("PostgreSQL skipped: set OUTBOX_DATABASE_URL to a database this user may CREATE DATABASE next to");
+}
+
 /// The PostgreSQL server of the run, if any.
-fn postgres_url() -> Option<String> {
+pub(crate) fn postgres_url() -> Option<String> {
     std::env::var("OUTBOX_DATABASE_URL")
         .ok()
         .filter(|url| !url.is_empty())
@@ -395,10 +401,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let _ = std::fs::remove_dir_all(&dir);
 
     match postgres_url() {
-        None => {
-            report.figure("postgres", "skipped: OUTBOX_DATABASE_URL is not set");
-            report.note("PostgreSQL skipped: set OUTBOX_DATABASE_URL to a database this user may CREATE DATABASE next to");
-        }
+        None => skipped_postgres(&mut report),
         Some(url) => {
             let postgres = Backend::Postgres(url);
             let mut figures = serde_json::Map::new();
@@ -429,7 +432,7 @@ mod pg {
 
     /// A database created next to the one a URL names, dropped by [`Database::drop_it`].
     #[derive(Debug)]
-    pub(super) struct Database {
+    pub(crate) struct Database {
         admin: Client,
         name: String,
         url: String,

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use crate::report::Report;
 use crate::size::Size;
 use crate::{
-    Result, blip_pool, herd, lost_202, memory, modulify, outage, outage_pool, outbox, overhead,
-    proxy_limit, reauth, recovery, retry_after, storm,
+    Result, blip_pool, enqueue, herd, lost_202, memory, modulify, outage, outage_pool, outbox,
+    overhead, proxy_limit, reauth, recovery, retry_after, storm,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -50,11 +50,14 @@ pub enum Scenario {
     /// Server load, requests per operation and the batch's end in a sustained outage, at each
     /// concurrency.
     OutagePool,
+    /// Events a second into the outbox with `enqueue_many` (SQLite; PostgreSQL), and each
+    /// batch's latency.
+    Enqueue,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 17] = [
         Scenario::Overhead,
         Scenario::OverheadSigned,
         Scenario::Storm,
@@ -71,6 +74,7 @@ impl Scenario {
         Scenario::Outbox,
         Scenario::BlipPool,
         Scenario::OutagePool,
+        Scenario::Enqueue,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -92,6 +96,7 @@ impl Scenario {
             Scenario::Outbox => "outbox",
             Scenario::BlipPool => "blip_pool",
             Scenario::OutagePool => "outage_pool",
+            Scenario::Enqueue => "enqueue",
         }
     }
 
@@ -120,6 +125,7 @@ impl Scenario {
             Scenario::Outbox => outbox::run(size).await,
             Scenario::BlipPool => blip_pool::run(size).await,
             Scenario::OutagePool => outage_pool::run(size).await,
+            Scenario::Enqueue => enqueue::run(size).await,
         }
     }
 }

@@ -369,3 +369,23 @@ async fn outage_pool_measures_each_concurrency_and_the_batch_end() {
     assert!(batch["seconds"].is_number(), "{json}");
     assert_eq!(batch["runs"], 0, "{json}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_measures_events_a_second_and_batch_latency_per_store() {
+    let json = smoke(Scenario::Enqueue).await;
+    let sqlite = &json["figures"]["sqlite"];
+    assert!(
+        sqlite["events_per_s"].as_f64().expect("rate") > 0.0,
+        "{json}"
+    );
+    assert!(
+        sqlite["batch_p99_ms"].as_f64().expect("p99") > 0.0,
+        "{json}"
+    );
+    assert!(sqlite["repeat_batch_ms"].is_number(), "{json}");
+    let postgres = &json["figures"]["postgres"];
+    assert!(
+        postgres.is_string() || postgres["events_per_s"].as_f64().expect("rate") > 0.0,
+        "{json}"
+    );
+}
