@@ -73,6 +73,8 @@ on_both_stores!(
     spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight,
     workers_stopped_midway_finish_every_job_they_claimed,
     a_wedged_lease_is_taken_as_expired_and_the_job_recovers,
+    the_store_counts_what_is_due_without_listing_a_job,
+    an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -106,6 +108,26 @@ async fn fresh(backend: Backend) -> Outbox {
         Backend::Postgres => {
             let db = pg::database("outbox").await.expect("checked by the caller");
             Outbox::postgres(&db.url).await.unwrap()
+        }
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    }
+}
+
+/// A fresh outbox on `backend`, and a second handle on the same jobs: on PostgreSQL another
+/// connection to the same schema (as another process would open it); on SQLite a clone (an
+/// in-process wake-up is what SQLite promises).
+async fn fresh_pair(backend: Backend) -> (Outbox, Outbox) {
+    match backend {
+        Backend::Sqlite => {
+            let outbox = fresh(backend).await;
+            (outbox.clone(), outbox)
+        }
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => {
+            let db = pg::database("wake").await.expect("checked by the caller");
+            let first = Outbox::postgres(&db.url).await.unwrap();
+            (first, Outbox::postgres(&db.url).await.unwrap())
         }
         #[cfg(not(feature = "outbox-postgres"))]
         Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
@@ -998,4 +1020,107 @@ async fn a_wedged_lease_is_taken_as_expired_and_the_job_recovers(backend: Backen
     let job = outbox.job("wedged-1").await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Accepted, "{job:?}");
     assert_eq!(server.ledger().total_runs(), 1);
+}
+
+async fn the_store_counts_what_is_due_without_listing_a_job(backend: Backend) {
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    assert_eq!(outbox.due(None).await.unwrap().next_at, None);
+    assert!(outbox.due(None).await.unwrap().is_idle());
+    for event in ["due-a", "due-b", "due-c"] {
+        outbox
+            .enqueue(event, Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+            .await
+            .unwrap();
+    }
+    let due = outbox.due(None).await.unwrap();
+    assert_eq!((due.due, due.in_flight, due.next_at), (3, 0, Some(start())));
+    assert!(!due.is_idle());
+
+    let claimed = outbox
+        .store()
+        .claim("w", start(), Duration::from_secs(60), 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let due = outbox.due(None).await.unwrap();
+    assert_eq!((due.due, due.in_flight, due.next_at), (2, 1, Some(start())));
+
+    // Among some events only: the claimed one is in flight, due again at its lease's end.
+    let only = |events: &[&str]| -> Option<std::sync::Arc<[String]>> {
+        Some(events.iter().map(|event| (*event).to_owned()).collect())
+    };
+    let mine = outbox.due(only(&[&claimed[0].event_id])).await.unwrap();
+    assert_eq!(
+        (mine.due, mine.in_flight, mine.next_at),
+        (0, 1, Some(start() + Duration::from_secs(60)))
+    );
+    let other = if claimed[0].event_id == "due-c" {
+        "due-b"
+    } else {
+        "due-c"
+    };
+    let theirs = outbox.due(only(&[other, "no-such-event"])).await.unwrap();
+    assert_eq!((theirs.due, theirs.in_flight), (1, 0));
+    assert!(
+        outbox
+            .due(only(&["no-such-event"]))
+            .await
+            .unwrap()
+            .is_idle()
+    );
+}
+
+async fn an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll(backend: Backend) {
+    let server = support::server().await;
+    let (outbox, producer) = fresh_pair(backend).await;
+    server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
+    // Polling alone would take 30 s: only a wake-up starts these jobs within 2 s.
+    let workers = outbox
+        .workers(client(&server, 3))
+        .lease(LEASE)
+        .poll_interval(Duration::from_secs(30))
+        .safety_poll(Duration::from_secs(30))
+        .spawn()
+        .unwrap();
+    let settled = |event: &'static str, state: JobState| {
+        let outbox = outbox.clone();
+        async move {
+            let started = std::time::Instant::now();
+            loop {
+                let job = outbox.job(event).await.unwrap();
+                if job.as_ref().is_some_and(|job| job.state == state) {
+                    return started.elapsed();
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "{event} is not {state:?} within 2 s: {job:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    // Idle first: the workers' first claim found nothing and they sleep.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    producer
+        .enqueue("wake-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    settled("wake-1", JobState::Failed).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    producer.retry("wake-1").await.unwrap().unwrap();
+    let took = settled("wake-1", JobState::Accepted).await;
+    workers.stop().await.unwrap();
+
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.requests_to("POST", WEBHOOKS).len(),
+        2,
+        "the 422, then the retry's send"
+    );
+    let job = outbox.job("wake-1").await.unwrap().unwrap();
+    assert_eq!(ledger.runs_for_delivery(job.identity.as_str()).len(), 1);
+    println!("{backend:?}: a retried job was delivered {took:?} after its retry");
 }

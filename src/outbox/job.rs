@@ -246,6 +246,29 @@ impl Counts {
     }
 }
 
+/// What is due in an outbox (or among some of its jobs) at one moment: what an idle worker
+/// sleeps by, and what tells a command the outbox is idle, read from the store's indexes
+/// without listing a job ([`Store::due`](super::Store::due)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Due {
+    /// Pending jobs due now.
+    pub due: u64,
+    /// Jobs in flight, under a live lease or one that ended (their worker died; they are due
+    /// again).
+    pub in_flight: u64,
+    /// When the next pending or in-flight job is due (a job in flight: its lease's end); `None`
+    /// when there is none.
+    pub next_at: Option<SystemTime>,
+}
+
+impl Due {
+    /// Nothing is due and nothing is in flight: a run until idle may stop.
+    pub fn is_idle(&self) -> bool {
+        self.due == 0 && self.in_flight == 0
+    }
+}
+
 /// A slot of a shared window, granted or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slot {

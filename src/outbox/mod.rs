@@ -36,6 +36,7 @@
 mod job;
 mod schedule;
 mod store;
+mod wake;
 mod worker;
 
 #[cfg(feature = "outbox-postgres")]
@@ -52,16 +53,17 @@ use bytes::Bytes;
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 
-pub use job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
+pub use job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
 #[cfg(feature = "outbox-postgres")]
 pub use postgres::{PostgresStore, StoreTimeouts};
 pub use schedule::LongSchedule;
 #[cfg(feature = "outbox-sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
+pub use wake::Wakeups;
 pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, JobDone, KEY_HORIZON, MAX_LEASE,
-    PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
+    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, DEFAULT_SAFETY_POLL, JobDone, KEY_HORIZON,
+    MAX_LEASE, PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
 };
 
 pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};
@@ -78,6 +80,13 @@ pub const MAX_EVENT_ID: usize = 1024;
 pub trait WallClock: Send + Sync + fmt::Debug {
     /// Now.
     fn now(&self) -> SystemTime;
+
+    /// Whether the clock moves by itself, as time passes: an idle worker may then sleep until
+    /// the next job is due. A clock that moves only when told to (a test's) returns `false`,
+    /// and idle workers look again at every poll instead.
+    fn moves_by_itself(&self) -> bool {
+        true
+    }
 }
 
 /// The system's clock.
@@ -113,6 +122,11 @@ impl ManualClock {
 }
 
 impl WallClock for ManualClock {
+    /// Moved only by [`advance`](ManualClock::advance).
+    fn moves_by_itself(&self) -> bool {
+        false
+    }
+
     fn now(&self) -> SystemTime {
         *self
             .0
@@ -320,6 +334,17 @@ impl Outbox {
     /// The store's error.
     pub async fn counts(&self) -> Result<Counts> {
         self.store.counts().await
+    }
+
+    /// What is due now, of every job or of the jobs of `events` only: the pending jobs due, the
+    /// jobs in flight and when the next one is due, read from the store's indexes without
+    /// listing a job. [`Due::is_idle`] is what a run until idle waits for.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn due(&self, events: Option<Arc<[String]>>) -> Result<Due> {
+        self.store.due(self.clock.now(), events).await
     }
 
     /// Up to `limit` jobs in `state` (all states when `None`), oldest first.

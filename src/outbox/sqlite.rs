@@ -18,8 +18,9 @@ use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 
 use super::Sealed;
-use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
+use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
+use super::wake::{Waker, Wakeups};
 use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
 
 /// How long a statement waits for another process's lock on the file.
@@ -91,6 +92,20 @@ const CLAIM: &str = "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
     last_kind, last_status, last_request_id, last_message";
 
+/// `?1` now: the pending jobs due, the jobs in flight, the next due time; each a range of an
+/// index (`outbox_jobs_due` for the counts, `outbox_jobs_claimable` for the minimum).
+const DUE: &str = "SELECT \
+    (SELECT COUNT(*) FROM outbox_jobs WHERE state = 'pending' AND next_at <= ?1), \
+    (SELECT COUNT(*) FROM outbox_jobs WHERE state = 'in_flight'), \
+    (SELECT MIN(next_at) FROM outbox_jobs WHERE state IN ('pending', 'in_flight'))";
+
+/// [`DUE`] among the jobs of the event IDs of the JSON array `?2`, each found by its unique
+/// index.
+const DUE_AMONG: &str = "SELECT \
+    SUM(state = 'pending' AND next_at <= ?1), SUM(state = 'in_flight'), \
+    MIN(CASE WHEN state IN ('pending', 'in_flight') THEN next_at END) \
+    FROM outbox_jobs WHERE event_id IN (SELECT value FROM json_each(?2))";
+
 /// `?1` id, `?2` claim, then the record's fields.
 const RECORD: &str = "UPDATE outbox_jobs SET state = ?3, next_at = ?4, \
     attempts = attempts + ?5, calls = calls + 1, \
@@ -126,10 +141,14 @@ fn write_record(
 }
 
 /// An outbox store in one SQLite file.
+///
+/// Clones share the connection and the wake-ups: a job enqueued through one wakes the idle
+/// workers of every clone, at once (see [`Wakeups`]).
 #[derive(Clone)]
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
     path: Arc<str>,
+    waker: Arc<Waker>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -186,6 +205,22 @@ impl SqliteStore {
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
             path: shown,
+            waker: Arc::new(Waker::new()),
+        })
+    }
+
+    /// `work`, then a wake-up for the idle workers when `woke` says its result made a job due.
+    fn waking<'a, T: Send + 'a>(
+        &'a self,
+        work: StoreFuture<'a, T>,
+        woke: impl FnOnce(&T) -> bool + Send + 'a,
+    ) -> StoreFuture<'a, T> {
+        Box::pin(async move {
+            let done = work.await?;
+            if woke(&done) {
+                self.waker.wake();
+            }
+            Ok(done)
         })
     }
 
@@ -345,7 +380,7 @@ impl Store for SqliteStore {
     }
 
     fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>> {
-        self.run(move |connection| {
+        let stored = self.run(move |connection| {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut stored = Vec::with_capacity(jobs.len());
@@ -371,7 +406,8 @@ impl Store for SqliteStore {
             }
             transaction.commit()?;
             Ok(stored)
-        })
+        });
+        self.waking(stored, |stored| stored.iter().any(|(_, now)| *now))
     }
 
     fn claim(
@@ -406,7 +442,9 @@ impl Store for SqliteStore {
         if let Err(error) = check_record(&record) {
             return Box::pin(std::future::ready(Err(error)));
         }
-        self.run(move |connection| write_record(connection, id, claim, &record))
+        let pending = record.state == JobState::Pending;
+        let written = self.run(move |connection| write_record(connection, id, claim, &record));
+        self.waking(written, move |written| pending && *written)
     }
 
     fn record_many(&self, records: Vec<(i64, u64, Record)>) -> StoreFuture<'_, Vec<bool>> {
@@ -416,7 +454,11 @@ impl Store for SqliteStore {
         {
             return Box::pin(std::future::ready(Err(error)));
         }
-        self.run(move |connection| {
+        let pending: Vec<bool> = records
+            .iter()
+            .map(|(_, _, record)| record.state == JobState::Pending)
+            .collect();
+        let written = self.run(move |connection| {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let written = records
@@ -425,6 +467,13 @@ impl Store for SqliteStore {
                 .collect::<rusqlite::Result<Vec<bool>>>()?;
             transaction.commit()?;
             Ok(written)
+        });
+        // A job rescheduled wakes the idle workers: the next due time may have moved closer.
+        self.waking(written, move |written| {
+            written
+                .iter()
+                .zip(pending)
+                .any(|(written, pending)| *written && pending)
         })
     }
 
@@ -466,14 +515,43 @@ impl Store for SqliteStore {
 
     fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
-        self.run(move |connection| {
+        let requeued = self.run(move |connection| {
             connection.execute(
                 "UPDATE outbox_jobs SET state = 'pending', next_at = ?2, lease_owner = NULL, \
                  lease_until = NULL, finished_at = NULL, first_sent_at = NULL WHERE event_id = ?1",
                 params![event_id, millis(now)],
             )?;
             select_job(connection, &event_id)
+        });
+        self.waking(requeued, Option::is_some)
+    }
+
+    fn due(&self, now: SystemTime, events: Option<Arc<[String]>>) -> StoreFuture<'_, Due> {
+        let now = millis(now);
+        self.run(move |connection| {
+            let row = |row: &Row<'_>| -> rusqlite::Result<Due> {
+                Ok(Due {
+                    due: u64::try_from(row.get::<_, Option<i64>>(0)?.unwrap_or(0)).unwrap_or(0),
+                    in_flight: u64::try_from(row.get::<_, Option<i64>>(1)?.unwrap_or(0))
+                        .unwrap_or(0),
+                    next_at: row.get::<_, Option<i64>>(2)?.map(from_millis),
+                })
+            };
+            match events {
+                None => connection.prepare_cached(DUE)?.query_row(params![now], row),
+                Some(events) => {
+                    let events = serde_json::to_string(&*events)
+                        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(error.into()))?;
+                    connection
+                        .prepare_cached(DUE_AMONG)?
+                        .query_row(params![now, events], row)
+                }
+            }
         })
+    }
+
+    fn wakeups(&self) -> Wakeups {
+        Wakeups::new(self.waker.subscribe(), false)
     }
 
     fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {

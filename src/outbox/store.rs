@@ -17,15 +17,22 @@
 //! outbox_pauses (scope PRIMARY KEY, until_ms)      -- a credential's pause, shared by workers
 //! outbox_slots (id, scope, busy_until)             -- a trigger's window, shared by workers
 //! ```
+//!
+//! Version 2 adds the partial index `outbox_jobs_claimable (next_at, id)` of the pending and
+//! in-flight jobs (a job in flight is due at its lease's end). Version 3, PostgreSQL only:
+//! triggers that `NOTIFY outbox_jobs` with the table's schema when a job is inserted or made
+//! pending (`wake.rs`).
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::core::error::Result;
 
-use super::job::{Counts, Job, JobState, NewJob, Record, Slot};
+use super::job::{Counts, Due, Job, JobState, NewJob, Record, Slot};
+use super::wake::Wakeups;
 
 /// The future a [`Store`] method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
@@ -81,6 +88,15 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
 
     /// How many jobs are in each state.
     fn counts(&self) -> StoreFuture<'_, Counts>;
+
+    /// What is due at `now`: the pending jobs due, the jobs in flight, and when the next one
+    /// is due; of every job, or of the jobs of `events` only. Read from the indexes: no job is
+    /// listed, and the count for every job costs no more with a backlog of a million.
+    fn due(&self, now: SystemTime, events: Option<Arc<[String]>>) -> StoreFuture<'_, Due>;
+
+    /// Wake-ups for one idle worker: sent when a job may have become due (PostgreSQL: by any
+    /// process, through `LISTEN`/`NOTIFY`; SQLite: through this store). See [`Wakeups`].
+    fn wakeups(&self) -> Wakeups;
 
     /// Up to `limit` jobs in `state` (every state when `None`), oldest first.
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>>;

@@ -75,6 +75,7 @@ mod scenario;
 mod server;
 mod size;
 mod storm;
+mod wake;
 
 pub use body_copies::{BodyCopies, install_body_copy_counter};
 pub use memory::{Holder, Protocol, hold};

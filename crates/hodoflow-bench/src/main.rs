@@ -99,6 +99,8 @@ enum What {
     OutagePool,
     #[value(name = "enqueue")]
     Enqueue,
+    #[value(name = "wake")]
+    Wake,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -132,6 +134,7 @@ impl What {
             What::BlipPool => vec![Scenario::BlipPool],
             What::OutagePool => vec![Scenario::OutagePool],
             What::Enqueue => vec![Scenario::Enqueue],
+            What::Wake => vec![Scenario::Wake],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

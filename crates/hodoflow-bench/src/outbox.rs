@@ -90,7 +90,7 @@ impl Fresh {
 
     /// Transactions the store's database committed or rolled back so far, when it can tell
     /// (PostgreSQL's `pg_stat_database`); read after the outboxes using it were dropped.
-    async fn transactions(&self) -> Result<Option<u64>> {
+    pub(crate) async fn transactions(&self) -> Result<Option<u64>> {
         match self {
             Fresh::Sqlite(_) => Ok(None),
             Fresh::Postgres(database) => Ok(Some(database.transactions().await?)),
@@ -114,7 +114,7 @@ impl Fresh {
 
 /// A warmed-up client of `server`: the SDK's defaults, a token exchanged, `warmup` deliveries
 /// sent at [`CONCURRENCY`].
-async fn warm_client(
+pub(crate) async fn warm_client(
     server: &MockServer,
     warmup: u64,
     ids: &Arc<AtomicU64>,

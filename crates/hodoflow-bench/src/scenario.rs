@@ -7,7 +7,7 @@ use crate::report::Report;
 use crate::size::Size;
 use crate::{
     Result, blip_pool, enqueue, herd, lost_202, memory, modulify, outage, outage_pool, outbox,
-    overhead, proxy_limit, reauth, recovery, retry_after, storm,
+    overhead, proxy_limit, reauth, recovery, retry_after, storm, wake,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -53,11 +53,14 @@ pub enum Scenario {
     /// Events a second into the outbox with `enqueue_many` (SQLite; PostgreSQL), and each
     /// batch's latency.
     Enqueue,
+    /// How soon a job enqueued into an idle outbox starts (`LISTEN`/`NOTIFY`; SQLite's
+    /// in-process wake-up), and an idle worker's database transactions.
+    Wake,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::Overhead,
         Scenario::OverheadSigned,
         Scenario::Storm,
@@ -75,6 +78,7 @@ impl Scenario {
         Scenario::BlipPool,
         Scenario::OutagePool,
         Scenario::Enqueue,
+        Scenario::Wake,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -97,6 +101,7 @@ impl Scenario {
             Scenario::BlipPool => "blip_pool",
             Scenario::OutagePool => "outage_pool",
             Scenario::Enqueue => "enqueue",
+            Scenario::Wake => "wake",
         }
     }
 
@@ -126,6 +131,7 @@ impl Scenario {
             Scenario::BlipPool => blip_pool::run(size).await,
             Scenario::OutagePool => outage_pool::run(size).await,
             Scenario::Enqueue => enqueue::run(size).await,
+            Scenario::Wake => wake::run(size).await,
         }
     }
 }

@@ -389,3 +389,19 @@ async fn enqueue_measures_events_a_second_and_batch_latency_per_store() {
         "{json}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wake_measures_how_soon_a_job_enqueued_into_an_idle_outbox_starts() {
+    let json = smoke(Scenario::Wake).await;
+    let sqlite = &json["figures"]["sqlite_in_process"];
+    assert_eq!(sqlite["jobs"], 5, "{json}");
+    let p99 = sqlite["start_p99_ms"].as_f64().expect("p99");
+    // Polling (30 s here) could not have started them: only the wake-up did.
+    assert!(p99 < 30_000.0, "{json}");
+    let postgres = &json["figures"]["postgres_notify"];
+    assert!(
+        json["figures"]["postgres"].is_string()
+            || postgres["start_p99_ms"].as_f64().expect("p99") < 30_000.0,
+        "{json}"
+    );
+}

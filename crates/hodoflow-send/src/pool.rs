@@ -6,9 +6,10 @@
 //!
 //! - **When to stop.** Idle means no pending job is due and no job is in flight, under this
 //!   worker's lease or any other's: a job a dead worker held stays in flight until its lease
-//!   ends, then this pool claims it and sends it again under its same identity. The pending jobs
-//!   are read before the jobs in flight, so a job claimed between the two reads is seen in flight
-//!   (pending, then in flight, then final: no read order misses it). SIGINT or SIGTERM stops the
+//!   ends, then this pool claims it and sends it again under its same identity. The store
+//!   counts both in one statement from its indexes (`Outbox::due`), so the check lists no job
+//!   and costs the same with a backlog of a million; one statement reads one snapshot, so a
+//!   job claimed meanwhile is seen pending or in flight, never neither. SIGINT or SIGTERM stops the
 //!   pool too; a second one exits at once (130), leaving the jobs in flight to their lease.
 //! - **Progress.** On a terminal, standard error shows the outbox's counts, one line redrawn every
 //!   second; elsewhere nothing, so logs and `--json` output stay clean.
@@ -24,10 +25,10 @@
 use std::collections::HashSet;
 use std::io::IsTerminal as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use hodoflow_retry::RetryingClient;
-use hodoflow_retry::outbox::{JobState, Outbox, RunReport};
+use hodoflow_retry::outbox::{Outbox, RunReport};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::job_line::JobLine;
@@ -133,6 +134,10 @@ impl Pool {
         let mut signalled = false;
         let mut failed = None;
         let mut announcer = crate::pacing::Announcer::default();
+        let among: Option<Arc<[String]>> = match &until {
+            Until::Settled(events) => Some(events.iter().cloned().collect()),
+            Until::Stopped | Until::Idle => None,
+        };
         loop {
             tokio::select! {
                 () = signals.next() => {
@@ -161,10 +166,12 @@ impl Pool {
                     bar.set_message(crate::redact::terminal(&text));
                 }
             }
+            // The store counts what is due and in flight from its indexes: no job is listed.
             let idle = match &until {
                 Until::Stopped => Ok(false),
-                Until::Idle => idle(&outbox, None).await,
-                Until::Settled(events) => idle(&outbox, Some(events)).await,
+                Until::Idle | Until::Settled(_) => {
+                    outbox.due(among.clone()).await.map(|due| due.is_idle())
+                }
             };
             match idle {
                 Ok(true) => break,
@@ -223,27 +230,6 @@ async fn say_what_holds(
         bar.suspend(|| crate::redact::eprint_own(&held.text(waiting)));
     }
     Some(held)
-}
-
-/// Whether no pending job is due and no job is in flight, of `events` (or of every job).
-async fn idle(
-    outbox: &Outbox,
-    events: Option<&Arc<HashSet<String>>>,
-) -> Result<bool, hodoflow_retry::Error> {
-    let ours = |event_id: &str| events.is_none_or(|events| events.contains(event_id));
-    let now = SystemTime::now();
-    // Pending first: a job claimed after this read is in flight at the next.
-    if outbox.counts().await?.pending > 0 {
-        let pending = outbox.list(Some(JobState::Pending), usize::MAX).await?;
-        if pending
-            .iter()
-            .any(|job| job.next_at <= now && ours(&job.event_id))
-        {
-            return Ok(false);
-        }
-    }
-    let in_flight = outbox.list(Some(JobState::InFlight), usize::MAX).await?;
-    Ok(!in_flight.iter().any(|job| ours(&job.event_id)))
 }
 
 /// Prints the `--json` line of the job of `event_id`, as stored now.

@@ -45,7 +45,10 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, Row};
@@ -53,13 +56,15 @@ use tokio_postgres::{Config, Row};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 
+mod listen;
 mod pool;
 
 use pool::{CONNECTIONS, ConnectionPool};
 
 use super::Sealed;
-use super::job::{Counts, Job, JobState, LastError, NewJob, Record, Slot, Target};
+use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
 use super::store::{Store, StoreFuture};
+use super::wake::{Waker, Wakeups};
 use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
 
 /// The first key of the outbox's advisory locks (`"hodo"`), so that they do not meet an
@@ -114,6 +119,22 @@ const MIGRATIONS: &[&str] = &[
     UPDATE outbox_jobs SET next_at = lease_until WHERE state = 'in_flight';
     CREATE INDEX outbox_jobs_claimable ON outbox_jobs (next_at, id)
         WHERE state IN ('pending', 'in_flight');
+",
+    // Wake-ups (listen.rs): a job inserted, or made pending (an operator's retry, a
+    // reschedule), notifies `outbox_jobs` when its transaction commits, whoever wrote it, with
+    // the table's schema (several outboxes may share a database). A claim (to in flight) and a
+    // final record do not.
+    "
+    CREATE FUNCTION outbox_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('outbox_jobs', TG_TABLE_SCHEMA);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER outbox_jobs_inserted AFTER INSERT ON outbox_jobs
+        FOR EACH STATEMENT EXECUTE FUNCTION outbox_jobs_notify();
+    CREATE TRIGGER outbox_jobs_pending AFTER UPDATE OF state ON outbox_jobs
+        FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION outbox_jobs_notify();
 ",
 ];
 
@@ -177,6 +198,20 @@ const RECORD_MANY: &str = "
     RETURNING j.id, j.claim";
 
 const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
+
+/// `$1` now: the pending jobs due, the jobs in flight, the next due time; each a range of an
+/// index (`outbox_jobs_state_next_at` for the counts, `outbox_jobs_claimable` for the minimum).
+const DUE: &str = "
+    SELECT (SELECT COUNT(*) FROM outbox_jobs WHERE state = 'pending' AND next_at <= $1),
+           (SELECT COUNT(*) FROM outbox_jobs WHERE state = 'in_flight'),
+           (SELECT MIN(next_at) FROM outbox_jobs WHERE state IN ('pending', 'in_flight'))";
+
+/// [`DUE`] among the jobs of the event IDs `$2`, each found by its unique index.
+const DUE_AMONG: &str = "
+    SELECT COUNT(*) FILTER (WHERE state = 'pending' AND next_at <= $1),
+           COUNT(*) FILTER (WHERE state = 'in_flight'),
+           MIN(next_at) FILTER (WHERE state IN ('pending', 'in_flight'))
+    FROM outbox_jobs WHERE event_id = ANY($2)";
 
 const LIST: &str = "SELECT * FROM outbox_jobs ORDER BY id LIMIT $1";
 
@@ -305,6 +340,9 @@ const fn at_least_a_millisecond(timeout: Duration) -> Duration {
 pub struct PostgresStore {
     pool: ConnectionPool,
     timeouts: StoreTimeouts,
+    waker: Arc<Waker>,
+    /// Set once the wake-up listener runs; dropping it (with the store) ends the listener.
+    listening: Mutex<Option<watch::Sender<()>>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -355,7 +393,12 @@ impl PostgresStore {
             error
         })?;
         let pool = ConnectionPool::new(config, timeouts.connect);
-        let store = Self { pool, timeouts };
+        let store = Self {
+            pool,
+            timeouts,
+            waker: Arc::new(Waker::new()),
+            listening: Mutex::new(None),
+        };
         store.bounded(store.migrate()).await?;
         Ok(store)
     }
@@ -691,6 +734,51 @@ impl Store for PostgresStore {
             let rows = self.query(REQUEUE, &[&event_id, &millis(now)]).await?;
             rows.first().map(job_of).transpose()
         })
+    }
+
+    fn due(&self, now: SystemTime, events: Option<Arc<[String]>>) -> StoreFuture<'_, Due> {
+        self.boxed(async move {
+            let now = millis(now);
+            let rows = match &events {
+                None => self.query(DUE, &[&now]).await?,
+                Some(events) => {
+                    let events: Vec<&str> = events.iter().map(String::as_str).collect();
+                    self.query(DUE_AMONG, &[&now, &events]).await?
+                }
+            };
+            let row = rows
+                .first()
+                .ok_or_else(|| store_message("the due counts returned no row".to_owned()))?;
+            let count = |index: usize| -> Result<u64> {
+                let count: Option<i64> = row.try_get(index).map_err(store_error)?;
+                Ok(u64::try_from(count.unwrap_or(0)).unwrap_or(0))
+            };
+            let next_at: Option<i64> = row.try_get(2).map_err(store_error)?;
+            Ok(Due {
+                due: count(0)?,
+                in_flight: count(1)?,
+                next_at: next_at.map(from_millis),
+            })
+        })
+    }
+
+    fn wakeups(&self) -> Wakeups {
+        let mut listening = self
+            .listening
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if listening.is_none() {
+            let (alive, closed) = watch::channel(());
+            let (config, connect_timeout) = self.pool.config();
+            tokio::spawn(listen::listen(
+                config.clone(),
+                connect_timeout,
+                Arc::clone(&self.waker),
+                closed,
+            ));
+            *listening = Some(alive);
+        }
+        Wakeups::new(self.waker.subscribe(), true)
     }
 
     fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {

@@ -75,6 +75,12 @@ impl ConnectionPool {
         }
     }
 
+    /// What the pool connects with, and its connect timeout: for a connection of another use
+    /// (the wake-up listener).
+    pub(super) fn config(&self) -> (&Config, Duration) {
+        (&self.config, self.connect_timeout)
+    }
+
     /// Forgets every idle connection and every one leased now: after a timeout, one of them may
     /// hold a statement the server never answered.
     pub(super) fn discard(&self) {

@@ -39,6 +39,7 @@ pub struct WorkerBuilder {
     pub(super) concurrency: usize,
     pub(super) lease: Duration,
     pub(super) poll: Duration,
+    pub(super) safety_poll: Duration,
     pub(super) schedule: LongSchedule,
     pub(super) webhook_horizon: Duration,
     pub(super) key_horizon: Duration,
@@ -88,6 +89,7 @@ impl WorkerBuilder {
             concurrency: DEFAULT_CONCURRENCY,
             lease: DEFAULT_LEASE,
             poll: DEFAULT_POLL,
+            safety_poll: DEFAULT_SAFETY_POLL,
             schedule: LongSchedule::default(),
             webhook_horizon: WEBHOOK_HORIZON,
             key_horizon: KEY_HORIZON,
@@ -132,11 +134,27 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long a worker waits before claiming again when nothing was due.
+    /// How long an idle worker waits before claiming again when its store cannot wake it for
+    /// another process's jobs (SQLite: a job enqueued through the same store wakes it at once),
+    /// or its clock does not move by itself ([`WallClock::moves_by_itself`]). Also the wait
+    /// after the store failed, growing with each failure.
     ///
     /// Default: [`DEFAULT_POLL`].
+    ///
+    /// [`WallClock::moves_by_itself`]: crate::outbox::WallClock::moves_by_itself
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll = interval;
+        self
+    }
+
+    /// The longest an idle worker sleeps when its store wakes it whoever enqueues (PostgreSQL,
+    /// through `LISTEN`/`NOTIFY`): it sleeps until the next job is due, a wake-up, or this,
+    /// whichever comes first. Only a lost notification waits this long; nothing else queries
+    /// the store while nothing is due. At least the poll interval.
+    ///
+    /// Default: [`DEFAULT_SAFETY_POLL`], 30 s.
+    pub fn safety_poll(mut self, interval: Duration) -> Self {
+        self.safety_poll = interval;
         self
     }
 
@@ -210,6 +228,11 @@ impl WorkerBuilder {
         if self.poll.is_zero() {
             return Err(Error::invalid_input("the poll interval must be positive"));
         }
+        if self.safety_poll < self.poll {
+            return Err(Error::invalid_input(
+                "the safety poll must be at least the poll interval",
+            ));
+        }
         for (what, value) in [
             ("lease", self.lease),
             ("webhook horizon", self.webhook_horizon),
@@ -245,6 +268,7 @@ impl WorkerBuilder {
             concurrency: self.concurrency,
             lease: self.lease,
             poll: self.poll,
+            safety_poll: self.safety_poll,
             schedule: self.schedule,
             webhook_horizon: self.webhook_horizon,
             key_horizon: self.key_horizon,

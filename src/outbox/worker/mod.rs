@@ -38,8 +38,12 @@ use pool::WorkerPool;
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// The default lease of a claimed job.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
-/// The default time between claims when nothing was due.
+/// The default time between claims when nothing was due and the store cannot wake the worker
+/// for another process's jobs (SQLite).
 pub const DEFAULT_POLL: Duration = Duration::from_millis(200);
+/// The default longest sleep of an idle worker its store wakes (PostgreSQL): a lost
+/// notification costs at most this.
+pub const DEFAULT_SAFETY_POLL: Duration = Duration::from_secs(30);
 /// The most records a worker writes in one transaction.
 const MAX_RECORD_BATCH: usize = 256;
 /// How long a worker trusts the credential's shared pause it last read: another worker's 429

@@ -34,6 +34,7 @@ pub(super) struct WorkerPool {
     pub(super) concurrency: usize,
     pub(super) lease: Duration,
     pub(super) poll: Duration,
+    pub(super) safety_poll: Duration,
     pub(super) schedule: LongSchedule,
     pub(super) webhook_horizon: Duration,
     pub(super) key_horizon: Duration,
@@ -55,6 +56,28 @@ impl WorkerPool {
 
     pub(super) fn count(&self, change: impl FnOnce(&mut RunReport)) {
         change(&mut self.report.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// How long an idle worker sleeps, a wake-up aside: its poll interval when a job another
+    /// process enqueues would not wake it (or its clock moves only when told to); else until
+    /// the next job is due, at most its safety poll. Nothing is due yet, though the store says
+    /// it is (another worker claimed it first): its poll interval.
+    async fn idle_wait(&self, woken_by_every_process: bool) -> Duration {
+        if !woken_by_every_process || !self.clock.moves_by_itself() {
+            return self.poll;
+        }
+        let now = self.clock.now();
+        match self.store.due(now, None).await {
+            Ok(due) => match due.next_at.map(|next| next.duration_since(now)) {
+                None => self.safety_poll,
+                Some(Ok(wait)) if !wait.is_zero() => wait.min(self.safety_poll),
+                Some(_) => self.poll,
+            },
+            Err(error) => {
+                tracing::warn!(error = %error, "reading when the next job is due failed; polling");
+                self.poll
+            }
+        }
     }
 
     pub(super) async fn run(
@@ -85,6 +108,8 @@ impl WorkerPool {
         };
         let claim_at = (self.concurrency / 4).max(1);
         let mut claiming: Option<StoreFuture<'_, Vec<Job>>> = None;
+        // A run until idle stops at the first empty claim: it never sleeps, so never listens.
+        let mut wakeups = (!until_idle).then(|| self.store.wakeups());
         let mut drained = false;
         // Set when the `Workers` handle was dropped: nobody can stop them any more, so they stop.
         let mut orphaned = false;
@@ -142,6 +167,10 @@ impl WorkerPool {
                 queue.is_empty() && (wanted >= claim_at || busy == 0)
             };
             if claiming.is_none() && !stopping && !drained && low && wanted > 0 {
+                // A wake-up sent from here on is for this claim's successor.
+                if let Some(wakeups) = &mut wakeups {
+                    wakeups.mark_seen();
+                }
                 claiming =
                     Some(
                         self.store
@@ -160,9 +189,11 @@ impl WorkerPool {
                                 if !drained {
                                     deliveries.join_next().await;
                                 }
-                            } else {
+                            } else if let Some(wakeups) = &mut wakeups {
+                                let wait = self.idle_wait(wakeups.every_process()).await;
                                 tokio::select! {
-                                    _ = tokio::time::sleep(self.poll) => {}
+                                    _ = tokio::time::sleep(wait) => {}
+                                    () = wakeups.changed() => {}
                                     changed = stopped.changed() => orphaned = changed.is_err(),
                                 }
                             }
