@@ -89,6 +89,8 @@ mod core;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "middleware")]
 mod middleware;
 #[cfg(feature = "outbox")]

@@ -82,6 +82,12 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     /// How many jobs are in each state.
     fn counts(&self) -> StoreFuture<'_, Counts>;
 
+    /// Since when the job due longest has been due: the least `next_at` of the jobs a claim at
+    /// `now` takes (pending with `next_at <= now`, or in flight with an ended lease); `None`
+    /// when none is due. One read of the claim's index. `now` minus this is the backlog's age,
+    /// the figure that tells a backlog that grows from one that is worked off.
+    fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>>;
+
     /// Up to `limit` jobs in `state` (every state when `None`), oldest first.
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>>;
 

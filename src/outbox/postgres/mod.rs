@@ -178,6 +178,11 @@ const RECORD_MANY: &str = "
 
 const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
 
+/// `$1` now: the least `next_at` of the due jobs, from the partial index `outbox_jobs_claimable`.
+const OLDEST_DUE: &str = "
+    SELECT MIN(next_at) FROM outbox_jobs
+    WHERE state IN ('pending', 'in_flight') AND next_at <= $1";
+
 const LIST: &str = "SELECT * FROM outbox_jobs ORDER BY id LIMIT $1";
 
 const LIST_STATE: &str = "SELECT * FROM outbox_jobs WHERE state = $1 ORDER BY id LIMIT $2";
@@ -671,6 +676,17 @@ impl Store for PostgresStore {
                 counts.add(state, u64::try_from(count).unwrap_or(0));
             }
             Ok(counts)
+        })
+    }
+
+    fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
+        self.boxed(async move {
+            let rows = self.query(OLDEST_DUE, &[&millis(now)]).await?;
+            let oldest: Option<i64> = match rows.first() {
+                Some(row) => row.try_get(0).map_err(store_error)?,
+                None => None,
+            };
+            Ok(oldest.map(from_millis))
         })
     }
 
