@@ -73,6 +73,7 @@ on_both_stores!(
     spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight,
     workers_stopped_midway_finish_every_job_they_claimed,
     a_wedged_lease_is_taken_as_expired_and_the_job_recovers,
+    the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -998,4 +999,27 @@ async fn a_wedged_lease_is_taken_as_expired_and_the_job_recovers(backend: Backen
     let job = outbox.job("wedged-1").await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Accepted, "{job:?}");
     assert_eq!(server.ledger().total_runs(), 1);
+}
+
+async fn the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take(backend: Backend) {
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    let store = outbox.store();
+    let at = |seconds: u64| start() + Duration::from_secs(seconds);
+    assert_eq!(store.oldest_due(at(0)).await.unwrap(), None, "empty");
+    let webhook = || Target::webhook(DEMO_TRIGGER_TOKEN);
+    outbox.enqueue("first", webhook(), "{}").await.unwrap();
+    clock.advance(Duration::from_secs(10));
+    outbox.enqueue("second", webhook(), "{}").await.unwrap();
+
+    assert_eq!(store.oldest_due(at(10)).await.unwrap(), Some(at(0)));
+    assert_eq!(store.oldest_due(at(5)).await.unwrap(), Some(at(0)));
+    let before = start() - Duration::from_secs(1);
+    assert_eq!(store.oldest_due(before).await.unwrap(), None, "not due yet");
+    // Claimed, both are due again only when their lease ends.
+    let lease = Duration::from_secs(60);
+    let claimed = store.claim("w1", at(10), lease, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(store.oldest_due(at(10)).await.unwrap(), None, "leased");
+    assert_eq!(store.oldest_due(at(100)).await.unwrap(), Some(at(70)));
 }
