@@ -10,10 +10,12 @@ mod openmetrics;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, MockServer};
+use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, MockServer};
 use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
 use hodoflow_retry::outbox::{JobState, ManualClock, Outbox, Target};
-use hodoflow_retry::{Budget, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{
+    Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryBudget, RetryingClient,
+};
 
 use openmetrics::Family;
 use support::{JSON_API, PROJECTS, TOKEN, WEBHOOKS};
@@ -554,6 +556,89 @@ async fn a_client_without_a_retry_budget_shows_no_budget_gauges_and_no_outbox() 
         CONTENT_TYPE,
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
     );
+}
+
+#[tokio::test]
+async fn two_clients_in_one_exposition_are_told_apart_by_their_client_label() {
+    let server = support::server().await;
+    let hodoflow = support::client(&server);
+    let modulify = support::builder(&server)
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .build()
+        .map(ModulifyClient::new)
+        .unwrap();
+    server.inject(Fault::respond(503).on("POST", "/v1/send_message").times(1));
+    let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-2:shipped"));
+    let delivery = hodoflow.deliver(DEMO_TRIGGER_TOKEN, "{}").delivery_id(id);
+    delivery.send().await.unwrap();
+    let prompt = r#"{"projectId":"site_1","prompt":"Hi."}"#;
+    let call = modulify.call("send_message", prompt);
+    let key = IdempotencyKey::from_operation_id("message-1");
+    call.key(key).send().await.unwrap();
+
+    let text = Metrics::new()
+        .named_client("hodoflow", &hodoflow)
+        .named_client("modulify", modulify.client())
+        .encode()
+        .await
+        .unwrap();
+
+    let families = openmetrics::parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+    let attempts = &families["hodoflow_client_attempts"];
+    let of = |client: &str, class: &str| {
+        let labels = [("client", client), ("status_class", class)];
+        attempts.value("hodoflow_client_attempts_total", &labels)
+    };
+    assert_eq!(
+        (of("hodoflow", "2xx"), of("hodoflow", "5xx")),
+        (Some(1.0), Some(0.0))
+    );
+    // Modulify's answers, its catalogue's read included.
+    let ledger = server.ledger();
+    let modulify_ok = ledger
+        .requests()
+        .iter()
+        .filter(|record| record.path.starts_with("/v1/"))
+        .filter(|record| record.status.is_some_and(|status| status / 100 == 2))
+        .count();
+    assert!(modulify_ok >= 1);
+    let expected = (Some(modulify_ok as f64), Some(1.0));
+    assert_eq!((of("modulify", "2xx"), of("modulify", "5xx")), expected);
+    let exchanges = &families["hodoflow_client_token_exchanges"];
+    let exchanged = |client: &str| {
+        exchanges.value(
+            "hodoflow_client_token_exchanges_total",
+            &[("client", client)],
+        )
+    };
+    // The server's exchanges are the Hodoflow client's; the Modulify client's static token
+    // counts as its own.
+    let static_token = modulify.client().stats().exchanges as f64;
+    let expected = (Some(ledger.exchanges().len() as f64), Some(static_token));
+    assert_eq!((exchanged("hodoflow"), exchanged("modulify")), expected);
+    for (name, family) in &families {
+        if name.starts_with("hodoflow_client_") || name.starts_with("http_client_") {
+            for sample in &family.samples {
+                assert!(sample.labels.contains_key("client"), "{name}: {sample:?}");
+            }
+        }
+    }
+
+    // A second client of the same name replaces the first.
+    let text = Metrics::new()
+        .named_client("one", &hodoflow)
+        .named_client("one", modulify.client())
+        .encode()
+        .await
+        .unwrap();
+    let families = openmetrics::parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+    let attempts = &families["hodoflow_client_attempts"];
+    let labels = [("client", "one"), ("status_class", "5xx")];
+    assert_eq!(
+        attempts.value("hodoflow_client_attempts_total", &labels),
+        Some(1.0)
+    );
+    assert_eq!(attempts.samples.len(), 5, "one client's classes");
 }
 
 #[test]

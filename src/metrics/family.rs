@@ -48,17 +48,20 @@ pub(super) const fn seconds(name: &'static str, help: &'static str) -> Describe 
     }
 }
 
+/// A family's series: each label set with its value.
+pub(super) type Series<'a, V> = Vec<(Vec<Label<'a>>, V)>;
+
 /// A counter family: one `{name}_total` sample per label set.
 pub(super) fn counter<V: EncodeCounterValue>(
     out: &mut DescriptorEncoder<'_>,
     family: Describe,
-    series: &[(&[Label<'_>], V)],
+    series: Series<'_, V>,
 ) -> fmt::Result {
     let mut metric = describe(out, family, MetricType::Counter)?;
     for (labels, value) in series {
         metric
-            .encode_family(labels)?
-            .encode_counter::<NoLabelSet, V, u64>(value, None)?;
+            .encode_family(&labels.as_slice())?
+            .encode_counter::<NoLabelSet, V, u64>(&value, None)?;
     }
     Ok(())
 }
@@ -67,11 +70,13 @@ pub(super) fn counter<V: EncodeCounterValue>(
 pub(super) fn gauge<V: EncodeGaugeValue>(
     out: &mut DescriptorEncoder<'_>,
     family: Describe,
-    series: &[(&[Label<'_>], V)],
+    series: Series<'_, V>,
 ) -> fmt::Result {
     let mut metric = describe(out, family, MetricType::Gauge)?;
     for (labels, value) in series {
-        metric.encode_family(labels)?.encode_gauge(value)?;
+        metric
+            .encode_family(&labels.as_slice())?
+            .encode_gauge(&value)?;
     }
     Ok(())
 }
@@ -80,12 +85,12 @@ pub(super) fn gauge<V: EncodeGaugeValue>(
 pub(super) fn histogram(
     out: &mut DescriptorEncoder<'_>,
     family: Describe,
-    series: &[(&[Label<'_>], &HistogramSnapshot)],
+    series: Series<'_, &HistogramSnapshot>,
 ) -> fmt::Result {
     let mut metric = describe(out, family, MetricType::Histogram)?;
     for (labels, snapshot) in series {
         metric
-            .encode_family(labels)?
+            .encode_family(&labels.as_slice())?
             .encode_histogram::<NoLabelSet>(
                 snapshot.sum,
                 snapshot.count,

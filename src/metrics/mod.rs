@@ -34,8 +34,8 @@
 //!
 //! Labels never carry a trigger token, a key, a delivery ID, an event ID, a path or a body:
 //! every label value comes from a fixed set (a method's name or `_OTHER`, a status code, a
-//! transport error's kind, a job state, a retry cause) or is the client's base URL host and
-//! port. A client keeps at most 48 duration series; past that, attempts count in one series
+//! transport error's kind, a job state, a retry cause), is the client's base URL host and
+//! port, or is a client's name given in code ([`Metrics::named_client`]). A client keeps at most 48 duration series; past that, attempts count in one series
 //! with `error_type="_OTHER"`.
 //!
 //! # Examples
@@ -113,7 +113,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Metrics {
-    client: Option<RetryingClient>,
+    /// Each client, with the `client` label's value when it was added by name.
+    clients: Vec<(Option<String>, RetryingClient)>,
     #[cfg(feature = "outbox")]
     outbox: Option<crate::outbox::Outbox>,
 }
@@ -125,12 +126,29 @@ impl Metrics {
     }
 
     /// Reads `client`'s figures (and those of its clones, which share them): the
-    /// `hodoflow_client_*` families and `http_client_request_duration_seconds`. One client per
-    /// `Metrics`; a second call replaces the first.
+    /// `hodoflow_client_*` families and `http_client_request_duration_seconds`, without a
+    /// `client` label. A second call replaces the first; add more clients with
+    /// [`named_client`](Self::named_client).
     ///
     /// Default: none.
-    pub fn client(mut self, client: &RetryingClient) -> Self {
-        self.client = Some(client.clone());
+    pub fn client(self, client: &RetryingClient) -> Self {
+        self.put(None, client)
+    }
+
+    /// Reads the figures of one more client, each of its series labelled `client="<name>"`:
+    /// several clients in one exposition, such as a Hodoflow client and a
+    /// [`ModulifyClient`](crate::ModulifyClient)'s (`modulify.client()`). `name` is chosen in
+    /// code, such as `"modulify"`: never a token, a key or anything that varies per request. A
+    /// second client of the same name replaces the first.
+    ///
+    /// Default: none.
+    pub fn named_client(self, name: impl Into<String>, client: &RetryingClient) -> Self {
+        self.put(Some(name.into()), client)
+    }
+
+    fn put(mut self, name: Option<String>, client: &RetryingClient) -> Self {
+        self.clients.retain(|(held, _)| *held != name);
+        self.clients.push((name, client.clone()));
         self
     }
 
@@ -155,7 +173,11 @@ impl Metrics {
     /// showing a backlog it could not see.
     pub async fn encode(&self) -> Result<String> {
         let scrape = Scrape {
-            client: self.client.as_ref().map(ClientFigures::read),
+            clients: self
+                .clients
+                .iter()
+                .map(|(name, client)| ClientFigures::read(name.as_deref(), client))
+                .collect(),
             #[cfg(feature = "outbox")]
             outbox: match &self.outbox {
                 Some(outbox) => Some(OutboxFigures::read(outbox).await?),
@@ -178,15 +200,15 @@ impl Metrics {
 /// The figures of one scrape, written by the registry's encoder.
 #[derive(Debug)]
 struct Scrape {
-    client: Option<ClientFigures>,
+    clients: Vec<ClientFigures>,
     #[cfg(feature = "outbox")]
     outbox: Option<OutboxFigures>,
 }
 
 impl Collector for Scrape {
     fn encode(&self, mut out: DescriptorEncoder<'_>) -> fmt::Result {
-        if let Some(client) = &self.client {
-            client.encode(&mut out)?;
+        if !self.clients.is_empty() {
+            client::encode(&self.clients, &mut out)?;
         }
         #[cfg(feature = "outbox")]
         if let Some(outbox) = &self.outbox {

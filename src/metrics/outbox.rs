@@ -11,7 +11,7 @@ use crate::core::meter::HistogramSnapshot;
 use crate::outbox::meter::Enqueue;
 use crate::outbox::{Counts, JobState, Outbox};
 
-use super::family::{Label, counter, gauge, histogram, plain, seconds};
+use super::family::{counter, gauge, histogram, plain, seconds};
 
 /// The states a worker records: every state but in flight.
 const RECORDED: [JobState; 6] = [
@@ -66,14 +66,9 @@ impl OutboxFigures {
 
     /// Writes the outbox's families.
     pub(super) fn encode(&self, out: &mut DescriptorEncoder<'_>) -> fmt::Result {
-        let states: Vec<[Label<'_>; 1]> = JobState::ALL
-            .iter()
-            .map(|state| [("state", state.as_str())])
-            .collect();
-        let jobs: Vec<(&[Label<'_>], u64)> = states
-            .iter()
-            .zip(JobState::ALL)
-            .map(|(labels, state)| (labels.as_slice(), self.counts.of(state)))
+        let jobs = JobState::ALL
+            .into_iter()
+            .map(|state| (vec![("state", state.as_str())], self.counts.of(state)))
             .collect();
         gauge(
             out,
@@ -81,7 +76,7 @@ impl OutboxFigures {
                 "hodoflow_outbox_jobs",
                 "Jobs in the store, by state (every process's).",
             ),
-            &jobs,
+            jobs,
         )?;
         gauge(
             out,
@@ -89,16 +84,12 @@ impl OutboxFigures {
                 "hodoflow_outbox_oldest_due_job_age",
                 "How long the job due longest has been due (pending, or in flight past its lease); 0 when none is due.",
             ),
-            &[(&[], self.oldest_due_age.as_secs_f64())],
+            vec![(vec![], self.oldest_due_age.as_secs_f64())],
         )?;
-        let outcomes: Vec<[Label<'_>; 1]> = RECORDED
-            .iter()
-            .map(|state| [("outcome", outcome(*state))])
-            .collect();
-        let deliveries: Vec<(&[Label<'_>], u64)> = outcomes
-            .iter()
+        let deliveries = RECORDED
+            .into_iter()
             .zip(self.recorded)
-            .map(|(labels, count)| (labels.as_slice(), count))
+            .map(|(state, count)| (vec![("outcome", outcome(state))], count))
             .collect();
         counter(
             out,
@@ -106,7 +97,7 @@ impl OutboxFigures {
                 "hodoflow_outbox_deliveries",
                 "Calls of jobs this process's workers finished and recorded, by outcome: the final state, or rescheduled.",
             ),
-            &deliveries,
+            deliveries,
         )?;
         counter(
             out,
@@ -114,7 +105,7 @@ impl OutboxFigures {
                 "hodoflow_outbox_claims_lost",
                 "Records this process's workers dropped because the job's lease had run out and another worker had claimed it.",
             ),
-            &[(&[], self.claims_lost)],
+            vec![(vec![], self.claims_lost)],
         )?;
         counter(
             out,
@@ -122,16 +113,12 @@ impl OutboxFigures {
                 "hodoflow_outbox_enqueued_jobs",
                 "Jobs this process stored (an event ID already stored is not counted again).",
             ),
-            &[(&[], self.enqueued)],
+            vec![(vec![], self.enqueued)],
         )?;
-        let operations: Vec<[Label<'_>; 1]> = Enqueue::ALL
-            .iter()
-            .map(|how| [("operation", how.as_str())])
-            .collect();
-        let enqueues: Vec<(&[Label<'_>], &HistogramSnapshot)> = operations
-            .iter()
+        let enqueues = Enqueue::ALL
+            .into_iter()
             .zip(&self.enqueue)
-            .map(|(labels, snapshot)| (labels.as_slice(), snapshot))
+            .map(|(how, snapshot)| (vec![("operation", how.as_str())], snapshot))
             .collect();
         histogram(
             out,
@@ -139,17 +126,12 @@ impl OutboxFigures {
                 "hodoflow_outbox_enqueue_duration",
                 "Duration of this process's enqueue calls: one observation per call that did not fail, a batch of enqueue_many as one.",
             ),
-            &enqueues,
+            enqueues,
         )?;
-        let finals: Vec<[Label<'_>; 1]> = self
+        let latencies = self
             .latency
             .iter()
-            .map(|(state, _)| [("outcome", outcome(*state))])
-            .collect();
-        let latencies: Vec<(&[Label<'_>], &HistogramSnapshot)> = finals
-            .iter()
-            .zip(&self.latency)
-            .map(|(labels, (_, snapshot))| (labels.as_slice(), snapshot))
+            .map(|(state, snapshot)| (vec![("outcome", outcome(*state))], snapshot))
             .collect();
         histogram(
             out,
@@ -157,7 +139,7 @@ impl OutboxFigures {
                 "hodoflow_outbox_delivery_latency",
                 "Time from a job's enqueue to its final state, for the jobs this process's workers finished, by that state.",
             ),
-            &latencies,
+            latencies,
         )
     }
 }
