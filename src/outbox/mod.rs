@@ -262,7 +262,7 @@ impl Outbox {
         self.meter.enqueued(
             meter::Enqueue::One,
             usize::from(stored.1),
-            started.elapsed(),
+            crate::core::clock::now().saturating_duration_since(started),
         );
         Ok(stored)
     }
@@ -324,7 +324,7 @@ impl Outbox {
         self.meter.enqueued(
             meter::Enqueue::Many,
             stored.iter().filter(|(_, now)| *now).count(),
-            started.elapsed(),
+            crate::core::clock::now().saturating_duration_since(started),
         );
         Ok(stored)
     }
