@@ -80,6 +80,14 @@
 //! `cargo run --example opentelemetry` exports them to stdout. A second 401 after a re-exchange is an
 //! error-level event: alert on it. No bearer token, client secret, trigger token or body is
 //! recorded at any level.
+//!
+//! # Metrics
+//!
+//! With the `metrics` feature, `metrics::Metrics` writes a client's and an outbox's figures in
+//! the OpenMetrics text format for Prometheus: attempts by status class, retries by cause, 429s,
+//! the credential's gate, the retry budget, `http_client_request_duration_seconds`, jobs by
+//! state, the oldest due job's age, deliveries by outcome and the enqueue and delivery latency
+//! histograms. The README's "Metrics for Prometheus" section lists every family.
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
@@ -89,6 +97,8 @@ mod core;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "middleware")]
 mod middleware;
 #[cfg(feature = "outbox")]

@@ -75,6 +75,7 @@ on_both_stores!(
     a_wedged_lease_is_taken_as_expired_and_the_job_recovers,
     the_store_counts_what_is_due_without_listing_a_job,
     an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
+    the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -1123,4 +1124,27 @@ async fn an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll(backe
     let job = outbox.job("wake-1").await.unwrap().unwrap();
     assert_eq!(ledger.runs_for_delivery(job.identity.as_str()).len(), 1);
     println!("{backend:?}: a retried job was delivered {took:?} after its retry");
+}
+
+async fn the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take(backend: Backend) {
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    let store = outbox.store();
+    let at = |seconds: u64| start() + Duration::from_secs(seconds);
+    assert_eq!(store.oldest_due(at(0)).await.unwrap(), None, "empty");
+    let webhook = || Target::webhook(DEMO_TRIGGER_TOKEN);
+    outbox.enqueue("first", webhook(), "{}").await.unwrap();
+    clock.advance(Duration::from_secs(10));
+    outbox.enqueue("second", webhook(), "{}").await.unwrap();
+
+    assert_eq!(store.oldest_due(at(10)).await.unwrap(), Some(at(0)));
+    assert_eq!(store.oldest_due(at(5)).await.unwrap(), Some(at(0)));
+    let before = start() - Duration::from_secs(1);
+    assert_eq!(store.oldest_due(before).await.unwrap(), None, "not due yet");
+    // Claimed, both are due again only when their lease ends.
+    let lease = Duration::from_secs(60);
+    let claimed = store.claim("w1", at(10), lease, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(store.oldest_due(at(10)).await.unwrap(), None, "leased");
+    assert_eq!(store.oldest_due(at(100)).await.unwrap(), Some(at(70)));
 }

@@ -66,6 +66,9 @@ pub(crate) struct Engine {
     pub(crate) triggers: TriggerLimiter,
     pub(crate) retry_budget: RetryBudget,
     pub(crate) counters: Counters,
+    /// Attempts by status class and their durations (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) meter: crate::core::meter::AttemptMeter,
     /// The most bytes of a JSON:API, read or GraphQL answer read.
     pub(crate) answer_limit: usize,
     /// The client's draws: backoff jitter and the gate's spread.
@@ -272,10 +275,18 @@ impl Engine {
             let authorization = token.as_ref().map(CachedToken::authorization).transpose()?;
             self.counters.attempt_sent();
             let attempt_span = otel::attempt_span(request, number);
+            #[cfg(feature = "metrics")]
+            let sent_at = clock::now();
             let answer = transport
                 .send(request, authorization, timeout, limit)
                 .instrument(attempt_span.clone())
                 .await;
+            #[cfg(feature = "metrics")]
+            self.meter.attempt(
+                &request.method,
+                &answer,
+                clock::now().saturating_duration_since(sent_at),
+            );
             otel::record_attempt(&attempt_span, &answer);
             // What the answer says of the trigger's window is learned before its slot is
             // released, so the slot is held for the window the server just stated.

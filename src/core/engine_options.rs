@@ -86,6 +86,8 @@ impl EngineOptions {
             triggers,
             retry_budget: self.retry_budget,
             counters: Counters::default(),
+            #[cfg(feature = "metrics")]
+            meter: Default::default(),
             answer_limit: self.answer_limit,
         };
         (engine, self.policy)

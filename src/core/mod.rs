@@ -30,6 +30,8 @@ pub(crate) mod jitter;
 pub(crate) mod key;
 pub(crate) mod limit;
 pub(crate) mod matrix;
+#[cfg(feature = "metrics")]
+pub(crate) mod meter;
 pub(crate) mod otel;
 pub(crate) mod profile;
 pub(crate) mod rate_limit_field;

@@ -34,6 +34,8 @@
 //! Both apply their versioned migrations on open and pass the same test suite.
 
 mod job;
+#[cfg(feature = "metrics")]
+pub(crate) mod meter;
 mod schedule;
 mod store;
 mod wake;
@@ -171,6 +173,9 @@ impl WallClock for ManualClock {
 pub struct Outbox {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn WallClock>,
+    /// What this process's pools recorded and its enqueues took (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) meter: Arc<meter::OutboxMeter>,
 }
 
 impl Outbox {
@@ -179,6 +184,8 @@ impl Outbox {
         Self {
             store: Arc::new(store),
             clock: Arc::new(SystemClock),
+            #[cfg(feature = "metrics")]
+            meter: Arc::default(),
         }
     }
 
@@ -262,7 +269,16 @@ impl Outbox {
             body,
             now: self.clock.now(),
         };
-        self.store.enqueue(job).await
+        #[cfg(feature = "metrics")]
+        let started = crate::core::clock::now();
+        let stored = self.store.enqueue(job).await?;
+        #[cfg(feature = "metrics")]
+        self.meter.enqueued(
+            meter::Enqueue::One,
+            usize::from(stored.1),
+            crate::core::clock::now().saturating_duration_since(started),
+        );
+        Ok(stored)
     }
 
     /// Stores a job for each of `events` (event ID, target, body) in one transaction: all of
@@ -315,7 +331,16 @@ impl Outbox {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        self.store.enqueue_many(jobs).await
+        #[cfg(feature = "metrics")]
+        let started = crate::core::clock::now();
+        let stored = self.store.enqueue_many(jobs).await?;
+        #[cfg(feature = "metrics")]
+        self.meter.enqueued(
+            meter::Enqueue::Many,
+            stored.iter().filter(|(_, now)| *now).count(),
+            crate::core::clock::now().saturating_duration_since(started),
+        );
+        Ok(stored)
     }
 
     /// The job of `event_id`.

@@ -500,6 +500,19 @@ impl Store for SqliteStore {
         })
     }
 
+    fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
+        let now = millis(now);
+        self.run(move |connection| {
+            let oldest: Option<i64> = connection.query_row(
+                "SELECT MIN(next_at) FROM outbox_jobs INDEXED BY outbox_jobs_claimable \
+                 WHERE state IN ('pending', 'in_flight') AND next_at <= ?1",
+                params![now],
+                |row| row.get(0),
+            )?;
+            Ok(oldest.map(from_millis))
+        })
+    }
+
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |connection| {

@@ -97,6 +97,13 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     /// Wake-ups for one idle worker: sent when a job may have become due (PostgreSQL: by any
     /// process, through `LISTEN`/`NOTIFY`; SQLite: through this store). See [`Wakeups`].
     fn wakeups(&self) -> Wakeups;
+    /// Since when the job due longest has been due: the least `next_at` of the jobs a claim at
+    /// `now` takes (pending with `next_at <= now`, or in flight with an ended lease); `None`
+    /// when none is due. One read of the claim's index. `now` minus this is the backlog's age,
+    /// the figure that tells a backlog that grows from one that is worked off. A job under a
+    /// wedged lease (ending past [`MAX_LEASE`](super::MAX_LEASE) from now), which a claim also
+    /// takes, has no time it became due and is not counted.
+    fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>>;
 
     /// Up to `limit` jobs in `state` (every state when `None`), oldest first.
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>>;

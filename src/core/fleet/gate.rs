@@ -88,13 +88,17 @@ struct Log {
 struct State {
     log: Option<Log>,
     closed: Option<Closed>,
+    /// How long the gate was closed before the span of `closed` began.
+    closed_before: Duration,
 }
 
-/// The gate is closed until `until`; waiters are released over `spread` after it.
+/// The gate is closed until `until`; waiters are released over `spread` after it. It has been
+/// closed without a break since `since`.
 #[derive(Debug, Clone, Copy)]
 struct Closed {
     until: Instant,
     spread: Duration,
+    since: Instant,
 }
 
 /// Spaces the attempts of one credential.
@@ -114,7 +118,10 @@ impl RateGate {
         });
         Self {
             guarded: AtomicBool::new(log.is_some()),
-            state: Mutex::new(State { log, closed: None }),
+            state: Mutex::new(State {
+                log,
+                ..State::default()
+            }),
         }
     }
 
@@ -135,8 +142,9 @@ impl RateGate {
                 let jitter = rng.random_range(Duration::ZERO..=closed.spread);
                 (closed.until - now) + jitter
             }
-            Some(_) if state.log.is_none() => {
+            Some(ended) if state.log.is_none() => {
                 // Reopened: the next attempts need not lock.
+                state.closed_before += ended.until - ended.since;
                 state.closed = None;
                 self.guarded.store(false, Ordering::Release);
                 Duration::ZERO
@@ -182,8 +190,21 @@ impl RateGate {
         if state.closed.is_some_and(|closed| closed.until >= until) {
             return;
         }
+        let since = match state.closed {
+            // Still closed: the same span goes on, longer.
+            Some(closed) if closed.until > now => closed.since,
+            Some(ended) => {
+                state.closed_before += ended.until - ended.since;
+                now
+            }
+            None => now,
+        };
         let spread = (pause / RELEASE_SPREAD_DIVISOR).min(MAX_RELEASE_SPREAD);
-        state.closed = Some(Closed { until, spread });
+        state.closed = Some(Closed {
+            until,
+            spread,
+            since,
+        });
         self.guarded.store(true, Ordering::Release);
     }
 
@@ -194,6 +215,20 @@ impl RateGate {
         }
         let closed = self.lock().closed?;
         (closed.until > now).then(|| closed.until - now)
+    }
+
+    /// How long the gate has been closed in all, up to `now`: every span a server's "slow
+    /// down" closed it for, overlaps counted once.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn closed_time(&self, now: Instant) -> Duration {
+        let state = self.lock();
+        let current = state.closed.map_or(Duration::ZERO, |closed| {
+            closed
+                .until
+                .min(now)
+                .saturating_duration_since(closed.since)
+        });
+        state.closed_before + current
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -286,6 +321,32 @@ mod tests {
             "open again at the instant"
         );
         assert_eq!(gate.closed_for(now + 5 * SECOND), None);
+    }
+
+    #[test]
+    fn the_closed_time_adds_up_the_spans_and_counts_an_overlap_once() {
+        let now = Instant::now();
+        let gate = RateGate::new(None);
+        let mut rng = rng();
+        assert_eq!(gate.closed_time(now), Duration::ZERO);
+        gate.close_for(now, 2 * SECOND);
+        assert_eq!(gate.closed_time(now + SECOND), SECOND, "counted as it goes");
+        // Closed again while closed: one span, to the later instant.
+        gate.close_for(now + SECOND, 3 * SECOND);
+        assert_eq!(gate.closed_time(now + 10 * SECOND), 4 * SECOND);
+        // Reopened (the first attempt after it clears the state), then closed again.
+        assert_eq!(
+            gate.reserve(now + 10 * SECOND, FOREVER, &mut rng),
+            Ok(Duration::ZERO)
+        );
+        gate.close_for(now + 20 * SECOND, SECOND);
+        assert_eq!(gate.closed_time(now + 30 * SECOND), 5 * SECOND);
+        // With a rate budget the ended span is kept until the next close.
+        let paced = RateGate::new(Some(RateBudget::new(100, SECOND).unwrap()));
+        paced.close_for(now, SECOND);
+        paced.close_for(now + 5 * SECOND, 2 * SECOND);
+        assert_eq!(paced.closed_time(now + 6 * SECOND), 2 * SECOND);
+        assert_eq!(paced.closed_time(now + 60 * SECOND), 3 * SECOND);
     }
 
     #[test]

@@ -212,6 +212,10 @@ const DUE_AMONG: &str = "
            COUNT(*) FILTER (WHERE state = 'in_flight'),
            MIN(next_at) FILTER (WHERE state IN ('pending', 'in_flight'))
     FROM outbox_jobs WHERE event_id = ANY($2)";
+/// `$1` now: the least `next_at` of the due jobs, from the partial index `outbox_jobs_claimable`.
+const OLDEST_DUE: &str = "
+    SELECT MIN(next_at) FROM outbox_jobs
+    WHERE state IN ('pending', 'in_flight') AND next_at <= $1";
 
 const LIST: &str = "SELECT * FROM outbox_jobs ORDER BY id LIMIT $1";
 
@@ -714,6 +718,17 @@ impl Store for PostgresStore {
                 counts.add(state, u64::try_from(count).unwrap_or(0));
             }
             Ok(counts)
+        })
+    }
+
+    fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
+        self.boxed(async move {
+            let rows = self.query(OLDEST_DUE, &[&millis(now)]).await?;
+            let oldest: Option<i64> = match rows.first() {
+                Some(row) => row.try_get(0).map_err(store_error)?,
+                None => None,
+            };
+            Ok(oldest.map(from_millis))
         })
     }
 

@@ -277,6 +277,8 @@ impl WorkerBuilder {
             credential: self.credential,
             on_finished: self.on_finished,
             report: Mutex::new(RunReport::default()),
+            #[cfg(feature = "metrics")]
+            meter: Arc::clone(&self.outbox.meter),
         }))
     }
 

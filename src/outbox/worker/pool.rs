@@ -44,6 +44,9 @@ pub(super) struct WorkerPool {
     pub(super) credential: String,
     pub(super) on_finished: Option<OnFinished>,
     pub(super) report: Mutex<RunReport>,
+    /// The outbox's meter, shared with every pool of it (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(super) meter: Arc<crate::outbox::meter::OutboxMeter>,
 }
 
 impl WorkerPool {
@@ -245,13 +248,20 @@ impl WorkerPool {
             let mut seen = Vec::with_capacity(batch.len());
             let mut records = Vec::with_capacity(batch.len());
             for done in batch.drain(..) {
-                seen.push((done.event_id, done.record.state, done.record.attempts_added));
+                let latency = (done.record.finished_at)
+                    .and_then(|finished| finished.duration_since(done.created_at).ok());
+                seen.push((
+                    done.event_id,
+                    done.record.state,
+                    done.record.attempts_added,
+                    latency,
+                ));
                 records.push((done.id, done.claim, done.record));
             }
             match self.store.record_many(records).await {
                 Ok(written) => {
                     if let Some(callback) = &self.on_finished {
-                        for ((event_id, state, attempts), written) in seen.iter().zip(&written) {
+                        for ((event_id, state, attempts, _), written) in seen.iter().zip(&written) {
                             if *written {
                                 (callback.0)(&JobDone {
                                     event_id: event_id.clone(),
@@ -261,8 +271,16 @@ impl WorkerPool {
                             }
                         }
                     }
+                    #[cfg(feature = "metrics")]
+                    for ((_, state, _, latency), written) in seen.iter().zip(&written) {
+                        if *written {
+                            self.meter.recorded(*state, *latency);
+                        } else {
+                            self.meter.claim_lost();
+                        }
+                    }
                     self.count(|report| {
-                    for ((event_id, state, attempts), written) in seen.iter().zip(written) {
+                    for ((event_id, state, attempts, _), written) in seen.iter().zip(written) {
                         if !written {
                             tracing::warn!(event_id = %event_id, "the job's claim was lost to another worker; its record is dropped");
                             report.claims_lost += 1;
@@ -323,6 +341,7 @@ impl WorkerPool {
             id: job.id,
             claim: job.claim,
             event_id: job.event_id,
+            created_at: job.created_at,
             record,
         }
     }
@@ -346,6 +365,7 @@ impl WorkerPool {
             id: job.id,
             claim: job.claim,
             event_id: job.event_id,
+            created_at: job.created_at,
             record,
         }
     }
@@ -482,5 +502,7 @@ pub(super) struct Finished {
     pub(super) id: i64,
     pub(super) claim: u64,
     pub(super) event_id: String,
+    /// When the job was enqueued: its delivery latency counts from here.
+    pub(super) created_at: SystemTime,
     pub(super) record: Record,
 }

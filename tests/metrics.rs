@@ -1,0 +1,696 @@
+//! The `metrics` feature: the exposition read by a strict OpenMetrics reader, and its figures
+//! held against the contract server's ledger after an outbox run with known faults, over real
+//! TCP on 127.0.0.1.
+
+mod support;
+
+#[path = "support/openmetrics.rs"]
+mod openmetrics;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, MockServer};
+use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
+use hodoflow_retry::outbox::{JobState, ManualClock, Outbox, Target};
+use hodoflow_retry::{
+    Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryBudget, RetryingClient,
+};
+
+use openmetrics::Family;
+use support::{JSON_API, PROJECTS, TOKEN, WEBHOOKS};
+
+/// A trigger the server does not know: its deliveries fail with 404.
+const UNKNOWN_TRIGGER: &str = "tok_unknown_3f9a";
+
+/// A lease that outlasts the clients' 20 s calls.
+const LEASE: Duration = Duration::from_secs(45);
+
+/// Every family, its type, its unit and the label names its samples may carry (`le` aside).
+const FAMILIES: &[(&str, &str, Option<&str>, &[&str])] = &[
+    ("hodoflow_client_calls", "counter", None, &["outcome"]),
+    (
+        "hodoflow_client_attempts",
+        "counter",
+        None,
+        &["status_class"],
+    ),
+    ("hodoflow_client_retries", "counter", None, &["cause"]),
+    (
+        "hodoflow_client_rate_limited_responses",
+        "counter",
+        None,
+        &[],
+    ),
+    (
+        "hodoflow_client_gate_closed_seconds",
+        "counter",
+        Some("seconds"),
+        &[],
+    ),
+    (
+        "hodoflow_client_gate_closed_remaining_seconds",
+        "gauge",
+        Some("seconds"),
+        &[],
+    ),
+    (
+        "hodoflow_client_gate_wait_seconds",
+        "counter",
+        Some("seconds"),
+        &[],
+    ),
+    (
+        "hodoflow_client_trigger_wait_seconds",
+        "counter",
+        Some("seconds"),
+        &[],
+    ),
+    ("hodoflow_client_retry_budget_tokens", "gauge", None, &[]),
+    (
+        "hodoflow_client_retry_budget_throttle_ratio",
+        "gauge",
+        None,
+        &[],
+    ),
+    (
+        "hodoflow_client_retry_budget_refusals",
+        "counter",
+        None,
+        &[],
+    ),
+    ("hodoflow_client_token_exchanges", "counter", None, &[]),
+    (
+        "http_client_request_duration_seconds",
+        "histogram",
+        Some("seconds"),
+        &[
+            "http_request_method",
+            "http_response_status_code",
+            "error_type",
+            "server_address",
+            "server_port",
+        ],
+    ),
+    ("hodoflow_outbox_jobs", "gauge", None, &["state"]),
+    (
+        "hodoflow_outbox_oldest_due_job_age_seconds",
+        "gauge",
+        Some("seconds"),
+        &[],
+    ),
+    ("hodoflow_outbox_deliveries", "counter", None, &["outcome"]),
+    ("hodoflow_outbox_claims_lost", "counter", None, &[]),
+    ("hodoflow_outbox_enqueued_jobs", "counter", None, &[]),
+    (
+        "hodoflow_outbox_enqueue_duration_seconds",
+        "histogram",
+        Some("seconds"),
+        &["operation"],
+    ),
+    (
+        "hodoflow_outbox_delivery_latency_seconds",
+        "histogram",
+        Some("seconds"),
+        &["outcome"],
+    ),
+];
+
+/// A fresh SQLite outbox in a directory of its own.
+async fn fresh() -> Outbox {
+    let dir = std::env::temp_dir().join(format!(
+        "hodoflow-metrics-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    Outbox::sqlite(dir.join("outbox.db")).await.unwrap()
+}
+
+/// A client of `server` with room for every fault of a run: 10 attempts within 20 s.
+fn client(server: &MockServer) -> RetryingClient {
+    support::demo(
+        support::builder(server).budget(
+            Budget::new()
+                .max_attempts(10)
+                .max_elapsed(Duration::from_secs(20))
+                .attempt_timeout(Duration::from_secs(5)),
+        ),
+    )
+}
+
+/// A server whose trigger takes any rate, with the faults of a run: three 429s with
+/// `Retry-After: 1` first, then seeded 503s, connections closed before and after executing,
+/// and five lost write answers.
+async fn faulty_server() -> MockServer {
+    let server = support::server_where(|limits| limits.webhook_rate_limit = 1_000_000).await;
+    server.inject(
+        Fault::respond(429)
+            .header("retry-after", "1")
+            .on("POST", WEBHOOKS)
+            .times(3),
+    );
+    server.inject(
+        Fault::respond(503)
+            .on("POST", WEBHOOKS)
+            .probability(0.08, 11),
+    );
+    server.inject(
+        Fault::close_before_execute()
+            .on("POST", WEBHOOKS)
+            .probability(0.04, 12),
+    );
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", WEBHOOKS)
+            .probability(0.05, 13),
+    );
+    server.inject(Fault::execute_then_close().on("POST", JSON_API).times(5));
+    server
+}
+
+/// The events of a run of `jobs`: one in 50 to the unknown trigger (404, failed), one in 12 a
+/// JSON:API write (done), the rest deliveries to the demo trigger.
+fn events(jobs: usize) -> Vec<(String, Target, String)> {
+    (0..jobs)
+        .map(|n| {
+            let event = format!("order-{n}:shipped");
+            let body = format!(r#"{{"order":{n},"secret_body_marker":"sbm-{n}-x"}}"#);
+            if n % 50 == 49 {
+                (event, Target::webhook(UNKNOWN_TRIGGER), body)
+            } else if n % 12 == 5 {
+                let project = format!(
+                    r#"{{"data":{{"type":"projects","attributes":{{"name":"sbm-{n}-x"}}}}}}"#
+                );
+                (event, Target::create(PROJECTS), project)
+            } else {
+                (event, Target::webhook(DEMO_TRIGGER_TOKEN), body)
+            }
+        })
+        .collect()
+}
+
+/// Enqueues `events`, the first four fifths with `enqueue_many` in batches of 100, the rest
+/// one by one, then delivers them until none is due; the exposition after.
+async fn run(
+    server: &MockServer,
+    outbox: &Outbox,
+    events: &[(String, Target, String)],
+) -> (RetryingClient, String) {
+    let client = client(server);
+    let batched = events.len() * 4 / 5;
+    for batch in events[..batched].chunks(100) {
+        outbox.enqueue_many(batch.iter().cloned()).await.unwrap();
+    }
+    for (event, target, body) in &events[batched..] {
+        outbox
+            .enqueue(event, target.clone(), body.clone())
+            .await
+            .unwrap();
+    }
+    // A repeat stores nothing.
+    let (event, target, body) = &events[0];
+    let (_, stored) = outbox
+        .enqueue_new(event, target.clone(), body.clone())
+        .await
+        .unwrap();
+    assert!(!stored);
+
+    outbox
+        .workers(client.clone())
+        .trigger_limit(None)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    let text = Metrics::new()
+        .client(&client)
+        .outbox(outbox)
+        .encode()
+        .await
+        .unwrap();
+    (client, text)
+}
+
+/// Reads `text` strictly and checks every family against [`FAMILIES`]: present, typed, with
+/// help, unit and only its label names.
+fn read(text: &str) -> HashMap<String, Family> {
+    let families = openmetrics::parse(text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+    for (name, kind, unit, labels) in FAMILIES {
+        let family = families
+            .get(*name)
+            .unwrap_or_else(|| panic!("{name} is missing:\n{text}"));
+        assert_eq!(family.kind, *kind, "{name}");
+        assert_eq!(family.unit.as_deref(), *unit, "{name}");
+        assert!(
+            family.help.as_deref().is_some_and(|help| help.len() > 10),
+            "{name} has no help"
+        );
+        let allowed: HashSet<&str> = labels.iter().copied().collect();
+        for names in family.label_names() {
+            for label in &names {
+                assert!(allowed.contains(label.as_str()), "{name} has label {label}");
+            }
+        }
+    }
+    for name in families.keys() {
+        assert!(
+            FAMILIES.iter().any(|(known, ..)| known == name),
+            "{name} is not documented in the test's (and the README's) list"
+        );
+    }
+    families
+}
+
+/// The ledger's requests of the run (the token endpoint's aside), counted by status.
+fn ledger_statuses(server: &MockServer) -> BTreeMap<Option<u16>, u64> {
+    let mut statuses = BTreeMap::new();
+    for record in server.ledger().requests() {
+        if record.path != TOKEN {
+            *statuses.entry(record.status).or_default() += 1;
+        }
+    }
+    statuses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_500_jobs_with_known_faults_the_counters_equal_the_ledger() {
+    let server = faulty_server().await;
+    let outbox = fresh().await;
+    let events = events(500);
+
+    let (_client, text) = run(&server, &outbox, &events).await;
+
+    let families = read(&text);
+    let ledger = server.ledger();
+    let statuses = ledger_statuses(&server);
+    let of = |status: Option<u16>| statuses.get(&status).copied().unwrap_or(0) as f64;
+    let family = |name: &str| &families[name];
+
+    // Attempts by status class, and the duration histogram by status, as the server saw them.
+    let attempts = family("hodoflow_client_attempts");
+    for class in 1..=5u16 {
+        let seen: f64 = statuses
+            .iter()
+            .filter(|(status, _)| status.is_some_and(|s| s / 100 == class))
+            .map(|(_, n)| *n as f64)
+            .sum();
+        let counted = attempts.sum(
+            "hodoflow_client_attempts_total",
+            &[("status_class", &format!("{class}xx"))],
+        );
+        assert_eq!(counted, seen, "{class}xx: {statuses:?}");
+    }
+    let transport = attempts.sum(
+        "hodoflow_client_attempts_total",
+        &[("status_class", "transport_error")],
+    );
+    assert_eq!(transport, of(None), "{statuses:?}");
+    assert!(
+        of(None) > 0.0 && of(Some(503)) > 0.0,
+        "faults fired: {statuses:?}"
+    );
+    let durations = family("http_client_request_duration_seconds");
+    let count = "http_client_request_duration_seconds_count";
+    for (status, n) in &statuses {
+        if let Some(status) = status {
+            let code = status.to_string();
+            let counted = durations.sum(count, &[("http_response_status_code", &code)]);
+            assert_eq!(counted, *n as f64, "{status}");
+        }
+    }
+    let all_durations = durations.sum(count, &[]);
+    assert_eq!(all_durations, statuses.values().sum::<u64>() as f64);
+
+    // 429s, and retries by cause: every failed attempt was retried.
+    assert_eq!(of(Some(429)), 3.0);
+    let rate_limited = family("hodoflow_client_rate_limited_responses");
+    let rate_limited = rate_limited.sum("hodoflow_client_rate_limited_responses_total", &[]);
+    assert_eq!(rate_limited, 3.0);
+    let retries = family("hodoflow_client_retries");
+    let retried = |cause: &str| retries.sum("hodoflow_client_retries_total", &[("cause", cause)]);
+    assert_eq!(retried("rate_limited"), 3.0);
+    assert_eq!(retried("server_error"), of(Some(503)));
+    assert_eq!(retried("transport") + retried("timeout"), of(None));
+    let gate_closed = family("hodoflow_client_gate_closed_seconds")
+        .sum("hodoflow_client_gate_closed_seconds_total", &[]);
+    assert!(
+        (1.0..=3.1).contains(&gate_closed),
+        "three 429s closed the gate for 1 s each, overlaps once: {gate_closed}"
+    );
+    let exchanges =
+        family("hodoflow_client_token_exchanges").sum("hodoflow_client_token_exchanges_total", &[]);
+    assert_eq!(exchanges, ledger.exchanges().len() as f64);
+
+    // Deliveries by outcome: the server's executions, and the store's jobs by state.
+    let deliveries = family("hodoflow_outbox_deliveries");
+    let delivered =
+        |outcome: &str| deliveries.sum("hodoflow_outbox_deliveries_total", &[("outcome", outcome)]);
+    let jobs = family("hodoflow_outbox_jobs");
+    let in_state = |state: &str| jobs.sum("hodoflow_outbox_jobs", &[("state", state)]);
+    assert_eq!(
+        delivered("accepted") + delivered("duplicate"),
+        ledger.total_runs() as f64,
+        "one run per delivered webhook job"
+    );
+    assert!(delivered("duplicate") > 0.0, "some answers were lost");
+    assert_eq!(delivered("done"), f64::from(ledger.total_writes_executed()));
+    assert_eq!(delivered("done"), 40.0);
+    assert_eq!(delivered("failed"), 10.0);
+    assert_eq!(delivered("failed"), of(Some(404)));
+    let counts = outbox.counts().await.unwrap();
+    for state in JobState::ALL {
+        assert_eq!(in_state(state.as_str()), counts.of(state) as f64, "{state}");
+    }
+    for state in [
+        "accepted",
+        "duplicate",
+        "done",
+        "failed",
+        "needs_reconciliation",
+    ] {
+        assert_eq!(delivered(state), in_state(state), "{state}");
+        let latencies = family("hodoflow_outbox_delivery_latency_seconds").sum(
+            "hodoflow_outbox_delivery_latency_seconds_count",
+            &[("outcome", state)],
+        );
+        assert_eq!(latencies, delivered(state), "{state}");
+    }
+    assert_eq!(delivered("rescheduled"), in_state("pending"));
+    assert_eq!(jobs.sum("hodoflow_outbox_jobs", &[]), 500.0);
+    let oldest = family("hodoflow_outbox_oldest_due_job_age_seconds")
+        .sum("hodoflow_outbox_oldest_due_job_age_seconds", &[]);
+    assert_eq!(oldest, 0.0, "nothing is due after the run");
+
+    // Enqueues: 500 jobs stored, by 4 batches and 101 single calls (the repeat included).
+    let enqueued = family("hodoflow_outbox_enqueued_jobs");
+    assert_eq!(
+        enqueued.sum("hodoflow_outbox_enqueued_jobs_total", &[]),
+        500.0
+    );
+    let enqueues = family("hodoflow_outbox_enqueue_duration_seconds");
+    let calls = |operation: &str| {
+        enqueues.sum(
+            "hodoflow_outbox_enqueue_duration_seconds_count",
+            &[("operation", operation)],
+        )
+    };
+    assert_eq!((calls("enqueue_many"), calls("enqueue")), (4.0, 101.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_label_carries_a_token_a_key_an_event_id_a_path_or_a_body() {
+    let server = faulty_server().await;
+    let outbox = fresh().await;
+    let events = events(60);
+
+    let (client, text) = run(&server, &outbox, &events).await;
+
+    let families = read(&text);
+    let mut secrets: Vec<String> = vec![DEMO_TRIGGER_TOKEN.into(), UNKNOWN_TRIGGER.into()];
+    for (event, _, body) in &events {
+        let job = outbox.job(event).await.unwrap().unwrap();
+        secrets.extend([
+            event.clone(),
+            body.clone(),
+            job.identity.as_str().to_owned(),
+        ]);
+    }
+    for record in server.ledger().requests() {
+        secrets.extend(record.idempotency_key.clone());
+    }
+    secrets.push("sbm-".into());
+    for secret in &secrets {
+        assert!(
+            !text.contains(secret.as_str()),
+            "{secret} is in the exposition"
+        );
+    }
+    // Every label value comes from a bounded set.
+    let port = server.addr().port().to_string();
+    let known_kinds = ["connect", "timeout", "closed", "body", "other", "refused"];
+    let statuses = ["1xx", "2xx", "3xx", "4xx", "5xx", "transport_error"];
+    let causes = [
+        "timeout",
+        "transport",
+        "server_error",
+        "rate_limited",
+        "unauthorized",
+        "in_progress",
+    ];
+    let outcomes = [
+        "succeeded",
+        "failed",
+        "accepted",
+        "duplicate",
+        "done",
+        "needs_reconciliation",
+        "rescheduled",
+    ];
+    let methods = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "_OTHER",
+    ];
+    let is_code = |value: &str| value.len() == 3 && value.bytes().all(|b| b.is_ascii_digit());
+    let mut values = 0;
+    for (name, family) in &families {
+        for sample in &family.samples {
+            for (label, value) in &sample.labels {
+                values += 1;
+                let bounded = match label.as_str() {
+                    "status_class" => statuses.contains(&value.as_str()),
+                    "cause" => causes.contains(&value.as_str()),
+                    "outcome" => outcomes.contains(&value.as_str()),
+                    "state" => JobState::parse(value).is_some(),
+                    "operation" => ["enqueue", "enqueue_many"].contains(&value.as_str()),
+                    "http_request_method" => methods.contains(&value.as_str()),
+                    "http_response_status_code" => is_code(value),
+                    "error_type" => {
+                        is_code(value) || known_kinds.contains(&value.as_str()) || value == "_OTHER"
+                    }
+                    "server_address" => value == "127.0.0.1",
+                    "server_port" => *value == port,
+                    "le" => value == "+Inf" || value.parse::<f64>().is_ok(),
+                    _ => false,
+                };
+                assert!(
+                    bounded,
+                    "{name}: {label}={value:?} is not from a bounded set"
+                );
+                assert!(!value.contains('/'), "{name}: {label}={value:?} is a path");
+            }
+        }
+    }
+    assert!(values > 100, "labels were read: {values}");
+    // What the client's Debug and stats say is not the subject here, but the exposition is all
+    // of it: no family outside the documented list (checked by `read`).
+    drop(client);
+}
+
+#[tokio::test]
+async fn the_oldest_due_job_s_age_is_how_long_it_has_been_due() {
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let clock = ManualClock::new(start);
+    let outbox = fresh().await.with_clock(clock.clone());
+    let metrics = Metrics::new().outbox(&outbox);
+    let age = |families: &HashMap<String, Family>| {
+        families["hodoflow_outbox_oldest_due_job_age_seconds"]
+            .sum("hodoflow_outbox_oldest_due_job_age_seconds", &[])
+    };
+    assert_eq!(age(&scrape(&metrics).await), 0.0, "none is due");
+
+    for event in ["a", "b"] {
+        outbox
+            .enqueue(event, Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+            .await
+            .unwrap();
+    }
+    clock.advance(Duration::from_secs(30));
+    outbox
+        .enqueue("c", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(60));
+
+    let families = scrape(&metrics).await;
+    assert_eq!(age(&families), 90.0);
+    let jobs = &families["hodoflow_outbox_jobs"];
+    assert_eq!(
+        jobs.value("hodoflow_outbox_jobs", &[("state", "pending")]),
+        Some(3.0)
+    );
+    assert!(
+        !families
+            .keys()
+            .any(|name| name.starts_with("hodoflow_client_")),
+        "no client was given"
+    );
+}
+
+/// `metrics`' exposition now, read strictly.
+async fn scrape(metrics: &Metrics) -> HashMap<String, Family> {
+    let text = metrics.encode().await.unwrap();
+    openmetrics::parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"))
+}
+
+#[tokio::test]
+async fn a_client_without_a_retry_budget_shows_no_budget_gauges_and_no_outbox() {
+    let server = support::server().await;
+    let client = support::demo(support::builder(&server).retry_budget(RetryBudget::disabled()));
+    let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-1:shipped"));
+    let delivery = client.deliver(DEMO_TRIGGER_TOKEN, "{}").delivery_id(id);
+    delivery.send().await.unwrap();
+
+    let families = scrape(&Metrics::new().client(&client)).await;
+
+    assert!(!families.contains_key("hodoflow_client_retry_budget_tokens"));
+    assert!(!families.contains_key("hodoflow_client_retry_budget_throttle_ratio"));
+    assert!(
+        !families
+            .keys()
+            .any(|name| name.starts_with("hodoflow_outbox_"))
+    );
+    let attempts = &families["hodoflow_client_attempts"];
+    assert_eq!(
+        attempts.value("hodoflow_client_attempts_total", &[("status_class", "2xx")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        CONTENT_TYPE,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+}
+
+#[tokio::test]
+async fn two_clients_in_one_exposition_are_told_apart_by_their_client_label() {
+    let server = support::server().await;
+    let hodoflow = support::client(&server);
+    let modulify = support::builder(&server)
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .build()
+        .map(ModulifyClient::new)
+        .unwrap();
+    server.inject(Fault::respond(503).on("POST", "/v1/send_message").times(1));
+    let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-2:shipped"));
+    let delivery = hodoflow.deliver(DEMO_TRIGGER_TOKEN, "{}").delivery_id(id);
+    delivery.send().await.unwrap();
+    let prompt = r#"{"projectId":"site_1","prompt":"Hi."}"#;
+    let call = modulify.call("send_message", prompt);
+    let key = IdempotencyKey::from_operation_id("message-1");
+    call.key(key).send().await.unwrap();
+
+    let metrics = Metrics::new()
+        .named_client("hodoflow", &hodoflow)
+        .named_client("modulify", modulify.client());
+
+    let families = scrape(&metrics).await;
+    let attempts = &families["hodoflow_client_attempts"];
+    let of = |client: &str, class: &str| {
+        let labels = [("client", client), ("status_class", class)];
+        attempts.value("hodoflow_client_attempts_total", &labels)
+    };
+    assert_eq!(
+        (of("hodoflow", "2xx"), of("hodoflow", "5xx")),
+        (Some(1.0), Some(0.0))
+    );
+    // Modulify's answers, its catalogue's read included.
+    let ledger = server.ledger();
+    let modulify_ok = ledger
+        .requests()
+        .iter()
+        .filter(|record| record.path.starts_with("/v1/"))
+        .filter(|record| record.status.is_some_and(|status| status / 100 == 2))
+        .count();
+    assert!(modulify_ok >= 1);
+    let expected = (Some(modulify_ok as f64), Some(1.0));
+    assert_eq!((of("modulify", "2xx"), of("modulify", "5xx")), expected);
+    let exchanges = &families["hodoflow_client_token_exchanges"];
+    let exchanged = |client: &str| {
+        exchanges.value(
+            "hodoflow_client_token_exchanges_total",
+            &[("client", client)],
+        )
+    };
+    // The server's exchanges are the Hodoflow client's; the Modulify client's static token
+    // counts as its own.
+    let static_token = modulify.client().stats().exchanges as f64;
+    let expected = (Some(ledger.exchanges().len() as f64), Some(static_token));
+    assert_eq!((exchanged("hodoflow"), exchanged("modulify")), expected);
+    for (name, family) in &families {
+        if name.starts_with("hodoflow_client_") || name.starts_with("http_client_") {
+            for sample in &family.samples {
+                assert!(sample.labels.contains_key("client"), "{name}: {sample:?}");
+            }
+        }
+    }
+
+    // A second client of the same name replaces the first.
+    let metrics = Metrics::new().named_client("one", &hodoflow);
+    let families = scrape(&metrics.named_client("one", modulify.client())).await;
+    let attempts = &families["hodoflow_client_attempts"];
+    let labels = [("client", "one"), ("status_class", "5xx")];
+    assert_eq!(
+        attempts.value("hodoflow_client_attempts_total", &labels),
+        Some(1.0)
+    );
+    assert_eq!(attempts.samples.len(), 5, "one client's classes");
+}
+
+#[test]
+fn the_strict_reader_refuses_what_openmetrics_refuses() {
+    let good = "# HELP a_seconds A.\n# TYPE a_seconds histogram\n# UNIT a_seconds seconds\n\
+        a_seconds_sum 1.5\na_seconds_count 2\na_seconds_bucket{le=\"1.0\"} 1\n\
+        a_seconds_bucket{le=\"2.0\"} 1\na_seconds_bucket{le=\"+Inf\"} 2\n# TYPE b counter\nb_total{x=\"1\"} 3\n# EOF\n";
+    openmetrics::parse(good).unwrap();
+    let broken = [
+        (good.replace("# EOF\n", ""), "no EOF"),
+        (good.replace("_count 2", "_count 3"), "+Inf is not _count"),
+        (
+            good.replace("le=\"1.0\"} 1", "le=\"1.0\"} 3"),
+            "a falling bucket",
+        ),
+        (good.replace("le=\"2.0\"", "le=\"0.5\""), "le does not rise"),
+        (
+            good.replace("b_total", "b"),
+            "a counter sample without _total",
+        ),
+        (
+            good.replace("# UNIT a_seconds seconds", "# UNIT a_seconds bytes"),
+            "a unit not in the name",
+        ),
+        (good.replace("x=\"1\"", "x=\"1\",x=\"2\""), "a label twice"),
+        (
+            good.replace("x=\"1\"", "__x=\"1\""),
+            "a reserved label name",
+        ),
+        (good.replace("x=\"1\"", "x=\"\\t\""), "a bad escape"),
+        (
+            good.replace(
+                "b_total{x=\"1\"} 3\n",
+                "b_total{x=\"1\"} 3\nb_total{x=\"1\"} 4\n",
+            ),
+            "a repeated series",
+        ),
+        (
+            good.replace("b_total{x=\"1\"} 3", "b_total{x=\"1\"} -3"),
+            "a negative counter",
+        ),
+        (
+            good.replace("# TYPE b counter\n", "# TYPE b counter\n\n"),
+            "an empty line",
+        ),
+        (format!("{good}a_seconds_sum 1\n"), "a line after EOF"),
+        (
+            good.replace(
+                "# TYPE b counter\nb_total{x=\"1\"} 3\n",
+                "# TYPE b counter\nb_total{x=\"1\"} 3\na_seconds_sum 2\n",
+            ),
+            "an interleaved family",
+        ),
+    ];
+    for (text, why) in broken {
+        assert!(
+            openmetrics::parse(&text).is_err(),
+            "{why} was read:\n{text}"
+        );
+    }
+}
