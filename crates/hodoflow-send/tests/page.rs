@@ -22,7 +22,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use hodoflow_mock::Fault;
 use hodoflow_retry::outbox::{JobState, LastError, Outbox, Record, Target};
 
-use support::{Contract, TRIGGER, TempFile, WEBHOOKS, derived, run};
+use support::{Contract, TRIGGER, TempDir, TempFile, WEBHOOKS, derived, run};
 
 /// A trigger the server does not know: its deliveries fail on a 404. It looks like a secret,
 /// and no page may show it.
@@ -34,34 +34,6 @@ const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
 /// What the stored error of the hostile job says.
 const HOSTILE_MESSAGE: &str =
     "<script>document.title='owned'</script> & <img src=x onerror=\"document.title='owned'\">";
-
-/// A directory of its own, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "hodoflow-send-page-{}-{name}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-
-    fn file(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A child process killed when dropped.
 struct Running(Child);
@@ -233,6 +205,28 @@ async fn text(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+async fn click(client: &Client, locator: Locator<'_>) {
+    client
+        .find(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{locator:?}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Types `token` into the page's login form and submits it.
+async fn log_in(client: &Client, token: &str) {
+    client
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    click(client, Locator::Id("login")).await;
+}
+
 async fn state_of(outbox: &Outbox, event_id: &str) -> JobState {
     outbox.job(event_id).await.unwrap().unwrap().state
 }
@@ -367,13 +361,7 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
         }
 
         // A failed job's history.
-        client
-            .find(Locator::LinkText("missing-0"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&client, Locator::LinkText("missing-0")).await;
         assert!(
             client
                 .current_url()
@@ -396,13 +384,7 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
         assert!(!client.source().await.unwrap().contains(MISSING));
 
         // Retry without the token: refused, nothing changes.
-        client
-            .find(Locator::Css("button.retry"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&client, Locator::Css("button.retry")).await;
         let refused = text(&client, "#message").await;
         assert!(refused.contains("needs the admin token"), "{refused}");
         assert_eq!(state_of(&outbox, "missing-0").await, JobState::Failed);
@@ -412,20 +394,7 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
             .goto(&format!("{base}/jobs/missing-0"))
             .await
             .unwrap();
-        client
-            .find(Locator::Id("token"))
-            .await
-            .unwrap()
-            .send_keys("not-the-admin-token-42")
-            .await
-            .unwrap();
-        client
-            .find(Locator::Id("login"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        log_in(&client, "not-the-admin-token-42").await;
         assert!(
             text(&client, "#message")
                 .await
@@ -437,31 +406,13 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
             .goto(&format!("{base}/jobs/missing-0"))
             .await
             .unwrap();
-        client
-            .find(Locator::Id("token"))
-            .await
-            .unwrap()
-            .send_keys(ADMIN_TOKEN)
-            .await
-            .unwrap();
-        client
-            .find(Locator::Id("login"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        client
-            .goto(&format!("{base}/jobs/missing-0"))
-            .await
-            .unwrap();
-        client
-            .find(Locator::Css("button.retry"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        log_in(&client, ADMIN_TOKEN).await;
+        let back = client.current_url().await.unwrap();
+        assert!(
+            back.path().ends_with("/jobs/missing-0"),
+            "back to the job: {back}"
+        );
+        click(&client, Locator::Css("button.retry")).await;
         assert!(
             client
                 .current_url()
@@ -554,7 +505,7 @@ fn a_read_only_page_on_loopback_serves_ready_and_its_headers_and_requeues_nothin
     let contract = Contract::start();
     let dir = TempDir::new("ready");
     let db = dir.file("outbox.db");
-    let missing = TempFile::new("missing.ndjson", events("missing", 1).as_bytes());
+    let missing = TempFile::new("missing.ndjson", events("missing", 51).as_bytes());
     let ran = run(contract.send().args([
         "batch",
         MISSING,
@@ -579,6 +530,23 @@ fn a_read_only_page_on_loopback_serves_ready_and_its_headers_and_requeues_nothin
     );
     assert!(body.contains("Read-only"), "{body}");
     assert!(!body.contains(MISSING));
+    // 51 failed jobs: 50 on the first page, one on the next.
+    let rows = |body: &str| body.matches("<a href=\"/jobs/missing-").count();
+    assert_eq!(rows(&body), 50);
+    assert!(
+        body.contains("href=\"/?state=failed&amp;page=1\">next</a>"),
+        "{body}"
+    );
+    let (status, _, next) = get(&base, "/?state=failed&page=1");
+    assert_eq!((status, rows(&next)), (200, 1));
+    assert!(
+        next.contains(">previous</a>") && !next.contains(">next</a>"),
+        "{next}"
+    );
+    assert!(
+        !next.contains("needs_reconciliation</h2>"),
+        "only the state asked for"
+    );
     let (status, _, _) = get(&base, "/jobs/missing-0");
     assert_eq!(status, 200);
     let (status, _, _) = get(&base, "/jobs/no-such-job");

@@ -136,15 +136,15 @@ pub(crate) fn overview(
         body,
         "<section><h2>Credential pause</h2><p id=\"pause\">{pause}</p></section>"
     );
-    body.push_str(&login(viewer));
+    body.push_str(&login(viewer, "/"));
     for listing in listings {
         body.push_str(&jobs_table(listing, viewer));
     }
     page("Outbox", &body)
 }
 
-/// The login form (or who is logged in).
-fn login(viewer: &Viewer) -> String {
+/// The login form (or who is logged in), back to `back` (a local path) afterwards.
+fn login(viewer: &Viewer, back: &str) -> String {
     if !viewer.retry_enabled {
         return "<p class=\"note\">Read-only: this server was started without \
                 --admin-token-file, so no job can be requeued here.</p>"
@@ -158,14 +158,37 @@ fn login(viewer: &Viewer) -> String {
             esc(&viewer.csrf)
         );
     }
+    login_form(
+        &viewer.csrf,
+        back,
+        "<span class=\"note\">needed to retry a job</span>",
+    )
+}
+
+/// The form that takes the admin token; `note` is this file's own HTML.
+pub(crate) fn login_form(csrf: &str, back: &str, note: &str) -> String {
     format!(
         "<form class=\"login\" method=\"post\" action=\"/login\">\
          <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <input type=\"hidden\" name=\"back\" value=\"{}\">\
          <label>Admin token <input type=\"password\" name=\"token\" id=\"token\" \
          autocomplete=\"current-password\"></label> <button type=\"submit\" id=\"login\">Log in</button>\
-         <span class=\"note\">needed to retry a job</span></form>",
-        esc(&viewer.csrf)
+         {note}</form>",
+        esc(csrf),
+        esc(back)
     )
+}
+
+/// Whether `back` is a page of this server to return to after logging in: `/` or a job's
+/// page as [`job_href`] writes it (no other host, no scheme, no `//`).
+pub(crate) fn local_page(back: &str) -> bool {
+    back == "/"
+        || back.strip_prefix("/jobs/").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'%')
+                })
+        })
 }
 
 /// The table of one listing, with its retry buttons and its "next" link.
@@ -303,7 +326,7 @@ pub(crate) fn job(job: &Job, viewer: &Viewer, notice: Option<&str>) -> String {
     }
     body.push_str("</table>");
     body.push_str(&retry_form(job, viewer, "job"));
-    body.push_str(&login(viewer));
+    body.push_str(&login(viewer, &job_href(&job.event_id)));
     page("Job", &body)
 }
 
@@ -376,6 +399,22 @@ mod tests {
         assert_eq!(segment("a/b?c#d e"), "a%2Fb%3Fc%23d%20e");
         assert_eq!(segment("\"><x"), "%22%3E%3Cx");
         assert_eq!(segment("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn only_local_pages_are_returned_to() {
+        assert!(local_page("/"));
+        assert!(local_page(&job_href("a/b c")));
+        for elsewhere in [
+            "//evil.example",
+            "https://evil.example/",
+            "/jobs/",
+            "/jobs/a/../x",
+            "/x",
+            "",
+        ] {
+            assert!(!local_page(elsewhere), "{elsewhere}");
+        }
     }
 
     #[test]

@@ -290,7 +290,7 @@ impl Visit {
             &format!(
                 "<h1>Log in</h1><p>This page is served beyond loopback: the admin token is \
                  needed to read it.</p>{}",
-                login_form(&self.session.csrf)
+                html::login_form(&self.session.csrf, "/", "")
             ),
         );
         Some(self.respond(html_response(StatusCode::UNAUTHORIZED, body)))
@@ -301,17 +301,6 @@ impl Visit {
         self.set_cookie.is_none()
             && csrf.is_some_and(|csrf| session::same(csrf.as_bytes(), self.session.csrf.as_bytes()))
     }
-}
-
-/// The login form alone (for the gate).
-fn login_form(csrf: &str) -> String {
-    format!(
-        "<form class=\"login\" method=\"post\" action=\"/login\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <label>Admin token <input type=\"password\" name=\"token\" id=\"token\" \
-         autocomplete=\"current-password\"></label> <button type=\"submit\" id=\"login\">Log in</button></form>",
-        html::esc(csrf)
-    )
 }
 
 /// Whether the request carries `Authorization: Bearer <admin token>`.
@@ -512,6 +501,7 @@ async fn retry(
 struct LoginForm {
     csrf: Option<String>,
     token: Option<String>,
+    back: Option<String>,
 }
 
 async fn login(
@@ -548,7 +538,11 @@ async fn login(
         ));
     }
     app.sessions.set_admin(&visit.id, true);
-    (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response()
+    let back = form
+        .back
+        .filter(|back| html::local_page(back))
+        .unwrap_or_else(|| "/".to_owned());
+    (StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response()
 }
 
 async fn logout(
