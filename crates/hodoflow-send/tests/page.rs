@@ -471,11 +471,13 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
         runtime.block_on(state_of(&outbox, "missing-1")),
         JobState::Failed
     );
-    let (status, head, _) = post(
+    // As `curl -X POST -H "Authorization: Bearer …"` sends it: no form at all.
+    let (status, head, _) = http(
         &base,
-        "/jobs/missing-1/retry",
-        &format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"),
-        "",
+        &format!(
+            "POST /jobs/missing-1/retry HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Length: 0\r\n\r\n"
+        ),
     );
     assert_eq!(status, 303, "{head}");
     assert!(

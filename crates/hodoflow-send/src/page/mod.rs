@@ -453,8 +453,16 @@ async fn retry(
     State(app): State<Arc<App>>,
     UrlPath(event_id): UrlPath<String>,
     headers: HeaderMap,
-    Form(form): Form<RetryForm>,
+    form: Result<Form<RetryForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    // A script's POST with a bearer token may have no form at all (`curl -X POST`).
+    let form = form.map_or(
+        RetryForm {
+            csrf: None,
+            back: None,
+        },
+        |Form(form)| form,
+    );
     let refuse = |status: StatusCode, message: &str| {
         html_response(status, html::message("Not requeued", message))
     };
@@ -607,6 +615,69 @@ mod tests {
         assert!(Admin::check("[::1]:0".parse().unwrap(), None).is_ok());
         let error = Admin::check("0.0.0.0:8089".parse().unwrap(), None).unwrap_err();
         assert!(error.contains("--admin-token-file"), "{error}");
+    }
+
+    /// One HTTP/1.1 GET over a fresh connection: the status line and headers, and the body.
+    async fn get(addr: SocketAddr, path: &str, extra: &str) -> (String, String) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        (head.to_owned(), body.to_owned())
+    }
+
+    /// Beyond loopback (the address of `App::open`), every page but `/ready` and the
+    /// stylesheet needs the admin token: a login page, 401, instead. Served here on loopback
+    /// with `open` off, so the test's traffic stays on this machine.
+    #[tokio::test]
+    async fn beyond_loopback_reading_needs_the_token() {
+        let dir = std::env::temp_dir().join(format!(
+            "hodoflow-send-page-gate-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let outbox = Outbox::sqlite(dir.join("outbox.db")).await.unwrap();
+        let app = App {
+            outbox,
+            scope: None,
+            open: false,
+            token: Some(Secret::new("gate-token-0123456789")),
+            sessions: Sessions::default(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router(Arc::new(app))).await.unwrap();
+        });
+
+        let (head, body) = get(addr, "/", "").await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        assert!(
+            body.contains("action=\"/login\"") && !body.contains("count-total"),
+            "{body}"
+        );
+        let (head, _) = get(addr, "/jobs/any", "").await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        let (head, body) = get(addr, "/ready", "").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(body, "ready\n");
+        let (head, _) = get(
+            addr,
+            "/",
+            "Authorization: Bearer wrong-token-0123456789\r\n",
+        )
+        .await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        let (head, body) = get(addr, "/", "Authorization: Bearer gate-token-0123456789\r\n").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains("id=\"count-total\">0<"), "{body}");
+        assert!(!body.contains("gate-token"), "the token is never shown");
+        server.abort();
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
