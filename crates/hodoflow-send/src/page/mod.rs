@@ -82,6 +82,10 @@ const MAX_PAGE: usize = 199;
 /// Points of the backlog chart over the last hour: one a minute.
 const BACKLOG_POINTS: usize = 61;
 
+/// How long the backlog chart is reused: its statement reads every job not final in the last
+/// hour (seconds on a million-job backlog), so a page reloaded often does not repeat it.
+const BACKLOG_REUSED_FOR: Duration = Duration::from_secs(15);
+
 /// How long `/ready` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -145,6 +149,7 @@ impl Admin {
             open: self.addr.ip().is_loopback(),
             token: self.token,
             sessions: Sessions::default(),
+            backlog: std::sync::Mutex::default(),
         };
         axum::serve(listener, router(Arc::new(app)))
             .with_graceful_shutdown(stop)
@@ -171,6 +176,32 @@ struct App {
     open: bool,
     token: Option<Secret>,
     sessions: Sessions,
+    /// The last backlog read, and when.
+    backlog: std::sync::Mutex<Option<(std::time::Instant, Vec<u64>)>>,
+}
+
+impl App {
+    /// The backlog over the last hour, read again when the last read is older than
+    /// [`BACKLOG_REUSED_FOR`].
+    async fn backlog(&self) -> Result<Vec<u64>, hodoflow_retry::Error> {
+        let last = self
+            .backlog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some((at, points)) = last
+            && at.elapsed() < BACKLOG_REUSED_FOR
+        {
+            return Ok(points);
+        }
+        let points = self
+            .outbox
+            .backlog(Duration::from_secs(3600), BACKLOG_POINTS)
+            .await?;
+        *self.backlog.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), points.clone()));
+        Ok(points)
+    }
 }
 
 /// The page's routes, with the security headers on every response.
@@ -362,10 +393,7 @@ async fn overview(
         Ok(counts) => counts,
         Err(error) => return visit.respond(store_failed(&error)),
     };
-    let backlog = match outbox
-        .backlog(Duration::from_secs(3600), BACKLOG_POINTS)
-        .await
-    {
+    let backlog = match app.backlog().await {
         Ok(backlog) => backlog,
         Err(error) => return visit.respond(store_failed(&error)),
     };
@@ -647,6 +675,7 @@ mod tests {
             open: false,
             token: Some(Secret::new("gate-token-0123456789")),
             sessions: Sessions::default(),
+            backlog: std::sync::Mutex::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
