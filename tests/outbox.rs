@@ -76,6 +76,7 @@ on_both_stores!(
     the_store_counts_what_is_due_without_listing_a_job,
     an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
     the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
+    the_backlog_counts_the_jobs_not_final_at_each_time,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -1147,4 +1148,46 @@ async fn the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take(
     assert_eq!(claimed.len(), 2);
     assert_eq!(store.oldest_due(at(10)).await.unwrap(), None, "leased");
     assert_eq!(store.oldest_due(at(100)).await.unwrap(), Some(at(70)));
+}
+
+async fn the_backlog_counts_the_jobs_not_final_at_each_time(backend: Backend) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    let minutes = |n: u64| Duration::from_secs(60 * n);
+    let enqueue = |event_id: &'static str| {
+        let outbox = outbox.clone();
+        async move {
+            outbox
+                .enqueue(event_id, Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+                .await
+                .unwrap();
+        }
+    };
+    enqueue("at-0-a").await;
+    enqueue("at-0-b").await;
+    clock.advance(minutes(10));
+    enqueue("at-10").await;
+    clock.advance(minutes(10));
+    outbox
+        .workers(client(&server, 5))
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(outbox.counts().await.unwrap().accepted, 3);
+    clock.advance(minutes(10));
+    enqueue("at-30").await;
+
+    // Points at -10, 0, 10, 20 (all three delivered then) and 30 minutes.
+    let from = start() - minutes(10);
+    let backlog = outbox.store().backlog(from, minutes(10), 5).await.unwrap();
+    assert_eq!(backlog, vec![0, 2, 3, 0, 1]);
+    assert_eq!(outbox.backlog(minutes(40), 5).await.unwrap(), backlog);
+    // A point between two: the two first jobs at 5 minutes.
+    let between = outbox
+        .store()
+        .backlog(start() + minutes(5), minutes(1), 1)
+        .await;
+    assert_eq!(between.unwrap(), vec![2]);
 }

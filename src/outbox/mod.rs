@@ -372,6 +372,22 @@ impl Outbox {
         self.store.due(self.clock.now(), events).await
     }
 
+    /// The backlog over the last `window`: how many jobs were not final at each of `points`
+    /// evenly spaced times, the first `window` ago, the last now ([`Store::backlog`]).
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn backlog(&self, window: Duration, points: usize) -> Result<Vec<u64>> {
+        let now = self.clock.now();
+        let gaps = u32::try_from(points.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let step = window / gaps;
+        let from = now.checked_sub(step * gaps).unwrap_or(now);
+        self.store.backlog(from, step, points).await
+    }
+
     /// Up to `limit` jobs in `state` (all states when `None`), oldest first.
     ///
     /// # Errors

@@ -642,6 +642,24 @@ impl Store for SqliteStore {
             Ok(())
         })
     }
+
+    fn backlog(
+        &self,
+        from: SystemTime,
+        step: Duration,
+        points: usize,
+    ) -> StoreFuture<'_, Vec<u64>> {
+        let (from, step) = (millis(from), super::store::backlog_step(step));
+        self.run(move |connection| {
+            let mut statement = connection.prepare(super::store::BACKLOG)?;
+            let rows = statement
+                .query_map(params![from, step], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })?
+                .collect::<rusqlite::Result<Vec<(i64, i64, i64)>>>()?;
+            Ok(super::store::backlog_counts(rows, points))
+        })
+    }
 }
 
 #[cfg(test)]

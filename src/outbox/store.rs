@@ -132,4 +132,67 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
 
     /// The slot `id` stays busy until `busy_until` (the answer's time plus the window).
     fn release_slot(&self, id: i64, busy_until: SystemTime) -> StoreFuture<'_, ()>;
+
+    /// The backlog over time, for a status page's chart: how many jobs were not final (created,
+    /// and not yet finished) at each of `points` times `from`, `from + step`, `from + 2·step`,
+    /// …, read from `created_at` and `finished_at` in one statement (a job requeued by an
+    /// operator counts from its creation, as it is not final now). `step` is at least 1 ms.
+    fn backlog(&self, from: SystemTime, step: Duration, points: usize)
+    -> StoreFuture<'_, Vec<u64>>;
+}
+
+/// The statement of [`Store::backlog`], the same in both backends (`?1`/`$1`: `from` in stored
+/// milliseconds, `?2`/`$2`: the step in milliseconds). Each row: the index of the first point at
+/// or after a job's creation (0 if before `from`), of the first point at or after its end (-1
+/// while it is not final), and how many jobs share both. Only jobs not final at `from` or later
+/// are read: pending and in flight through the `(state, next_at)` index, the others by their
+/// finish time.
+pub(crate) const BACKLOG: &str = "\
+    SELECT CASE WHEN created_at <= $1 THEN 0 ELSE (created_at - $1 + $2 - 1) / $2 END, \
+           CASE WHEN state IN ('pending', 'in_flight') OR finished_at IS NULL THEN -1 \
+                ELSE (finished_at - $1 + $2 - 1) / $2 END, \
+           COUNT(*) \
+    FROM outbox_jobs WHERE state IN ('pending', 'in_flight') OR finished_at > $1 \
+    GROUP BY 1, 2";
+
+/// The step of [`Store::backlog`] in milliseconds: 1 at least.
+pub(crate) fn backlog_step(step: Duration) -> i64 {
+    i64::try_from(step.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+/// Folds the rows of [`BACKLOG`] into `points` counts: a job created by point `created` and
+/// finished by point `finished` (-1: not final) is counted at the points in between.
+pub(crate) fn backlog_counts(
+    rows: impl IntoIterator<Item = (i64, i64, i64)>,
+    points: usize,
+) -> Vec<u64> {
+    let mut counts = vec![0_u64; points];
+    for (created, finished, jobs) in rows {
+        let first = usize::try_from(created.max(0))
+            .unwrap_or(usize::MAX)
+            .min(points);
+        let end = if finished < 0 {
+            points
+        } else {
+            usize::try_from(finished).unwrap_or(usize::MAX).min(points)
+        };
+        for count in counts.iter_mut().take(end).skip(first) {
+            *count += u64::try_from(jobs).unwrap_or(0);
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backlog_counts;
+
+    #[test]
+    fn a_job_counts_from_its_creation_until_its_end() {
+        // Created before the first point and still open; created by point 2, ended by point 4;
+        // created and ended between two points (never seen); ended past the last point.
+        let rows = [(0, -1, 2), (2, 4, 1), (3, 3, 5), (1, 99, 1)];
+        assert_eq!(backlog_counts(rows, 6), vec![2, 3, 4, 4, 3, 3]);
+        assert_eq!(backlog_counts([], 3), vec![0, 0, 0]);
+    }
 }

@@ -443,6 +443,28 @@ pub(crate) enum OutboxCommand {
         /// The job's event ID.
         event_id: String,
     },
+    /// Serve the outbox's status page: counts, the backlog over the last hour, the credential's
+    /// pause, the failed jobs with a retry button, each job's history, and /ready. Loopback by
+    /// default; the bound address is printed on standard output. A retry needs the admin token.
+    Serve {
+        /// The address to listen on, IP:PORT (port 0: a free one). Any address but loopback
+        /// needs --admin-token-file.
+        #[arg(long, value_name = "IP:PORT", default_value = crate::page::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Who may requeue.
+        #[command(flatten)]
+        admin: AdminOptions,
+    },
+}
+
+/// The admin token of the status page (`outbox serve`, `outbox worker --admin`).
+#[derive(Debug, Args)]
+pub(crate) struct AdminOptions {
+    /// A file holding the page's admin token (16 characters or more; a trailing newline is
+    /// trimmed). Needed to requeue a job from the page (log in with it, or send it as
+    /// `Authorization: Bearer`), and to listen anywhere but loopback. Never shown or logged.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) admin_token_file: Option<PathBuf>,
 }
 
 /// Parses a job state's name.
@@ -483,6 +505,13 @@ pub(crate) struct Worker {
     /// How the deliveries are signed, as each attempt is sent: the outbox never holds a secret.
     #[command(flatten)]
     pub(crate) signing: Signing,
+    /// Serve the status page and /ready on this address, IP:PORT, beside the workers (as
+    /// `outbox serve` does; the bound address is printed on standard error).
+    #[arg(long, value_name = "IP:PORT")]
+    pub(crate) admin: Option<std::net::SocketAddr>,
+    /// Who may requeue from the status page.
+    #[command(flatten)]
+    pub(crate) admin_options: AdminOptions,
 }
 
 #[cfg(test)]

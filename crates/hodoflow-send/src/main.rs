@@ -25,6 +25,7 @@ mod logging;
 mod modulify;
 mod outbox;
 mod pacing;
+mod page;
 mod pool;
 mod redact;
 mod report;

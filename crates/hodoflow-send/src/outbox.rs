@@ -204,12 +204,24 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         }
         _ => None,
     };
+    let admin = match admin_of(&outbox.command) {
+        Ok(admin) => admin,
+        Err(message) => return finish(usage(&message), started, json),
+    };
     let store = match open(spec, cli.store_timeout).await {
         Ok(store) => store,
         Err(report) => return finish(report, started, json),
     };
+    let scope = cli.base_url.as_deref().and_then(crate::page::scope_of);
     let done = match (&outbox.command, worker) {
         (OutboxCommand::Worker(args), Some((plan, client))) => {
+            let page = match admin {
+                Some(admin) => match Page::start(admin, &store, &client, scope).await {
+                    Ok(page) => Some(page),
+                    Err(report) => return finish(report, started, json),
+                },
+                None => None,
+            };
             let pool = Pool {
                 outbox: store,
                 client,
@@ -218,8 +230,16 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
                 trigger_limit: plan.trigger_limit,
                 name: args.name.clone().unwrap_or_else(worker_name),
             };
-            work(pool, args.until_idle, json).await
+            let done = work(pool, args.until_idle, json).await;
+            if let Some(page) = page {
+                page.stop().await;
+            }
+            done
         }
+        (OutboxCommand::Serve { .. }, _) => match admin {
+            Some(admin) => serve(admin, store, scope).await,
+            None => unreachable!("serve's address is checked above"),
+        },
         (OutboxCommand::Status, _) => status(&store, json).await,
         (OutboxCommand::List { state, limit }, _) => list(&store, *state, *limit, json).await,
         (OutboxCommand::Retry { event_id }, _) => retry(&store, event_id, json).await,
@@ -228,6 +248,113 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
     match done {
         Ok(exit) => exit,
         Err(report) => finish(report, started, json),
+    }
+}
+
+/// The status page of `outbox serve` or `outbox worker --admin`, checked (before the store
+/// is opened); `None` for a worker without `--admin` and the other commands.
+fn admin_of(command: &OutboxCommand) -> Result<Option<crate::page::Admin>, String> {
+    use crate::page::Admin;
+    match command {
+        OutboxCommand::Serve { listen, admin } => {
+            Admin::check(*listen, admin.admin_token_file.as_deref()).map(Some)
+        }
+        OutboxCommand::Worker(worker) => {
+            match (worker.admin, &worker.admin_options.admin_token_file) {
+                (Some(addr), file) => Admin::check(addr, file.as_deref()).map(Some),
+                (None, Some(_)) => Err("--admin-token-file needs --admin IP:PORT".to_owned()),
+                (None, None) => Ok(None),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `outbox serve`: the status page until SIGINT or SIGTERM.
+async fn serve(
+    admin: crate::page::Admin,
+    outbox: Outbox,
+    scope: Option<String>,
+) -> Result<Exit, Report> {
+    let (listener, bound) = admin.bind().await.map_err(|m| usage(&m))?;
+    crate::redact::print(&format!("listening on http://{bound}/"));
+    admin
+        .serve(listener, outbox, None, scope, signalled())
+        .await
+        .map_err(|e| {
+            Report::failure(Failure::permanent(
+                "configuration",
+                false,
+                format!("the status page stopped: {e}"),
+            ))
+        })?;
+    Ok(Exit::Success)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The status page served beside a worker pool (`outbox worker --admin`).
+struct Page {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Page {
+    /// Binds and starts serving; the bound address goes to standard error (standard output
+    /// holds the worker's JSON lines).
+    async fn start(
+        admin: crate::page::Admin,
+        outbox: &Outbox,
+        client: &hodoflow_retry::RetryingClient,
+        scope: Option<String>,
+    ) -> Result<Self, Report> {
+        let (listener, bound) = admin.bind().await.map_err(|m| usage(&m))?;
+        crate::redact::eprint(&format!("status page listening on http://{bound}/"));
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let serving = admin.serve(
+            listener,
+            outbox.clone(),
+            Some(client.clone()),
+            scope,
+            async move {
+                let _ = stopped.await;
+            },
+        );
+        let task = tokio::spawn(serving);
+        Ok(Self { stop, task })
+    }
+
+    /// Stops serving: open connections get a second to finish.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_secs(1), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
     }
 }
 
@@ -311,42 +438,80 @@ fn wedged(job: &Job) -> bool {
     matches!((job.lease_until, latest), (Some(until), Some(latest)) if until > latest)
 }
 
-/// `outbox retry EVENT_ID`.
-async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Report> {
-    let refuse = |message: String| Report::failure(Failure::permanent("not_found", false, message));
-    let Some(job) = outbox.job(event_id).await.map_err(|e| Report::failed(&e))? else {
-        return Err(refuse(format!(
-            "no job with event ID {event_id} in the outbox"
-        )));
+/// Why [`requeue`] did not requeue a job.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// No job has that event ID.
+    NotFound,
+    /// The job was delivered, or is in flight under a live lease.
+    Not(JobState),
+    /// The store failed.
+    Store(hodoflow_retry::Error),
+}
+
+impl Refused {
+    /// The sentence saying why, for the job of `event_id`.
+    pub(crate) fn sentence(&self, event_id: &str) -> String {
+        match self {
+            Self::NotFound => format!("no job with event ID {event_id} in the outbox"),
+            Self::Not(state) => format!(
+                "the job of {event_id} is {state}: nothing to retry (only pending, failed and \
+                 needs_reconciliation jobs are requeued)"
+            ),
+            Self::Store(error) => error.to_string(),
+        }
+    }
+}
+
+/// What `outbox retry` and the status page's retry button do: makes the job of `event_id`
+/// pending and due now, unless it was delivered or is in flight under a live lease. Returns the
+/// job and the state it had.
+///
+/// # Errors
+///
+/// Why it was not requeued.
+pub(crate) async fn requeue(outbox: &Outbox, event_id: &str) -> Result<(Job, JobState), Refused> {
+    let Some(job) = outbox.job(event_id).await.map_err(Refused::Store)? else {
+        return Err(Refused::NotFound);
     };
     crate::job_line::remember_secret(&job);
     if delivered(job.state) || (job.state == JobState::InFlight && !wedged(&job)) {
-        return Err(Report::failure(Failure::permanent(
-            "unprocessable",
-            false,
-            format!(
-                "the job of {event_id} is {}: nothing to retry (only pending, failed and \
-                 needs_reconciliation jobs are requeued)",
-                job.state
-            ),
-        )));
+        return Err(Refused::Not(job.state));
     }
-    if job.state == JobState::NeedsReconciliation {
+    let was = job.state;
+    match outbox.retry(event_id).await.map_err(Refused::Store)? {
+        Some(job) => Ok((job, was)),
+        None => Err(Refused::NotFound),
+    }
+}
+
+/// `outbox retry EVENT_ID`.
+async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Report> {
+    let (job, was) = match requeue(outbox, event_id).await {
+        Ok(done) => done,
+        Err(Refused::Store(error)) => return Err(Report::failed(&error)),
+        Err(refused @ Refused::NotFound) => {
+            return Err(Report::failure(Failure::permanent(
+                "not_found",
+                false,
+                refused.sentence(event_id),
+            )));
+        }
+        Err(refused) => {
+            return Err(Report::failure(Failure::permanent(
+                "unprocessable",
+                false,
+                refused.sentence(event_id),
+            )));
+        }
+    };
+    if was == JobState::NeedsReconciliation {
         crate::redact::eprint(&format!(
             "warning: {event_id} reached its deduplication horizon without a definite answer; \
              requeued as asked, with its horizon started again: if the server ran it, this \
              send may start a second run"
         ));
     }
-    let Some(job) = outbox
-        .retry(event_id)
-        .await
-        .map_err(|e| Report::failed(&e))?
-    else {
-        return Err(refuse(format!(
-            "no job with event ID {event_id} in the outbox"
-        )));
-    };
     let line = JobLine::of(&job);
     if json {
         crate::redact::print_json(&line);

@@ -57,6 +57,30 @@ pub(crate) fn modulify_token(file: Option<&Path>) -> Result<Secret, String> {
     read(&source, file)
 }
 
+/// The fewest characters of an admin token (`--admin-token-file`).
+pub(crate) const ADMIN_TOKEN_MIN: usize = 16;
+
+/// Reads the status page's admin token from `file`, and adds it to the redaction set.
+///
+/// # Errors
+///
+/// As [`client_secret`], and when the token is shorter than [`ADMIN_TOKEN_MIN`] characters.
+pub(crate) fn admin_token(file: &Path) -> Result<Secret, String> {
+    let source = Source {
+        what: "admin token",
+        option: "--admin-token-file",
+        env: "HODOFLOW_ADMIN_TOKEN_FILE",
+    };
+    let token = read(&source, Some(file))?;
+    if token.expose().trim().chars().count() < ADMIN_TOKEN_MIN {
+        return Err(format!(
+            "the admin token is shorter than {ADMIN_TOKEN_MIN} characters: write a random one \
+             into the file (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(Secret::new(token.expose().trim().to_owned()))
+}
+
 /// Reads the secret `source` describes, from `file` or else its variable.
 fn read(source: &Source, file: Option<&Path>) -> Result<Secret, String> {
     let Source { what, option, env } = source;

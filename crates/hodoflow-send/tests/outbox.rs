@@ -15,35 +15,7 @@ use std::time::{Duration, Instant};
 use hodoflow_mock::{DEMO_ORGANIZATION, Fault, TriggerSeed};
 use serde_json::Value;
 
-use support::{Contract, Ran, TRIGGER, TempFile, WEBHOOKS, derived, run};
-
-/// A directory of its own under the temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "hodoflow-send-outbox-{}-{name}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-
-    fn file(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::{Contract, Ran, TRIGGER, TempDir, TempFile, WEBHOOKS, derived, run};
 
 /// NDJSON of `count` events `<prefix>-<n>`.
 fn events(prefix: &str, count: usize) -> String {

@@ -864,6 +864,24 @@ impl Store for PostgresStore {
             Ok(())
         })
     }
+
+    fn backlog(
+        &self,
+        from: SystemTime,
+        step: Duration,
+        points: usize,
+    ) -> StoreFuture<'_, Vec<u64>> {
+        let (from, step) = (millis(from), super::store::backlog_step(step));
+        self.boxed(async move {
+            let rows = self.query(super::store::BACKLOG, &[&from, &step]).await?;
+            let mut counted = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let get = |at: usize| -> Result<i64> { row.try_get(at).map_err(store_error) };
+                counted.push((get(0)?, get(1)?, get(2)?));
+            }
+            Ok(super::store::backlog_counts(counted, points))
+        })
+    }
 }
 
 /// The job of a row of `outbox_jobs`.

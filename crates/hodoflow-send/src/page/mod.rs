@@ -1,0 +1,777 @@
+//! The outbox's status page: `outbox serve --listen ADDR`, or `outbox worker --admin ADDR`
+//! beside the workers (issue 22, items 2 and 5).
+//!
+//! Server-rendered HTML, no front-end build step and no script at all: plain links and forms,
+//! a stylesheet at `/style.css`, and the backlog chart as inline SVG drawn here.
+//!
+//! | Route | What |
+//! | --- | --- |
+//! | `GET /` | counts by state, the backlog over the last hour, the credential's pause, the failed and needs-reconciliation jobs (50 a page, `?state=S&page=N`) |
+//! | `GET /jobs/{event_id}` | one job: every stored field that is safe to show |
+//! | `POST /jobs/{event_id}/retry` | what `outbox retry` does, then 303 back |
+//! | `POST /login`, `POST /logout` | the admin token, for this browser's session |
+//! | `GET /ready` | 200 when the store answers (its migrations ran when it was opened), else 503 |
+//! | `GET /style.css` | the stylesheet |
+//!
+//! | `GET /metrics` | the outbox's figures (and, beside a worker, its client's) in the OpenMetrics text format, for Prometheus (`hodoflow_retry::metrics`) |
+//!
+//! `/metrics` is open like the pages: on loopback to anyone, elsewhere only with the admin
+//! token (Prometheus sends it with `authorization: {type: Bearer, credentials_file: …}`).
+//!
+//! # Security model
+//!
+//! The page can requeue deliveries, so:
+//! - It binds to loopback by default (`127.0.0.1:8089`). Any other address needs
+//!   `--admin-token-file FILE` (16 characters at least; the first line, a trailing newline
+//!   trimmed), else the command refuses to start (exit 2). On a non-loopback address every page
+//!   but `/ready` and `/style.css` also needs the token: a browser logs in first.
+//! - A requeue always needs the admin token, loopback or not: either the request carries
+//!   `Authorization: Bearer <token>` (for scripts; a browser never sends that header on its own,
+//!   so no CSRF token is needed then), or the browser logged in through the page's form (which
+//!   marks its session, `session.rs`) and the form carries the session's CSRF token. Without
+//!   `--admin-token-file` the page is read-only. The token is compared in constant time and
+//!   never logged, stored in a cookie or shown.
+//! - No page shows a trigger token, a route holding one, a body, a delivery ID (the identity
+//!   key), a client secret or a store password: the fields are chosen one by one (`html.rs`), and
+//!   stored text (event IDs, error messages, request IDs from a server) passes the redaction set
+//!   and then HTML escaping.
+//! - Every response carries `Content-Security-Policy: default-src 'none'; style-src 'self';
+//!   img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'` (no
+//!   script may run, inline or not), `X-Content-Type-Options: nosniff`,
+//!   `Referrer-Policy: no-referrer` and `Cache-Control: no-store`.
+//! - The session cookie is `HttpOnly; SameSite=Strict`. It is not `Secure`: the page speaks
+//!   plain HTTP; serve a non-loopback page behind a TLS proxy.
+//!
+//! # Dependencies
+//!
+//! axum (already in the workspace as the contract server's, HTTP/1 only, with its form and
+//! query extractors) serves the page. The HTML is written with `format!` and one escaping
+//! function ([`html::esc`], unit-tested) rather than a template crate: the page is five small
+//! views, and askama or maud would add a proc-macro crate to every build of the CLI for them.
+//! Every value that is not the page's own text goes through `esc`.
+
+mod html;
+mod session;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Form, Path as UrlPath, Query, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hodoflow_retry::Secret;
+use hodoflow_retry::outbox::{Job, JobState, Outbox};
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+use serde::Deserialize;
+
+use html::{Listing, Pause, Viewer};
+use session::Sessions;
+
+/// The default `--listen`.
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
+
+/// Jobs per page of a listing.
+const PAGE: usize = 50;
+
+/// The last page a listing reads (`Outbox::list` reads from the start, so a page costs its
+/// offset; keyset pagination replaces this at merge).
+const MAX_PAGE: usize = 199;
+
+/// Points of the backlog chart over the last hour: one a minute.
+const BACKLOG_POINTS: usize = 61;
+
+/// How long the backlog chart is reused: its statement reads every job not final in the last
+/// hour (seconds on a million-job backlog), so a page reloaded often does not repeat it.
+const BACKLOG_REUSED_FOR: Duration = Duration::from_secs(15);
+
+/// How long `/ready` waits for the store.
+const READY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The security headers' values.
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
+                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// A page server, configured, before it binds.
+#[derive(Debug)]
+pub(crate) struct Admin {
+    addr: SocketAddr,
+    token: Option<Secret>,
+}
+
+impl Admin {
+    /// Checks `addr` and reads the admin token of `token_file`, before any store is opened.
+    ///
+    /// # Errors
+    ///
+    /// A usage sentence: a non-loopback address without a token file, or a token file that
+    /// cannot be read or holds fewer than 16 characters.
+    pub(crate) fn check(addr: SocketAddr, token_file: Option<&Path>) -> Result<Self, String> {
+        let token = token_file.map(crate::secret::admin_token).transpose()?;
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(format!(
+                "{addr} is not a loopback address: the status page can requeue deliveries, so \
+                 serving it there needs --admin-token-file FILE (a random token of 16 \
+                 characters or more); or listen on 127.0.0.1"
+            ));
+        }
+        Ok(Self { addr, token })
+    }
+
+    /// Binds the address; returns the listener and the address it got (port 0: a free one).
+    ///
+    /// # Errors
+    ///
+    /// A sentence naming the address, when it cannot be bound.
+    pub(crate) async fn bind(&self) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .map_err(|e| format!("the status page cannot listen on {}: {e}", self.addr))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| format!("the status page's address is not known: {e}"))?;
+        Ok((listener, bound))
+    }
+
+    /// Serves the page of `outbox` on `listener` until `stop` resolves. `scope` is the
+    /// credential's pause scope, when the workers' base URL is known; `client`, the workers'
+    /// client, when they run beside the page (its figures join `/metrics`).
+    pub(crate) async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        outbox: Outbox,
+        client: Option<hodoflow_retry::RetryingClient>,
+        scope: Option<String>,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mut metrics = hodoflow_retry::metrics::Metrics::new().outbox(&outbox);
+        if let Some(client) = &client {
+            metrics = metrics.client(client);
+        }
+        let app = App {
+            outbox,
+            metrics,
+            scope,
+            open: self.addr.ip().is_loopback(),
+            token: self.token,
+            sessions: Sessions::default(),
+            backlog: std::sync::Mutex::default(),
+        };
+        axum::serve(listener, router(Arc::new(app)))
+            .with_graceful_shutdown(stop)
+            .await
+    }
+}
+
+/// The pause scope of the workers of `base_url`: the SDK's default, `credential:` and the UUID
+/// v5 of the base URL as the SDK parses it (`WorkerBuilder::credential`).
+pub(crate) fn scope_of(base_url: &str) -> Option<String> {
+    let url = url::Url::parse(base_url.trim()).ok()?;
+    Some(format!(
+        "credential:{}",
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, url.as_str().as_bytes())
+    ))
+}
+
+/// What every handler shares.
+#[derive(Debug)]
+struct App {
+    outbox: Outbox,
+    /// What `/metrics` shows.
+    metrics: hodoflow_retry::metrics::Metrics,
+    scope: Option<String>,
+    /// Bound to loopback: the pages are readable without logging in.
+    open: bool,
+    token: Option<Secret>,
+    sessions: Sessions,
+    /// The last backlog read, and when.
+    backlog: std::sync::Mutex<Option<(std::time::Instant, Vec<u64>)>>,
+}
+
+impl App {
+    /// The backlog over the last hour, read again when the last read is older than
+    /// [`BACKLOG_REUSED_FOR`].
+    async fn backlog(&self) -> Result<Vec<u64>, hodoflow_retry::Error> {
+        let last = self
+            .backlog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some((at, points)) = last
+            && at.elapsed() < BACKLOG_REUSED_FOR
+        {
+            return Ok(points);
+        }
+        let points = self
+            .outbox
+            .backlog(Duration::from_secs(3600), BACKLOG_POINTS)
+            .await?;
+        *self.backlog.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), points.clone()));
+        Ok(points)
+    }
+}
+
+/// The page's routes, with the security headers on every response.
+fn router(app: Arc<App>) -> Router {
+    let pages = Router::new()
+        .route("/", get(overview))
+        .route("/jobs/{event_id}", get(job))
+        .route("/jobs/{event_id}/retry", post(retry))
+        .route("/login", post(login))
+        .route("/logout", post(logout))
+        .route("/ready", get(ready))
+        .route("/style.css", get(style));
+    with_metrics(pages)
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(security_headers))
+        .with_state(app)
+}
+
+/// `/metrics`, served from the same listener with the same headers as the pages.
+fn with_metrics(router: Router<Arc<App>>) -> Router<Arc<App>> {
+    router.route("/metrics", get(metrics))
+}
+
+/// The OpenMetrics exposition of the outbox (and the client beside it); 503 when the store
+/// cannot be read, since a partial page would read as zeros.
+async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if !app.open && !bearer_ok(&app, &headers) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "the metrics need the admin token (Authorization: Bearer)\n",
+        )
+            .into_response();
+    }
+    match app.metrics.encode().await {
+        Ok(body) => (
+            [(header::CONTENT_TYPE, hodoflow_retry::metrics::CONTENT_TYPE)],
+            body,
+        )
+            .into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!(
+                "the metrics cannot be read: the store failed ({})\n",
+                error.kind().as_str()
+            ),
+        )
+            .into_response(),
+    }
+}
+
+/// Adds the security headers to `response`.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// An HTML response.
+fn html_response(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// The browser's session, created (with its `Set-Cookie`) when it has none.
+struct Visit {
+    id: String,
+    session: session::Session,
+    set_cookie: Option<String>,
+    /// `Authorization: Bearer` with the admin token.
+    bearer: bool,
+}
+
+impl Visit {
+    fn of(app: &App, headers: &HeaderMap) -> Self {
+        let cookies = headers
+            .get(header::COOKIE)
+            .and_then(|value| value.to_str().ok());
+        let bearer = bearer_ok(app, headers);
+        match app.sessions.find(cookies) {
+            Some((id, session)) => Self {
+                id,
+                session,
+                set_cookie: None,
+                bearer,
+            },
+            None => {
+                let (id, session) = app.sessions.create();
+                let set_cookie = Some(session::set_cookie(&id));
+                Self {
+                    id,
+                    session,
+                    set_cookie,
+                    bearer,
+                }
+            }
+        }
+    }
+
+    /// Whether this visitor holds the admin token (a logged-in session, or a bearer header).
+    fn admin(&self) -> bool {
+        self.bearer || self.session.admin
+    }
+
+    fn viewer(&self, app: &App) -> Viewer {
+        Viewer {
+            csrf: self.session.csrf.clone(),
+            admin: self.admin(),
+            retry_enabled: app.token.is_some(),
+        }
+    }
+
+    /// `response` with the session's cookie, if it is new.
+    fn respond(&self, mut response: Response) -> Response {
+        if let Some(cookie) = &self.set_cookie
+            && let Ok(value) = HeaderValue::from_str(cookie)
+        {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        response
+    }
+
+    /// The login page instead of `page`, when the pages need the token and it is not held.
+    fn gate(&self, app: &App) -> Option<Response> {
+        if app.open || self.admin() {
+            return None;
+        }
+        let body = html::page(
+            "Log in",
+            &format!(
+                "<h1>Log in</h1><p>This page is served beyond loopback: the admin token is \
+                 needed to read it.</p>{}",
+                html::login_form(&self.session.csrf, "/", "")
+            ),
+        );
+        Some(self.respond(html_response(StatusCode::UNAUTHORIZED, body)))
+    }
+
+    /// Whether `csrf` is this session's token (and the session came with the request).
+    fn csrf_ok(&self, csrf: Option<&str>) -> bool {
+        self.set_cookie.is_none()
+            && csrf.is_some_and(|csrf| session::same(csrf.as_bytes(), self.session.csrf.as_bytes()))
+    }
+}
+
+/// Whether the request carries `Authorization: Bearer <admin token>`.
+fn bearer_ok(app: &App, headers: &HeaderMap) -> bool {
+    let Some(token) = &app.token else {
+        return false;
+    };
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .is_some_and(|given| session::same(given.trim().as_bytes(), token.expose().as_bytes()))
+}
+
+/// A store failure as a page: its kind only (the message may name the database).
+fn store_failed(error: &hodoflow_retry::Error) -> Response {
+    html_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        html::message(
+            "Store unavailable",
+            &format!(
+                "The outbox's store did not answer ({}); reload the page later.",
+                error.kind().as_str()
+            ),
+        ),
+    )
+}
+
+/// The query of `/`.
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    state: Option<String>,
+    page: Option<usize>,
+}
+
+async fn overview(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let visit = Visit::of(&app, &headers);
+    if let Some(gate) = visit.gate(&app) {
+        return gate;
+    }
+    let page = query.page.unwrap_or(0).min(MAX_PAGE);
+    let states = match query.state.as_deref().map(JobState::parse) {
+        Some(Some(state)) => vec![state],
+        Some(None) => {
+            return visit.respond(html_response(
+                StatusCode::BAD_REQUEST,
+                html::message("Unknown state", "No such job state."),
+            ));
+        }
+        None => vec![JobState::Failed, JobState::NeedsReconciliation],
+    };
+    let page = if query.state.is_some() { page } else { 0 };
+    let outbox = &app.outbox;
+    let counts = match outbox.counts().await {
+        Ok(counts) => counts,
+        Err(error) => return visit.respond(store_failed(&error)),
+    };
+    let backlog = match app.backlog().await {
+        Ok(backlog) => backlog,
+        Err(error) => return visit.respond(store_failed(&error)),
+    };
+    let pause = match &app.scope {
+        None => Pause::Unknown,
+        Some(scope) => match outbox
+            .store()
+            .paused_until(scope, std::time::SystemTime::now())
+            .await
+        {
+            Ok(Some(until)) => Pause::Until(until),
+            Ok(None) => Pause::Off,
+            Err(error) => return visit.respond(store_failed(&error)),
+        },
+    };
+    let mut listings = Vec::new();
+    for state in states {
+        // TODO(merge): the keyset page API of `(state, next_at, id)` replaces this read from
+        // the start (issue 22, item 5).
+        let upto = (page + 1) * PAGE;
+        let mut jobs = match outbox.list(Some(state), upto + 1).await {
+            Ok(jobs) => jobs,
+            Err(error) => return visit.respond(store_failed(&error)),
+        };
+        let more = jobs.len() > upto;
+        jobs.truncate(upto);
+        let jobs: Vec<Job> = jobs.into_iter().skip(page * PAGE).collect();
+        jobs.iter().for_each(crate::job_line::remember_secret);
+        listings.push(Listing {
+            state,
+            jobs,
+            page,
+            more,
+        });
+    }
+    let body = html::overview(&counts, &backlog, pause, &listings, &visit.viewer(&app));
+    visit.respond(html_response(StatusCode::OK, body))
+}
+
+/// The query of a job's page.
+#[derive(Debug, Deserialize)]
+struct JobQuery {
+    requeued: Option<String>,
+}
+
+async fn job(
+    State(app): State<Arc<App>>,
+    UrlPath(event_id): UrlPath<String>,
+    headers: HeaderMap,
+    Query(query): Query<JobQuery>,
+) -> Response {
+    let visit = Visit::of(&app, &headers);
+    if let Some(gate) = visit.gate(&app) {
+        return gate;
+    }
+    match app.outbox.job(&event_id).await {
+        Ok(Some(job)) => {
+            crate::job_line::remember_secret(&job);
+            let notice = query.requeued.as_deref().map(|how| match how {
+                "reconcile" => {
+                    "Requeued. It had reached its deduplication horizon without a definite \
+                     answer: if the server ran it, this send may start a second run."
+                }
+                _ => "Requeued: pending and due now.",
+            });
+            let body = html::job(&job, &visit.viewer(&app), notice);
+            visit.respond(html_response(StatusCode::OK, body))
+        }
+        Ok(None) => visit.respond(html_response(
+            StatusCode::NOT_FOUND,
+            html::message("No such job", &format!("No job with event ID {event_id}.")),
+        )),
+        Err(error) => visit.respond(store_failed(&error)),
+    }
+}
+
+/// The form of a retry button.
+#[derive(Debug, Deserialize)]
+struct RetryForm {
+    csrf: Option<String>,
+    back: Option<String>,
+}
+
+async fn retry(
+    State(app): State<Arc<App>>,
+    UrlPath(event_id): UrlPath<String>,
+    headers: HeaderMap,
+    form: Result<Form<RetryForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    // A script's POST with a bearer token may have no form at all (`curl -X POST`).
+    let form = form.map_or(
+        RetryForm {
+            csrf: None,
+            back: None,
+        },
+        |Form(form)| form,
+    );
+    let refuse = |status: StatusCode, message: &str| {
+        html_response(status, html::message("Not requeued", message))
+    };
+    if app.token.is_none() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "This page is read-only: it was started without --admin-token-file.",
+        );
+    }
+    let visit = Visit::of(&app, &headers);
+    if !visit.bearer {
+        if !visit.csrf_ok(form.csrf.as_deref()) {
+            return visit.respond(refuse(
+                StatusCode::FORBIDDEN,
+                "The form is stale or came from elsewhere (its CSRF token does not match this \
+                 session): reload the page and press the button again.",
+            ));
+        }
+        if !visit.session.admin {
+            return visit.respond(refuse(
+                StatusCode::FORBIDDEN,
+                "Requeueing needs the admin token: log in on the page first.",
+            ));
+        }
+    }
+    match crate::outbox::requeue(&app.outbox, &event_id).await {
+        Ok((_, was)) => {
+            let back = match form.back.as_deref() {
+                Some("list") => "/".to_owned(),
+                _ if was == JobState::NeedsReconciliation => {
+                    format!("{}?requeued=reconcile", html::job_href(&event_id))
+                }
+                _ => format!("{}?requeued=1", html::job_href(&event_id)),
+            };
+            visit.respond((StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response())
+        }
+        Err(crate::outbox::Refused::Store(error)) => visit.respond(store_failed(&error)),
+        Err(refused) => visit.respond(refuse(StatusCode::CONFLICT, &refused.sentence(&event_id))),
+    }
+}
+
+/// The login form.
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    csrf: Option<String>,
+    token: Option<String>,
+    back: Option<String>,
+}
+
+async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let visit = Visit::of(&app, &headers);
+    let Some(token) = &app.token else {
+        return visit.respond(html_response(
+            StatusCode::FORBIDDEN,
+            html::message(
+                "Read-only",
+                "This page was started without --admin-token-file.",
+            ),
+        ));
+    };
+    if !visit.csrf_ok(form.csrf.as_deref()) {
+        return visit.respond(html_response(
+            StatusCode::FORBIDDEN,
+            html::message(
+                "Not logged in",
+                "The form is stale or came from elsewhere: reload the page and log in again.",
+            ),
+        ));
+    }
+    let given = form.token.unwrap_or_default();
+    if !session::same(given.trim().as_bytes(), token.expose().as_bytes()) {
+        // Slows down guessing; the token is never logged.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        return visit.respond(html_response(
+            StatusCode::FORBIDDEN,
+            html::message("Not logged in", "That is not the admin token."),
+        ));
+    }
+    app.sessions.set_admin(&visit.id, true);
+    let back = form
+        .back
+        .filter(|back| html::local_page(back))
+        .unwrap_or_else(|| "/".to_owned());
+    (StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response()
+}
+
+async fn logout(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let visit = Visit::of(&app, &headers);
+    if visit.csrf_ok(form.csrf.as_deref()) {
+        app.sessions.set_admin(&visit.id, false);
+    }
+    visit.respond((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response())
+}
+
+/// 200 when the store answers a count in time; the store was migrated when it was opened,
+/// before the listener was bound.
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    let text = |status: StatusCode, body: String| {
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            body,
+        )
+            .into_response()
+    };
+    match tokio::time::timeout(READY_TIMEOUT, app.outbox.counts()).await {
+        Ok(Ok(_)) => text(StatusCode::OK, "ready\n".to_owned()),
+        Ok(Err(error)) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: the store failed ({})\n", error.kind().as_str()),
+        ),
+        Err(_) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the store did not answer in 5 s\n".to_owned(),
+        ),
+    }
+}
+
+async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("style.css"),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    html_response(
+        StatusCode::NOT_FOUND,
+        html::message("Not found", "No such page."),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_served_without_a_token() {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        assert!(Admin::check(loopback, None).is_ok());
+        assert!(Admin::check("[::1]:0".parse().unwrap(), None).is_ok());
+        let error = Admin::check("0.0.0.0:8089".parse().unwrap(), None).unwrap_err();
+        assert!(error.contains("--admin-token-file"), "{error}");
+    }
+
+    /// One HTTP/1.1 GET over a fresh connection: the status line and headers, and the body.
+    async fn get(addr: SocketAddr, path: &str, extra: &str) -> (String, String) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        (head.to_owned(), body.to_owned())
+    }
+
+    /// Beyond loopback (the address of `App::open`), every page but `/ready` and the
+    /// stylesheet needs the admin token: a login page, 401, instead. Served here on loopback
+    /// with `open` off, so the test's traffic stays on this machine.
+    #[tokio::test]
+    async fn beyond_loopback_reading_needs_the_token() {
+        let dir = std::env::temp_dir().join(format!(
+            "hodoflow-send-page-gate-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let outbox = Outbox::sqlite(dir.join("outbox.db")).await.unwrap();
+        let app = App {
+            metrics: hodoflow_retry::metrics::Metrics::new().outbox(&outbox),
+            outbox,
+            scope: None,
+            open: false,
+            token: Some(Secret::new("gate-token-0123456789")),
+            sessions: Sessions::default(),
+            backlog: std::sync::Mutex::default(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router(Arc::new(app))).await.unwrap();
+        });
+
+        let (head, body) = get(addr, "/", "").await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        assert!(
+            body.contains("action=\"/login\"") && !body.contains("count-total"),
+            "{body}"
+        );
+        let (head, _) = get(addr, "/jobs/any", "").await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        let (head, body) = get(addr, "/ready", "").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(body, "ready\n");
+        let (head, _) = get(
+            addr,
+            "/",
+            "Authorization: Bearer wrong-token-0123456789\r\n",
+        )
+        .await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        let (head, body) = get(addr, "/", "Authorization: Bearer gate-token-0123456789\r\n").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains("id=\"count-total\">0<"), "{body}");
+        assert!(!body.contains("gate-token"), "the token is never shown");
+        let (head, _) = get(addr, "/metrics", "").await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+        let (head, body) = get(
+            addr,
+            "/metrics",
+            "Authorization: Bearer gate-token-0123456789\r\n",
+        )
+        .await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            head.contains("application/openmetrics-text"),
+            "the exposition's media type: {head}"
+        );
+        assert!(
+            body.contains("\n# EOF"),
+            "an OpenMetrics exposition: {body}"
+        );
+        assert!(!body.contains("gate-token"), "the token is never shown");
+        server.abort();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_scope_is_the_sdks() {
+        // As the SDK's tests derive it (tests/outbox.rs, credential_of): the parsed URL's text.
+        let scope = scope_of("http://127.0.0.1:8080").unwrap();
+        let expected = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, b"http://127.0.0.1:8080/");
+        assert_eq!(scope, format!("credential:{expected}"));
+    }
+}

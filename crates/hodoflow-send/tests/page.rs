@@ -1,0 +1,653 @@
+//! The status page (`outbox serve`, `outbox worker --admin`) in a real browser: headless
+//! Chromium driven through chromedriver (WebDriver, the `fantoccini` crate), against the page
+//! served by the built binary on 127.0.0.1:0, over an outbox whose jobs the CLI delivered to the
+//! contract server (accepted, failed on a 404, paused by a 429), plus one job whose stored error
+//! holds markup. Only loopback traffic.
+//!
+//! Needs `chromedriver` and `chromium` on the PATH (Debian: `apt-get install chromium
+//! chromium-driver`; `.ci/chromium.sh` installs them). Without them the browser test prints why
+//! and passes, unless `CI_REQUIRES_CHROMIUM=1` (as `.ci/run` sets): then it fails.
+//! `HODOFLOW_SCREENSHOT=docs/status-page.png` keeps the overview's screenshot there (the
+//! README's).
+
+mod support;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hodoflow_mock::Fault;
+use hodoflow_retry::outbox::{JobState, LastError, Outbox, Record, Target};
+
+use support::{Contract, TRIGGER, TempDir, TempFile, WEBHOOKS, derived, run};
+
+/// A trigger the server does not know: its deliveries fail on a 404. It looks like a secret,
+/// and no page may show it.
+const MISSING: &str = "trg_missing_SECRET_7c2a";
+
+/// The page's admin token.
+const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
+
+/// What the stored error of the hostile job says.
+const HOSTILE_MESSAGE: &str =
+    "<script>document.title='owned'</script> & <img src=x onerror=\"document.title='owned'\">";
+
+/// A child process killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// NDJSON of `count` events `<prefix>-<n>`.
+fn events(prefix: &str, count: usize) -> String {
+    (0..count)
+        .map(|n| format!("{{\"event_id\":\"{prefix}-{n}\",\"body\":{{\"order\":{n}}}}}\n"))
+        .collect()
+}
+
+/// Starts `hodoflow-send outbox serve` over `outbox` on 127.0.0.1:0 with `extra` arguments;
+/// returns it and its base URL, read from the line it prints.
+fn serve(contract: &Contract, outbox: &str, extra: &[&str]) -> (Running, String) {
+    let mut child = contract
+        .child()
+        .args([
+            "outbox",
+            "--outbox",
+            outbox,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the binary starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address printed: {line:?}"))
+        .trim_end_matches('/')
+        .to_owned();
+    (Running(child), url)
+}
+
+/// One HTTP/1.1 request over a fresh connection: status, headers (lower-cased names) and body.
+fn http(base: &str, request: &str) -> (u16, String, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+fn get(base: &str, path: &str) -> (u16, String, String) {
+    http(
+        base,
+        &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+fn post(base: &str, path: &str, headers: &str, form: &str) -> (u16, String, String) {
+    http(
+        base,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: {}\r\n{headers}\r\n{form}",
+            form.len()
+        ),
+    )
+}
+
+/// The security headers every response carries.
+#[track_caller]
+fn assert_security_headers(head: &str) {
+    for header in [
+        "content-security-policy: default-src 'none'; style-src 'self'; img-src 'self' data:; \
+         form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        "x-content-type-options: nosniff",
+        "referrer-policy: no-referrer",
+        "cache-control: no-store",
+    ] {
+        assert!(head.contains(header), "{header} missing in {head}");
+    }
+}
+
+/// A program on the PATH.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+/// chromedriver on a free loopback port, and its URL; `None` (the test skips) when it is not
+/// installed and CI does not require it.
+fn chromedriver() -> Option<(Running, String)> {
+    let Some(driver) = on_path("chromedriver") else {
+        assert!(
+            std::env::var("CI_REQUIRES_CHROMIUM").as_deref() != Ok("1"),
+            "CI_REQUIRES_CHROMIUM=1 but chromedriver is not on the PATH (.ci/chromium.sh)"
+        );
+        println!("skipped: no chromedriver on the PATH (apt-get install chromium chromium-driver)");
+        return None;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let running = Running(child);
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "chromedriver did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some((running, format!("http://127.0.0.1:{port}")))
+}
+
+/// Headless Chromium, in a fresh profile under `profile`.
+async fn browser(driver: &str, profile: &Path) -> Client {
+    let mut options = serde_json::json!({
+        "args": [
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run",
+            "--disable-dev-shm-usage", "--window-size=1280,1000",
+            format!("--user-data-dir={}", profile.display()),
+        ]
+    });
+    if let Some(chromium) = on_path("chromium") {
+        options["binary"] = chromium.display().to_string().into();
+    }
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert("goog:chromeOptions".to_owned(), options);
+    ClientBuilder::rustls()
+        .expect("a WebDriver client")
+        .capabilities(capabilities)
+        .connect(driver)
+        .await
+        .expect("a Chromium session")
+}
+
+async fn text(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn click(client: &Client, locator: Locator<'_>) {
+    client
+        .find(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{locator:?}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Types `token` into the page's login form and submits it.
+async fn log_in(client: &Client, token: &str) {
+    client
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    click(client, Locator::Id("login")).await;
+}
+
+async fn state_of(outbox: &Outbox, event_id: &str) -> JobState {
+    outbox.job(event_id).await.unwrap().unwrap().state
+}
+
+/// Stores a failed job whose error holds markup, through the store's own claim and record.
+async fn hostile_job(outbox: &Outbox) {
+    outbox
+        .enqueue("hostile-0", Target::webhook(TRIGGER), "{}")
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    let claimed = outbox
+        .store()
+        .claim("test", now, Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "only the new job is due");
+    let record = Record {
+        state: JobState::Failed,
+        next_at: now,
+        attempts_added: 1,
+        first_sent_at: Some(now),
+        run_id: None,
+        last_error: Some(LastError {
+            kind: "unprocessable".to_owned(),
+            status: Some(422),
+            request_id: Some("req-<b>bold</b>".to_owned()),
+            message: HOSTILE_MESSAGE.to_owned(),
+        }),
+        finished_at: Some(now),
+    };
+    let job = &claimed[0];
+    assert!(
+        outbox
+            .store()
+            .record(job.id, job.claim, record)
+            .await
+            .unwrap()
+    );
+}
+
+#[test]
+fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_token() {
+    let Some((_driver, driver_url)) = chromedriver() else {
+        return;
+    };
+    let contract = Contract::start();
+    let dir = TempDir::new("browser");
+    let db = dir.file("outbox.db");
+    let good = TempFile::new("good.ndjson", events("good", 3).as_bytes());
+    let missing = TempFile::new("missing.ndjson", events("missing", 2).as_bytes());
+    let slow = TempFile::new("slow.ndjson", events("slow", 1).as_bytes());
+    let token = TempFile::new("admin-token", format!("{ADMIN_TOKEN}\n").as_bytes());
+
+    let batch = |trigger: &str, file: &TempFile| {
+        run(contract.send().args([
+            "batch",
+            trigger,
+            "--events",
+            &file.arg(),
+            "--outbox",
+            &db,
+            "--trigger-limit",
+            "off",
+        ]))
+    };
+    assert_eq!(batch(TRIGGER, &good).code, 0);
+    assert_eq!(batch(MISSING, &missing).code, 1, "404: failed");
+    // A 429 asking for 10 minutes: the job waits, and the credential is paused.
+    contract.server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "600")
+            .on("POST", WEBHOOKS)
+            .times(1),
+    );
+    assert_eq!(batch(TRIGGER, &slow).code, 3, "pending: retry later");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outbox = runtime.block_on(Outbox::sqlite(&db)).unwrap();
+    runtime.block_on(hostile_job(&outbox));
+
+    let (_page, base) = serve(&contract, &db, &["--admin-token-file", &token.arg()]);
+    let profile = TempDir::new("profile");
+    let ledger = contract.ledger();
+
+    runtime.block_on(async {
+        let client = browser(&driver_url, &profile.0).await;
+
+        // The counts, the pause, the chart.
+        client.goto(&format!("{base}/")).await.unwrap();
+        for (state, count) in [
+            ("accepted", "3"),
+            ("failed", "3"),
+            ("pending", "1"),
+            ("in_flight", "0"),
+            ("total", "7"),
+        ] {
+            assert_eq!(
+                text(&client, &format!("#count-{state}")).await,
+                count,
+                "{state}"
+            );
+        }
+        let pause = text(&client, "#pause").await;
+        assert!(pause.starts_with("on, until "), "{pause}");
+        assert_eq!(
+            client
+                .find_all(Locator::Css("svg#backlog polyline"))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let source = client.source().await.unwrap();
+        for secret in [
+            MISSING,
+            TRIGGER,
+            hodoflow_mock::DEMO_CLIENT_SECRET,
+            ADMIN_TOKEN,
+            "\"order\"",
+        ] {
+            assert!(!source.contains(secret), "the page shows {secret}");
+        }
+        assert!(!source.contains(&derived("missing-0")), "no delivery ID");
+        if let Ok(path) = std::env::var("HODOFLOW_SCREENSHOT") {
+            let png = client.screenshot().await.unwrap();
+            assert!(png.starts_with(b"\x89PNG"));
+            std::fs::write(path, png).unwrap();
+        }
+
+        // A failed job's history.
+        click(&client, Locator::LinkText("missing-0")).await;
+        assert!(
+            client
+                .current_url()
+                .await
+                .unwrap()
+                .path()
+                .ends_with("/jobs/missing-0")
+        );
+        assert_eq!(text(&client, "#job-state").await, "failed");
+        assert_eq!(text(&client, "#job-error-status").await, "404");
+        assert_eq!(text(&client, "#job-error-kind").await, "not_found");
+        let request_id = text(&client, "#job-request-id").await;
+        assert!(
+            ledger
+                .requests_to("POST", WEBHOOKS)
+                .iter()
+                .any(|r| r.request_id == request_id),
+            "{request_id} is the server's"
+        );
+        assert!(!client.source().await.unwrap().contains(MISSING));
+
+        // Retry without the token: refused, nothing changes.
+        click(&client, Locator::Css("button.retry")).await;
+        let refused = text(&client, "#message").await;
+        assert!(refused.contains("needs the admin token"), "{refused}");
+        assert_eq!(state_of(&outbox, "missing-0").await, JobState::Failed);
+
+        // A wrong token does not log in.
+        client
+            .goto(&format!("{base}/jobs/missing-0"))
+            .await
+            .unwrap();
+        log_in(&client, "not-the-admin-token-42").await;
+        assert!(
+            text(&client, "#message")
+                .await
+                .contains("not the admin token")
+        );
+
+        // With the token: the job is pending in the page and in the store.
+        client
+            .goto(&format!("{base}/jobs/missing-0"))
+            .await
+            .unwrap();
+        log_in(&client, ADMIN_TOKEN).await;
+        let back = client.current_url().await.unwrap();
+        assert!(
+            back.path().ends_with("/jobs/missing-0"),
+            "back to the job: {back}"
+        );
+        click(&client, Locator::Css("button.retry")).await;
+        assert!(
+            client
+                .current_url()
+                .await
+                .unwrap()
+                .query()
+                .is_some_and(|q| q.contains("requeued"))
+        );
+        assert_eq!(text(&client, "#job-state").await, "pending");
+        assert!(text(&client, "#notice").await.starts_with("Requeued"));
+        assert_eq!(state_of(&outbox, "missing-0").await, JobState::Pending);
+        client.goto(&format!("{base}/")).await.unwrap();
+        assert_eq!(text(&client, "#count-failed").await, "2");
+        assert_eq!(text(&client, "#count-pending").await, "2");
+        assert!(!client.source().await.unwrap().contains(ADMIN_TOKEN));
+
+        // Stored markup is text: shown literally, and no element of it exists.
+        client
+            .goto(&format!("{base}/jobs/hostile-0"))
+            .await
+            .unwrap();
+        assert_eq!(text(&client, "#job-error-message").await, HOSTILE_MESSAGE);
+        assert_eq!(text(&client, "#job-request-id").await, "req-<b>bold</b>");
+        assert!(
+            client
+                .find_all(Locator::Css("script"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            client
+                .find_all(Locator::Css("main img, main b"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_ne!(client.title().await.unwrap(), "owned");
+
+        client.close().await.unwrap();
+    });
+
+    // Outside the browser: a forged POST (no session, no CSRF token) and a wrong bearer token
+    // are refused; the bearer token requeues.
+    let (status, head, _) = post(&base, "/jobs/missing-1/retry", "", "back=job");
+    assert_eq!(status, 403);
+    assert_security_headers(&head);
+    let (status, _, _) = post(
+        &base,
+        "/jobs/missing-1/retry",
+        "Authorization: Bearer admin-token-wrong-0123456\r\n",
+        "",
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        runtime.block_on(state_of(&outbox, "missing-1")),
+        JobState::Failed
+    );
+    // As `curl -X POST -H "Authorization: Bearer …"` sends it: no form at all.
+    let (status, head, _) = http(
+        &base,
+        &format!(
+            "POST /jobs/missing-1/retry HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Length: 0\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 303, "{head}");
+    assert!(
+        head.contains("location: /jobs/missing-1?requeued=1"),
+        "{head}"
+    );
+    assert_eq!(
+        runtime.block_on(state_of(&outbox, "missing-1")),
+        JobState::Pending
+    );
+    // A delivered job is not requeued.
+    let (status, _, body) = post(
+        &base,
+        "/jobs/good-0/retry",
+        &format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"),
+        "",
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        runtime.block_on(state_of(&outbox, "good-0")),
+        JobState::Accepted
+    );
+}
+
+#[test]
+fn a_read_only_page_on_loopback_serves_ready_and_its_headers_and_requeues_nothing() {
+    let contract = Contract::start();
+    let dir = TempDir::new("ready");
+    let db = dir.file("outbox.db");
+    let missing = TempFile::new("missing.ndjson", events("missing", 51).as_bytes());
+    let ran = run(contract.send().args([
+        "batch",
+        MISSING,
+        "--events",
+        &missing.arg(),
+        "--outbox",
+        &db,
+    ]));
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let (_page, base) = serve(&contract, &db, &[]);
+
+    let (status, head, body) = get(&base, "/ready");
+    assert_eq!((status, body.as_str()), (200, "ready\n"));
+    assert_security_headers(&head);
+    let (status, head, body) = get(&base, "/");
+    assert_eq!(status, 200);
+    assert_security_headers(&head);
+    assert!(head.contains("set-cookie: hodoflow_session="), "{head}");
+    assert!(
+        head.contains("httponly") && head.contains("samesite=strict"),
+        "{head}"
+    );
+    assert!(body.contains("Read-only"), "{body}");
+    assert!(!body.contains(MISSING));
+    // 51 failed jobs: 50 on the first page, one on the next.
+    let rows = |body: &str| body.matches("<a href=\"/jobs/missing-").count();
+    assert_eq!(rows(&body), 50);
+    assert!(
+        body.contains("href=\"/?state=failed&amp;page=1\">next</a>"),
+        "{body}"
+    );
+    let (status, _, next) = get(&base, "/?state=failed&page=1");
+    assert_eq!((status, rows(&next)), (200, 1));
+    assert!(
+        next.contains(">previous</a>") && !next.contains(">next</a>"),
+        "{next}"
+    );
+    assert!(
+        !next.contains("needs_reconciliation</h2>"),
+        "only the state asked for"
+    );
+    let (status, _, _) = get(&base, "/jobs/missing-0");
+    assert_eq!(status, 200);
+    let (status, _, _) = get(&base, "/jobs/no-such-job");
+    assert_eq!(status, 404);
+    // No token given: nothing is requeued, whatever the request says.
+    let (status, _, _) = post(
+        &base,
+        "/jobs/missing-0/retry",
+        "Authorization: Bearer anything-at-all-0123456\r\n",
+        "",
+    );
+    assert_eq!(status, 403);
+
+    // A store that no longer answers: not ready. The file is overwritten under the running
+    // server (and its WAL index with it, so SQLite reads the file again).
+    for file in [db.clone(), format!("{db}-shm"), format!("{db}-wal")] {
+        if let Ok(meta) = std::fs::metadata(&file) {
+            let garbage = vec![0x5a_u8; usize::try_from(meta.len()).unwrap().max(4096)];
+            std::fs::write(&file, garbage).unwrap();
+        }
+    }
+    let (status, _, body) = get(&base, "/ready");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.starts_with("not ready"), "{body}");
+}
+
+#[test]
+fn beyond_loopback_the_page_needs_a_token_file_and_a_worker_serves_it_with_admin() {
+    let contract = Contract::start();
+    let dir = TempDir::new("bind");
+    let db = dir.file("outbox.db");
+    let refused =
+        run(contract
+            .send()
+            .args(["outbox", "--outbox", &db, "serve", "--listen", "0.0.0.0:0"]));
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.all().contains("--admin-token-file"), "{refused:?}");
+    assert!(
+        !Path::new(&db).exists(),
+        "refused before the store is opened"
+    );
+    let short = TempFile::new("short-token", b"k3Zq8w\n");
+    let refused = run(contract.send().args([
+        "outbox",
+        "--outbox",
+        &db,
+        "serve",
+        "--admin-token-file",
+        &short.arg(),
+    ]));
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.all().contains("shorter than 16"), "{refused:?}");
+    assert!(!refused.all().contains("k3Zq8w"));
+
+    // `outbox worker --admin`: the page beside the workers, its address on standard error.
+    let mut worker = Running(
+        contract
+            .child()
+            .args([
+                "outbox",
+                "--outbox",
+                &db,
+                "worker",
+                "--admin",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = BufReader::new(worker.0.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("status page listening on ") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the worker ended");
+    }
+    let base = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let (status, head, body) = get(&base, "/ready");
+    assert_eq!((status, body.as_str()), (200, "ready\n"));
+    assert_security_headers(&head);
+    let (status, _, body) = get(&base, "/");
+    assert_eq!(status, 200);
+    assert!(body.contains("id=\"count-total\">0<"), "{body}");
+    // `/metrics` from the same listener: the store's figures and the workers' client's.
+    let (status, head, body) = get(&base, "/metrics");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    assert_security_headers(&head);
+    assert!(
+        body.contains("hodoflow_outbox_jobs{state=\"pending\"} 0"),
+        "{body}"
+    );
+    assert!(body.contains("hodoflow_client_calls_total"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+}
