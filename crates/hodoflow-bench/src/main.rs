@@ -99,6 +99,8 @@ enum What {
     OutagePool,
     #[value(name = "enqueue")]
     Enqueue,
+    #[value(name = "list")]
+    List,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -132,6 +134,7 @@ impl What {
             What::BlipPool => vec![Scenario::BlipPool],
             What::OutagePool => vec![Scenario::OutagePool],
             What::Enqueue => vec![Scenario::Enqueue],
+            What::List => vec![Scenario::List],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

@@ -88,6 +88,23 @@ impl Fresh {
         }
     }
 
+    /// What `hodoflow-send --outbox` takes for this store: the file's path, or the URL.
+    pub(crate) fn spec(&self) -> &str {
+        match self {
+            Fresh::Sqlite(path) => path.to_str().unwrap_or_default(),
+            Fresh::Postgres(database) => database.url(),
+        }
+    }
+
+    /// Brings the planner's statistics up to date after a bulk fill (PostgreSQL's `ANALYZE`,
+    /// which autovacuum runs on its own a little later; SQLite plans without statistics).
+    pub(crate) async fn analyze(&self) -> Result<()> {
+        match self {
+            Fresh::Sqlite(_) => Ok(()),
+            Fresh::Postgres(database) => database.analyze().await,
+        }
+    }
+
     /// Transactions the store's database committed or rolled back so far, when it can tell
     /// (PostgreSQL's `pg_stat_database`); read after the outboxes using it were dropped.
     async fn transactions(&self) -> Result<Option<u64>> {
@@ -471,6 +488,16 @@ mod pg {
                 )
                 .await?;
             Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+        }
+
+        /// `ANALYZE` in the database.
+        pub(super) async fn analyze(&self) -> Result<()> {
+            let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
+            let running = tokio::spawn(connection);
+            client.batch_execute("ANALYZE").await?;
+            drop(client);
+            let _ = running.await;
+            Ok(())
         }
 
         pub(super) async fn drop_it(self) -> Result<()> {

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use crate::report::Report;
 use crate::size::Size;
 use crate::{
-    Result, blip_pool, enqueue, herd, lost_202, memory, modulify, outage, outage_pool, outbox,
-    overhead, proxy_limit, reauth, recovery, retry_after, storm,
+    Result, blip_pool, enqueue, herd, list, lost_202, memory, modulify, outage, outage_pool,
+    outbox, overhead, proxy_limit, reauth, recovery, retry_after, storm,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -53,11 +53,14 @@ pub enum Scenario {
     /// Events a second into the outbox with `enqueue_many` (SQLite; PostgreSQL), and each
     /// batch's latency.
     Enqueue,
+    /// Pages of 50 jobs of a million-job outbox by keyset, first and deep (SQLite;
+    /// PostgreSQL), and one `hodoflow-send outbox list` process.
+    List,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::Overhead,
         Scenario::OverheadSigned,
         Scenario::Storm,
@@ -75,6 +78,7 @@ impl Scenario {
         Scenario::BlipPool,
         Scenario::OutagePool,
         Scenario::Enqueue,
+        Scenario::List,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -97,6 +101,7 @@ impl Scenario {
             Scenario::BlipPool => "blip_pool",
             Scenario::OutagePool => "outage_pool",
             Scenario::Enqueue => "enqueue",
+            Scenario::List => "list",
         }
     }
 
@@ -126,6 +131,7 @@ impl Scenario {
             Scenario::BlipPool => blip_pool::run(size).await,
             Scenario::OutagePool => outage_pool::run(size).await,
             Scenario::Enqueue => enqueue::run(size).await,
+            Scenario::List => list::run(size, &options.exe).await,
         }
     }
 }
