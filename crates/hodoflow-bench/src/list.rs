@@ -4,8 +4,10 @@
 //! transaction), then given a mix of states through the store's own calls: 60% of them are
 //! claimed, 10,000 a claim, and recorded in one `record_many` each: half of those accepted, a
 //! tenth each failed, needing reconciliation and rescheduled (pending an hour later), and a
-//! fifth left in flight; the other 40% stay pending. PostgreSQL's statistics are then brought up to date
-//! (`ANALYZE`, which autovacuum does on its own a little later).
+//! fifth left in flight; the other 40% stay pending. PostgreSQL is then vacuumed and analyzed
+//! (`VACUUM ANALYZE`, what autovacuum does on its own a little later): until then the index
+//! entries of the 600,000 rows just updated are dead, and a page read from the start of a range
+//! steps over them (a first page took 8 ms at p50 and 36 ms at p99 so; BENCHMARKS.md).
 //!
 //! Then `Outbox::list_page(.., limit 50)` is timed `calls` times each for: the first page of every
 //! state; a deep page, after a cursor at the middle job (`event-00500000`, wherever its state put

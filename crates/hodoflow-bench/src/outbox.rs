@@ -96,8 +96,10 @@ impl Fresh {
         }
     }
 
-    /// Brings the planner's statistics up to date after a bulk fill (PostgreSQL's `ANALYZE`,
-    /// which autovacuum runs on its own a little later; SQLite plans without statistics).
+    /// Settles a store after a bulk fill as autovacuum would a little later: PostgreSQL's
+    /// `VACUUM ANALYZE` (the index entries of the rows the fill updated are dead until a vacuum,
+    /// and a scan from the start of a range steps over them; the planner's statistics). SQLite
+    /// updates in place and plans without statistics: nothing to do.
     pub(crate) async fn analyze(&self) -> Result<()> {
         match self {
             Fresh::Sqlite(_) => Ok(()),
@@ -490,11 +492,11 @@ mod pg {
             Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
         }
 
-        /// `ANALYZE` in the database.
+        /// `VACUUM ANALYZE` in the database.
         pub(super) async fn analyze(&self) -> Result<()> {
             let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
             let running = tokio::spawn(connection);
-            client.batch_execute("ANALYZE").await?;
+            client.batch_execute("VACUUM ANALYZE").await?;
             drop(client);
             let _ = running.await;
             Ok(())
