@@ -13,7 +13,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
-use hodoflow_retry::outbox::{JobState, ManualClock, Outbox, Target, WallClock};
+use hodoflow_retry::outbox::{
+    Cursor, Job, JobState, ManualClock, Outbox, Record, Target, WallClock,
+};
 use hodoflow_retry::{Budget, ErrorKind, ModulifyClient, RetryingClient, TriggerLimit};
 
 const WEBHOOKS: &str = "/api/v1/webhooks/";
@@ -77,6 +79,8 @@ on_both_stores!(
     an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
     the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
     the_backlog_counts_the_jobs_not_final_at_each_time,
+    paging_through_1_050_jobs_lists_each_once_in_order_across_states,
+    paging_lists_a_job_that_moves_between_pages_as_the_cursor_documents,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -1190,4 +1194,210 @@ async fn the_backlog_counts_the_jobs_not_final_at_each_time(backend: Backend) {
         .backlog(start() + minutes(5), minutes(1), 1)
         .await;
     assert_eq!(between.unwrap(), vec![2]);
+}
+
+/// 1,050 webhook jobs enqueued in 35 batches of 30, a second apart (ties of `next_at` within a
+/// batch, so the ID decides, and pages of 100 end inside a tie); then the 300 oldest claimed: 100 failed, 100 done, 100 left in
+/// flight. Returns the outbox and its clock.
+async fn paging_outbox(backend: Backend) -> (Outbox, ManualClock) {
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    for batch in 0..35 {
+        let events = (0..30).map(|n| {
+            (
+                format!("page-{:04}", batch * 30 + n),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                "{}",
+            )
+        });
+        outbox.enqueue_many(events).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+    }
+    let claimed = outbox
+        .store()
+        .claim("pager", clock.now(), LEASE, 300)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 300);
+    for (n, job) in claimed.iter().enumerate().take(200) {
+        clock.advance(Duration::from_millis(3));
+        let state = if n < 100 {
+            JobState::Failed
+        } else {
+            JobState::Done
+        };
+        assert!(
+            outbox
+                .store()
+                .record(job.id, job.claim, final_record(state, clock.now()))
+                .await
+                .unwrap()
+        );
+    }
+    (outbox, clock)
+}
+
+fn final_record(state: JobState, now: SystemTime) -> Record {
+    Record {
+        state,
+        next_at: now,
+        attempts_added: 1,
+        first_sent_at: Some(now),
+        run_id: None,
+        last_error: None,
+        finished_at: Some(now),
+    }
+}
+
+/// The place of `job` in a listing's order.
+fn page_key(job: &Job) -> (usize, SystemTime, i64) {
+    let state = JobState::ALL.iter().position(|s| *s == job.state).unwrap();
+    (state, job.next_at, job.id)
+}
+
+/// Every page of a walk over `state` (all when `None`), `limit` at a time, with `between` run
+/// after each page; the jobs as read.
+async fn walk_pages<F, Fut>(
+    outbox: &Outbox,
+    state: Option<JobState>,
+    limit: usize,
+    mut between: F,
+) -> Vec<Job>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut read = Vec::new();
+    let mut after: Option<Cursor> = None;
+    for page in 1.. {
+        let (jobs, next) = outbox
+            .list_page(state, after.as_ref(), limit)
+            .await
+            .unwrap();
+        assert!(jobs.len() <= limit);
+        if let Some(next) = next {
+            assert_eq!(jobs.len(), limit, "only the last page is short");
+            let printed: Cursor = next.to_string().parse().unwrap();
+            assert_eq!(printed, next, "a cursor survives its text form");
+            assert_eq!(Cursor::after(jobs.last().unwrap()), next);
+        }
+        read.extend(jobs);
+        between(page).await;
+        match next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+        assert!(page < 100, "the walk ends");
+    }
+    read
+}
+
+async fn paging_through_1_050_jobs_lists_each_once_in_order_across_states(backend: Backend) {
+    let (outbox, _clock) = paging_outbox(backend).await;
+    let mut expected = outbox.list(None, 10_000).await.unwrap();
+    assert_eq!(expected.len(), 1_050);
+    expected.sort_by_key(page_key);
+
+    let read = walk_pages(&outbox, None, 100, |_| async {}).await;
+
+    let ids: Vec<&str> = read.iter().map(|job| job.event_id.as_str()).collect();
+    let want: Vec<&str> = expected.iter().map(|job| job.event_id.as_str()).collect();
+    assert_eq!(ids, want, "each job once, by (state, next_at, id)");
+    let states: Vec<JobState> = read.iter().map(|job| job.state).collect();
+    assert_eq!(states[0], JobState::Pending);
+    assert_eq!(states[749], JobState::Pending);
+    assert_eq!(states[750], JobState::InFlight);
+    assert_eq!(states[850], JobState::Done);
+    assert_eq!(states[950], JobState::Failed);
+
+    // One state alone; its cursor does not continue another state's listing.
+    let failed = walk_pages(&outbox, Some(JobState::Failed), 30, |_| async {}).await;
+    assert_eq!(failed.len(), 100);
+    assert!(failed.iter().all(|job| job.state == JobState::Failed));
+    assert!(failed.windows(2).all(|w| page_key(&w[0]) < page_key(&w[1])));
+    let (_, next) = outbox
+        .list_page(Some(JobState::Failed), None, 10)
+        .await
+        .unwrap();
+    let error = outbox
+        .list_page(Some(JobState::Done), next.as_ref(), 10)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    // An exact fit ends with no cursor; an empty state is one empty page.
+    let (all, next) = outbox
+        .list_page(Some(JobState::InFlight), None, 100)
+        .await
+        .unwrap();
+    assert_eq!((all.len(), next), (100, None));
+    let (none, next) = outbox
+        .list_page(Some(JobState::Duplicate), None, 100)
+        .await
+        .unwrap();
+    assert!(none.is_empty() && next.is_none());
+}
+
+async fn paging_lists_a_job_that_moves_between_pages_as_the_cursor_documents(backend: Backend) {
+    let (outbox, clock) = paging_outbox(backend).await;
+    // Pending, in order: page-0300 (the oldest not claimed) to page-1049.
+    let behind: std::collections::HashSet<String> =
+        (300..310).map(|n| format!("page-{n:04}")).collect();
+    let read = walk_pages(&outbox, None, 100, |page| {
+        let (outbox, clock) = (outbox.clone(), clock.clone());
+        async move {
+            if page != 2 {
+                return;
+            }
+            // The cursor is in the pending part, after page-0499. The 10 oldest pending jobs
+            // (read already) are claimed and done: they move ahead of the cursor.
+            clock.advance(Duration::from_secs(60));
+            let claimed = outbox
+                .store()
+                .claim("pager", clock.now(), LEASE, 10)
+                .await
+                .unwrap();
+            for job in &claimed {
+                outbox
+                    .store()
+                    .record(job.id, job.claim, final_record(JobState::Done, clock.now()))
+                    .await
+                    .unwrap();
+            }
+            // A failed job and a pending one not read yet are requeued: due now, still ahead.
+            outbox.retry("page-0000").await.unwrap().unwrap();
+            outbox.retry("page-0900").await.unwrap().unwrap();
+        }
+    })
+    .await;
+
+    let mut seen: std::collections::HashMap<&str, Vec<JobState>> = std::collections::HashMap::new();
+    for job in &read {
+        seen.entry(job.event_id.as_str())
+            .or_default()
+            .push(job.state);
+    }
+    assert_eq!(seen.len(), 1_050, "no job is missed");
+    for (event_id, states) in &seen {
+        if behind.contains(*event_id) {
+            assert_eq!(
+                states,
+                &[JobState::Pending, JobState::Done],
+                "{event_id}: read, then moved ahead of the cursor: listed again"
+            );
+        } else {
+            assert_eq!(states.len(), 1, "{event_id}: {states:?}");
+        }
+    }
+    assert_eq!(
+        seen["page-0000"],
+        [JobState::Pending],
+        "requeued ahead: once"
+    );
+    assert_eq!(seen["page-0900"], [JobState::Pending]);
+    assert_eq!(read.len(), 1_060);
+    // The walk never went back: every job after the one before it, in the order as read.
+    assert!(
+        read.windows(2).all(|w| page_key(&w[0]) < page_key(&w[1])),
+        "a walk along the order"
+    );
 }

@@ -550,7 +550,10 @@ async fn migrations_run_once_under_4_concurrent_connects_and_again_on_reopen() {
             .collect::<Vec<_>>()
     };
     let query = "SELECT version FROM outbox_schema ORDER BY version";
-    assert_eq!(versions(client.query(query, &[]).await.unwrap()), [1, 2, 3]);
+    assert_eq!(
+        versions(client.query(query, &[]).await.unwrap()),
+        [1, 2, 3, 4]
+    );
 
     // Reopen: nothing to do, the data stays.
     let store = open(&db).await;
@@ -558,7 +561,10 @@ async fn migrations_run_once_under_4_concurrent_connects_and_again_on_reopen() {
     drop(store);
     let store = open(&db).await;
     assert!(store.get("kept").await.unwrap().is_some());
-    assert_eq!(versions(client.query(query, &[]).await.unwrap()), [1, 2, 3]);
+    assert_eq!(
+        versions(client.query(query, &[]).await.unwrap()),
+        [1, 2, 3, 4]
+    );
 
     // A database migrated by a newer version is refused, not misread.
     client
@@ -588,5 +594,57 @@ async fn debug_and_errors_never_show_the_password() {
     assert_eq!(error.kind(), hodoflow_retry::ErrorKind::Transport);
     assert!(!error.to_string().contains("s3cret-pw"), "{error}");
     assert!(!format!("{error:?}").contains("s3cret-pw"), "{error:?}");
+    db.drop_schema().await;
+}
+
+/// A keyset page is one range of an index, read in its order: `EXPLAIN` shows no sequential
+/// scan and no sort, for the first page and for one after a cursor (the statement is the
+/// store's `PAGE`, written out here: the store keeps it private). A final state's page reads
+/// `outbox_jobs_page`; a pending one may read the claims' partial index on `(next_at, id)`
+/// instead, as good a range for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_reads_one_range_of_the_page_index_and_sorts_nothing() {
+    let Some(db) = pg::database("page_plan").await else {
+        return;
+    };
+    let store = open(&db).await;
+    let jobs: Vec<NewJob> = (0..20_000)
+        .map(|n| webhook(&format!("plan-{n:05}")))
+        .collect();
+    store.enqueue_many(jobs).await.unwrap();
+    let (first, next) = store.list_page(None, None, 50).await.unwrap();
+    assert_eq!(first.len(), 50);
+    let next = next.expect("more pages");
+    let (second, _) = store.list_page(None, Some(&next), 50).await.unwrap();
+    assert!(second[0].id > first[49].id);
+    let client = db.client().await;
+    client.batch_execute("ANALYZE outbox_jobs").await.unwrap();
+    for (state, next_at, id) in [
+        ("pending", i64::MIN, i64::MIN),
+        ("pending", 0, 10_000),
+        ("failed", i64::MIN, i64::MIN),
+        ("failed", 0, 10_000),
+    ] {
+        let plan: Vec<String> = client
+            .query(
+                "EXPLAIN SELECT * FROM outbox_jobs WHERE state = $1 AND (next_at, id) > ($2, $3) \
+                 ORDER BY next_at, id LIMIT $4",
+                &[&state, &next_at, &id, &51_i64],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<_, String>(0))
+            .collect();
+        let plan = plan.join("\n");
+        let index = if state == "failed" {
+            "Index Scan using outbox_jobs_page"
+        } else {
+            "Index Scan using outbox_jobs_"
+        };
+        assert!(plan.contains(index), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert!(!plan.contains("Sort"), "{plan}");
+    }
     db.drop_schema().await;
 }

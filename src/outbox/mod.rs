@@ -36,6 +36,7 @@
 mod job;
 #[cfg(feature = "metrics")]
 pub(crate) mod meter;
+mod page;
 mod schedule;
 mod store;
 mod wake;
@@ -56,6 +57,7 @@ use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 
 pub use job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
+pub use page::Cursor;
 #[cfg(feature = "outbox-postgres")]
 pub use postgres::{PostgresStore, StoreTimeouts};
 pub use schedule::LongSchedule;
@@ -395,6 +397,54 @@ impl Outbox {
     /// The store's error.
     pub async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>> {
         self.store.list(state, limit).await
+    }
+
+    /// A page of up to `limit` jobs in `state` (all states when `None`) after `after` (from the
+    /// first when `None`), in the order of `(state, next_at, id)`, and the cursor of the next
+    /// page, `None` after the last. A page costs the same at any depth; [`Cursor`] says what a
+    /// walk over the pages guarantees while jobs change state.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(outbox: hodoflow_retry::outbox::Outbox) -> hodoflow_retry::Result<()> {
+    /// let mut after = None;
+    /// loop {
+    ///     let (jobs, next) = outbox.list_page(None, after.as_ref(), 100).await?;
+    ///     for job in &jobs {
+    ///         println!("{} {}", job.event_id, job.state);
+    ///     }
+    ///     match next {
+    ///         Some(cursor) => after = Some(cursor),
+    ///         None => break,
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` when `after` continues a listing of another state than `state`; the
+    /// store's error.
+    pub async fn list_page(
+        &self,
+        state: Option<JobState>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Option<Cursor>)> {
+        self.store.list_page(state, after, limit).await
+    }
+
+    /// The checks [`enqueue`](Self::enqueue) makes of one event, alone: for a producer that
+    /// checks a whole file before it stores any of it in several
+    /// [`enqueue_many`](Self::enqueue_many) batches.
+    ///
+    /// # Errors
+    ///
+    /// As for [`enqueue`](Self::enqueue): `invalid_input` or `payload_too_large`.
+    pub fn check(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
+        check_job(event_id, target, body)
     }
 
     /// The jobs a person or a reconciler must look at: those that need reconciliation (no

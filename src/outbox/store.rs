@@ -13,7 +13,9 @@
 //!     calls, attempts, next_at, created_at, first_sent_at, finished_at,
 //!     lease_owner, lease_until, claim, run_id,
 //!     last_kind, last_status, last_request_id, last_message
-//! )                                                -- index (state, next_at)
+//! )                                                -- index (state, next_at): keyset pages
+//!                                                  -- (PostgreSQL version 4: (state, next_at,
+//!                                                  -- id); SQLite's index ends in the rowid)
 //! outbox_pauses (scope PRIMARY KEY, until_ms)      -- a credential's pause, shared by workers
 //! outbox_slots (id, scope, busy_until)             -- a trigger's window, shared by workers
 //! ```
@@ -32,6 +34,7 @@ use std::time::{Duration, SystemTime};
 use crate::core::error::Result;
 
 use super::job::{Counts, Due, Job, JobState, NewJob, Record, Slot};
+use super::page::Cursor;
 use super::wake::Wakeups;
 
 /// The future a [`Store`] method returns.
@@ -107,6 +110,20 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
 
     /// Up to `limit` jobs in `state` (every state when `None`), oldest first.
     fn list(&self, state: Option<JobState>, limit: usize) -> StoreFuture<'_, Vec<Job>>;
+
+    /// Up to `limit` jobs in `state` (every state when `None`) after `after` (from the first
+    /// when `None`), in the order of `(state, next_at, id)` ([`Cursor`] says which order and
+    /// what a walk over the pages guarantees), and the cursor of the next page (`None` when
+    /// this page is the last). Each state's part is one range of the index on
+    /// `(state, next_at)` (with the ID after it), so a page costs the same however deep.
+    ///
+    /// `invalid_input` when `after` continues a listing of another state than `state`.
+    fn list_page(
+        &self,
+        state: Option<JobState>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreFuture<'_, (Vec<Job>, Option<Cursor>)>;
 
     /// Makes the job of `event_id` pending and due at `now` again, whatever its state (an
     /// operator's decision, for a failed job or one that needs reconciliation), and forgets

@@ -56,6 +56,7 @@ mod drive;
 mod enqueue;
 mod figures;
 mod herd;
+mod list;
 mod lost_202;
 mod memory;
 mod modulify;

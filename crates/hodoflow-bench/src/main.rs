@@ -101,6 +101,8 @@ enum What {
     Enqueue,
     #[value(name = "wake")]
     Wake,
+    #[value(name = "list")]
+    List,
     #[value(name = "all")]
     All,
     /// The memory scenario's slow server, run as a child process.
@@ -135,6 +137,7 @@ impl What {
             What::OutagePool => vec![Scenario::OutagePool],
             What::Enqueue => vec![Scenario::Enqueue],
             What::Wake => vec![Scenario::Wake],
+            What::List => vec![Scenario::List],
             What::All => Scenario::ALL.to_vec(),
             What::ServeSlow | What::Hold | What::Count => Vec::new(),
         }

@@ -88,6 +88,25 @@ impl Fresh {
         }
     }
 
+    /// What `hodoflow-send --outbox` takes for this store: the file's path, or the URL.
+    pub(crate) fn spec(&self) -> &str {
+        match self {
+            Fresh::Sqlite(path) => path.to_str().unwrap_or_default(),
+            Fresh::Postgres(database) => database.url(),
+        }
+    }
+
+    /// Settles a store after a bulk fill as autovacuum would a little later: PostgreSQL's
+    /// `VACUUM ANALYZE` (the index entries of the rows the fill updated are dead until a vacuum,
+    /// and a scan from the start of a range steps over them; the planner's statistics). SQLite
+    /// updates in place and plans without statistics: nothing to do.
+    pub(crate) async fn analyze(&self) -> Result<()> {
+        match self {
+            Fresh::Sqlite(_) => Ok(()),
+            Fresh::Postgres(database) => database.analyze().await,
+        }
+    }
+
     /// Transactions the store's database committed or rolled back so far, when it can tell
     /// (PostgreSQL's `pg_stat_database`); read after the outboxes using it were dropped.
     pub(crate) async fn transactions(&self) -> Result<Option<u64>> {
@@ -471,6 +490,16 @@ mod pg {
                 )
                 .await?;
             Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+        }
+
+        /// `VACUUM ANALYZE` in the database.
+        pub(super) async fn analyze(&self) -> Result<()> {
+            let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
+            let running = tokio::spawn(connection);
+            client.batch_execute("VACUUM ANALYZE").await?;
+            drop(client);
+            let _ = running.await;
+            Ok(())
         }
 
         pub(super) async fn drop_it(self) -> Result<()> {

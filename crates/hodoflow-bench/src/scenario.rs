@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use crate::report::Report;
 use crate::size::Size;
 use crate::{
-    Result, blip_pool, enqueue, herd, lost_202, memory, modulify, outage, outage_pool, outbox,
-    overhead, proxy_limit, reauth, recovery, retry_after, storm, wake,
+    Result, blip_pool, enqueue, herd, list, lost_202, memory, modulify, outage, outage_pool,
+    outbox, overhead, proxy_limit, reauth, recovery, retry_after, storm, wake,
 };
 
 /// One benchmark scenario. Each returns one [`Report`].
@@ -56,11 +56,14 @@ pub enum Scenario {
     /// How soon a job enqueued into an idle outbox starts (`LISTEN`/`NOTIFY`; SQLite's
     /// in-process wake-up), and an idle worker's database transactions.
     Wake,
+    /// Pages of 50 jobs of a million-job outbox by keyset, first and deep (SQLite;
+    /// PostgreSQL), and one `hodoflow-send outbox list` process.
+    List,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 18] = [
+    pub const ALL: [Scenario; 19] = [
         Scenario::Overhead,
         Scenario::OverheadSigned,
         Scenario::Storm,
@@ -79,6 +82,7 @@ impl Scenario {
         Scenario::OutagePool,
         Scenario::Enqueue,
         Scenario::Wake,
+        Scenario::List,
     ];
 
     /// The scenario's name on the command line and in its report, such as `"lost_202"`.
@@ -102,6 +106,7 @@ impl Scenario {
             Scenario::OutagePool => "outage_pool",
             Scenario::Enqueue => "enqueue",
             Scenario::Wake => "wake",
+            Scenario::List => "list",
         }
     }
 
@@ -132,6 +137,7 @@ impl Scenario {
             Scenario::OutagePool => outage_pool::run(size).await,
             Scenario::Enqueue => enqueue::run(size).await,
             Scenario::Wake => wake::run(size).await,
+            Scenario::List => list::run(size, &options.exe).await,
         }
     }
 }

@@ -405,3 +405,30 @@ async fn wake_measures_how_soon_a_job_enqueued_into_an_idle_outbox_starts() {
         "{json}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_times_first_and_deep_pages_per_store() {
+    let json = smoke(Scenario::List).await;
+    let sqlite = &json["figures"]["sqlite"];
+    assert_eq!(sqlite["jobs"], 2_000, "{json}");
+    assert_eq!(sqlite["failed"], 120, "{json}");
+    for page in [
+        "first_page",
+        "deep_page",
+        "failed_first_page",
+        "pending_deep_page",
+    ] {
+        assert!(
+            sqlite[page]["p99_ms"].as_f64().expect("p99") > 0.0,
+            "{page}: {json}"
+        );
+    }
+    assert_eq!(sqlite["first_page"]["jobs"], 50, "{json}");
+    assert_eq!(sqlite["first_page"]["next"], true, "{json}");
+    assert_eq!(sqlite["deep_page"]["jobs"], 50, "{json}");
+    let postgres = &json["figures"]["postgres"];
+    assert!(
+        postgres.is_string() || postgres["deep_page"]["jobs"] == 50,
+        "{json}"
+    );
+}

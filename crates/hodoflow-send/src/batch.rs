@@ -55,7 +55,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::io::{IsTerminal as _, Read as _};
+use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,16 +110,7 @@ pub(crate) struct Prepared {
 /// A sentence for the user when the trigger, the file or a line is refused; nothing was sent.
 pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String> {
     let trigger = Trigger::parse(&batch.trigger)?;
-    let text = if batch.events.as_os_str() == "-" {
-        let mut text = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut text)
-            .map_err(|e| format!("cannot read --events from standard input: {e}"))?;
-        text
-    } else {
-        crate::body::read_file(&batch.events, "--events")?
-    };
+    let text = crate::body::read_file_or_stdin(&batch.events, "--events")?;
     let outbox = match &batch.outbox {
         Some(spec) => {
             if trigger.legacy_org.is_some() {
@@ -267,6 +258,7 @@ async fn through_outbox(
         lease: plan.lease,
         trigger_limit: plan.trigger_limit,
         name: crate::outbox::worker_name(),
+        modulify: None,
     };
     let events = events
         .into_iter()

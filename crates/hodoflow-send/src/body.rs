@@ -38,6 +38,21 @@ pub(crate) fn read_file(path: &Path, option: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {option} file {}: {e}", path.display()))
 }
 
+/// The file at `path`, or standard input for `-`, for the file option `option` (`--events`).
+///
+/// # Errors
+///
+/// A sentence naming the option when it cannot be read.
+pub(crate) fn read_file_or_stdin(path: &Path, option: &str) -> Result<Vec<u8>, String> {
+    if path.as_os_str() != "-" {
+        return read_file(path, option);
+    }
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut text)
+        .map_err(|e| format!("cannot read {option} from standard input: {e}"))?;
+    Ok(text)
+}
+
 /// Why `error` refused a user's JSON, without quoting it.
 ///
 /// serde_json's own message can quote the input (`invalid type: string "…"`, `unknown field

@@ -426,8 +426,16 @@ pub(crate) enum OutboxCommand {
     Worker(Worker),
     /// Print how many jobs are in each state (--json: one object).
     Status,
-    /// Print jobs, oldest first: event ID, state, calls, attempts, next attempt time and the
-    /// last error's kind and status (never a trigger token nor a body).
+    /// Store the jobs of a JSON-lines file, one a line naming its kind: webhook deliveries,
+    /// JSON:API writes and Modulify calls. The whole file is checked first (exit 2 and nothing
+    /// stored for any bad line); then the jobs are stored in transactions of --batch-size. An
+    /// event ID already stored is left as it is, so running the same file again stores
+    /// nothing new. Deliver them with `outbox worker`.
+    Enqueue(Enqueue),
+    /// Print a page of jobs, by state (pending first), then next attempt time, then ID: event
+    /// ID, state, calls, attempts, next attempt time and the last error's kind and status
+    /// (never a trigger token nor a body). When more jobs follow, standard error says the
+    /// --after CURSOR of the next page (--json: `next`).
     List {
         /// Only jobs in this state: pending, in_flight, accepted, duplicate, done, failed or
         /// needs_reconciliation. [default: every state]
@@ -436,6 +444,9 @@ pub(crate) enum OutboxCommand {
         /// The most jobs printed.
         #[arg(long, value_name = "N", default_value_t = 100)]
         limit: usize,
+        /// Start after this cursor, as the page before printed it.
+        #[arg(long, value_name = "CURSOR", value_parser = parse_cursor)]
+        after: Option<hodoflow_retry::outbox::Cursor>,
     },
     /// Make one failed, pending or needs-reconciliation job pending and due now; exit 1 when
     /// there is no such job, or when it was delivered or is in flight.
@@ -465,6 +476,41 @@ pub(crate) struct AdminOptions {
     /// `Authorization: Bearer`), and to listen anywhere but loopback. Never shown or logged.
     #[arg(long, value_name = "FILE")]
     pub(crate) admin_token_file: Option<PathBuf>,
+}
+
+/// Parses a cursor a listing printed.
+fn parse_cursor(text: &str) -> Result<hodoflow_retry::outbox::Cursor, String> {
+    text.parse()
+        .map_err(|e: hodoflow_retry::Error| e.to_string())
+}
+
+/// The arguments of `outbox enqueue`.
+#[derive(Debug, Args)]
+pub(crate) struct Enqueue {
+    /// The jobs, one JSON object a line: a file, or - for standard input. Each line is
+    /// {"kind":"webhook","event_id":…,"body":…}, {"kind":"write","method":"POST",
+    /// "path":"/api/json/v1/…","event_id":…,"body":…} or {"kind":"modulify",
+    /// "method":"send_message","event_id":…,"body":…}; body_text (a string) instead of body
+    /// stores that text as the body. Never a trigger token.
+    #[arg(long, value_name = "FILE|-")]
+    pub(crate) events: PathBuf,
+    /// The trigger token of the file's webhook deliveries, or the trigger URL. A secret: never
+    /// printed; it is stored with each job, as `batch --outbox` stores it.
+    #[arg(
+        long,
+        env = "HODOFLOW_TRIGGER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN|URL"
+    )]
+    pub(crate) trigger_token: Option<String>,
+    /// How many jobs each transaction stores: each batch is stored whole or not at all.
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    pub(crate) batch_size: u32,
 }
 
 /// Parses a job state's name.
@@ -512,6 +558,21 @@ pub(crate) struct Worker {
     /// Who may requeue from the status page.
     #[command(flatten)]
     pub(crate) admin_options: AdminOptions,
+    /// Modulify's base URL, for the outbox's Modulify jobs (`outbox enqueue`, kind modulify);
+    /// the token comes from --modulify-token-file or MODULIFY_TOKEN. Without it, a Modulify job
+    /// fails ("no client of these workers delivers a modulify job"; `outbox retry` requeues it).
+    #[arg(
+        long,
+        env = "MODULIFY_BASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) modulify_base_url: Option<String>,
+    /// A file holding Modulify's API token (a trailing newline is trimmed), for
+    /// --modulify-base-url. Without it, the token is read from MODULIFY_TOKEN; it is never
+    /// accepted as a flag value.
+    #[arg(long, value_name = "PATH", requires = "modulify_base_url")]
+    pub(crate) modulify_token_file: Option<PathBuf>,
 }
 
 #[cfg(test)]

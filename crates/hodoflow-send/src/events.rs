@@ -46,15 +46,7 @@ pub(crate) fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
     let mut errors = Vec::new();
     // The first line of each event_id, and its body.
     let mut first_of: HashMap<String, (usize, &[u8])> = HashMap::new();
-    // A UTF-8 byte-order mark, as some editors write, is no part of the first line; a CR
-    // before each LF is trimmed with the line's other whitespace.
-    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-    for (index, line) in text.split(|&b| b == b'\n').enumerate() {
-        let number = index + 1;
-        let line = line.trim_ascii();
-        if line.is_empty() {
-            continue;
-        }
+    for (number, line) in lines(text) {
         let parsed = match serde_json::from_slice::<Line<'_>>(line) {
             Ok(parsed) => parsed,
             Err(e) => {
@@ -105,6 +97,17 @@ pub(crate) fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
         ),
         &errors,
     ))
+}
+
+/// The lines of a JSON-lines file that are not blank, trimmed, with their numbers (from 1). A
+/// UTF-8 byte-order mark, as some editors write, is no part of the first line; a CR before each
+/// LF is trimmed with the line's other whitespace.
+pub(crate) fn lines(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    text.split(|&b| b == b'\n')
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.trim_ascii()))
+        .filter(|(_, line)| !line.is_empty())
 }
 
 /// `lead` and the first [`QUOTED_ERRORS`] of `items`, with a count of the rest; each item is

@@ -85,8 +85,24 @@ fn client(
     let what = "--base-url (MODULIFY_BASE_URL)";
     let base_url = base_url(modulify, args)
         .ok_or("no Modulify base URL: pass modulify --base-url URL or set MODULIFY_BASE_URL")?;
+    build(cli, base_url, what, modulify.token_file.as_deref())
+}
+
+/// A Modulify client of `base_url` (its option named `what` in errors), its token from
+/// `token_file` or `MODULIFY_TOKEN`, under the global budget; for `modulify` and for the
+/// Modulify jobs of `outbox worker`.
+///
+/// # Errors
+///
+/// A sentence for the user, with no secret in it, when the URL or the token is refused.
+pub(crate) fn build(
+    cli: &Cli,
+    base_url: &str,
+    what: &str,
+    token_file: Option<&std::path::Path>,
+) -> Result<ModulifyClient, String> {
     let base_url = BaseUrl::parse(base_url, what)?;
-    let token = crate::secret::modulify_token(modulify.token_file.as_deref())?;
+    let token = crate::secret::modulify_token(token_file)?;
     let budget = Budget::new()
         .max_attempts(cli.max_attempts)
         .max_elapsed(cli.max_elapsed)

@@ -17,6 +17,10 @@
 //! second identity. An event already stored with another body or trigger keeps the stored job,
 //! and standard error says so.
 //!
+//! `outbox enqueue --events FILE` stores a file of jobs of every kind (`enqueue.rs`,
+//! `job_file.rs`); `outbox list` prints one keyset page (`Outbox::list_page`) and the cursor
+//! of the next (`--after`).
+//!
 //! Exit status of `batch --outbox`: 0 when every event is accepted or duplicate; 3 when some
 //! are still pending or in flight (run the same command again later); 1 when some failed or
 //! need reconciliation (a person decides). `outbox worker` exits 0 when stopped or idle.
@@ -25,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hodoflow_retry::outbox::{Counts, Job, JobState, Outbox, Target};
+use hodoflow_retry::outbox::{Counts, Cursor, Job, JobState, Outbox, Target};
 use hodoflow_retry::{ErrorKind, Secret};
 use tokio::task::JoinSet;
 
@@ -195,7 +199,16 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         OutboxCommand::Worker(worker) => {
             let plan = PoolPlan::of(cli, &worker.pool, &worker.pacing).and_then(|plan| {
                 let client = crate::client::build(cli, None, Some(&worker.signing))?;
-                Ok((plan, client))
+                let modulify = match worker.modulify_base_url.as_deref() {
+                    Some(url) => Some(crate::modulify::build(
+                        cli,
+                        url,
+                        "--modulify-base-url (MODULIFY_BASE_URL)",
+                        worker.modulify_token_file.as_deref(),
+                    )?),
+                    None => None,
+                };
+                Ok((plan, client, modulify))
             });
             match plan {
                 Ok(plan) => Some(plan),
@@ -208,13 +221,20 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         Ok(admin) => admin,
         Err(message) => return finish(usage(&message), started, json),
     };
+    let mut file = match &outbox.command {
+        OutboxCommand::Enqueue(args) => match crate::enqueue::prepare(args) {
+            Ok(file) => Some(file),
+            Err(message) => return finish(usage(&message), started, json),
+        },
+        _ => None,
+    };
     let store = match open(spec, cli.store_timeout).await {
         Ok(store) => store,
         Err(report) => return finish(report, started, json),
     };
     let scope = cli.base_url.as_deref().and_then(crate::page::scope_of);
     let done = match (&outbox.command, worker) {
-        (OutboxCommand::Worker(args), Some((plan, client))) => {
+        (OutboxCommand::Worker(args), Some((plan, client, modulify))) => {
             let page = match admin {
                 Some(admin) => match Page::start(admin, &store, &client, scope).await {
                     Ok(page) => Some(page),
@@ -229,6 +249,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
                 lease: plan.lease,
                 trigger_limit: plan.trigger_limit,
                 name: args.name.clone().unwrap_or_else(worker_name),
+                modulify,
             };
             let done = work(pool, args.until_idle, json).await;
             if let Some(page) = page {
@@ -241,7 +262,18 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
             None => unreachable!("serve's address is checked above"),
         },
         (OutboxCommand::Status, _) => status(&store, json).await,
-        (OutboxCommand::List { state, limit }, _) => list(&store, *state, *limit, json).await,
+        (OutboxCommand::Enqueue(args), _) => {
+            let file = file.take().expect("read above");
+            crate::enqueue::run(&store, file, args.batch_size as usize, json).await
+        }
+        (
+            OutboxCommand::List {
+                state,
+                limit,
+                after,
+            },
+            _,
+        ) => list(&store, *state, after.as_ref(), *limit, json).await,
         (OutboxCommand::Retry { event_id }, _) => retry(&store, event_id, json).await,
         (OutboxCommand::Worker(_), None) => unreachable!("a worker's plan is read above"),
     };
@@ -408,24 +440,31 @@ fn counts_object(counts: &Counts) -> serde_json::Value {
     serde_json::Value::Object(object)
 }
 
-/// `outbox list`.
+/// `outbox list`: one page, and the cursor of the next on standard error (`--json`: `next`).
 async fn list(
     outbox: &Outbox,
     state: Option<JobState>,
+    after: Option<&Cursor>,
     limit: usize,
     json: bool,
 ) -> Result<Exit, Report> {
-    let jobs = outbox
-        .list(state, limit)
+    let (jobs, next) = outbox
+        .list_page(state, after, limit)
         .await
         .map_err(|e| Report::failed(&e))?;
     let lines: Vec<JobLine> = jobs.iter().map(JobLine::of).collect();
+    let next = next.map(|cursor| cursor.to_string());
     if json {
-        crate::redact::print_json(&serde_json::json!({ "jobs": lines }));
+        crate::redact::print_json(&serde_json::json!({ "jobs": lines, "next": next }));
     } else {
         let mut text = vec![JobLine::HEADER.to_owned()];
         text.extend(lines.iter().map(JobLine::text));
         crate::redact::print(&text.join("\n"));
+        if let Some(next) = next {
+            crate::redact::eprint(&format!(
+                "more jobs follow: the next page is --after {next}"
+            ));
+        }
     }
     Ok(Exit::Success)
 }

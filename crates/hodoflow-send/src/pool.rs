@@ -72,6 +72,9 @@ pub(crate) struct Pool {
     /// `--trigger-limit`; `None`: the SDK's rule, the server's figures else document 001's.
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
     pub(crate) name: String,
+    /// The client of the outbox's Modulify jobs (`outbox worker --modulify-base-url`); without
+    /// one, the SDK fails such a job, saying no client delivers it.
+    pub(crate) modulify: Option<hodoflow_retry::ModulifyClient>,
 }
 
 /// When the pool stops, a signal aside.
@@ -114,6 +117,9 @@ impl Pool {
             .concurrency(self.concurrency)
             .lease(self.lease)
             .name(self.name);
+        if let Some(modulify) = self.modulify {
+            builder = builder.modulify(modulify);
+        }
         if let Some(TriggerLimitArg(limit)) = self.trigger_limit {
             builder = builder.trigger_limit(limit);
         }

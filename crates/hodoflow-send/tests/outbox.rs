@@ -705,3 +705,277 @@ mod multi_worker {
         format!("{url}{separator}options=-c%20search_path%3D{schema}")
     }
 }
+
+/// A file of `webhooks` webhook deliveries, `writes` JSON:API creates and `calls` Modulify
+/// `send_message` calls, each kind in its own run of lines, the event IDs `<prefix>-w|p|m-<n>`.
+fn job_file(prefix: &str, webhooks: usize, writes: usize, calls: usize) -> String {
+    let mut text = String::new();
+    for n in 0..webhooks {
+        text.push_str(&format!(
+            "{{\"kind\":\"webhook\",\"event_id\":\"{prefix}-w-{n}\",\"body\":{{\"order\":{n}}}}}\n"
+        ));
+    }
+    for n in 0..writes {
+        text.push_str(&format!(
+            "{{\"kind\":\"write\",\"method\":\"POST\",\"path\":\"/api/json/v1/projects\",\
+             \"event_id\":\"{prefix}-p-{n}\",\"body\":{{\"data\":{{\"type\":\"projects\",\
+             \"attributes\":{{\"name\":\"P{n}\"}}}}}}}}\n"
+        ));
+    }
+    for n in 0..calls {
+        text.push_str(&format!(
+            "{{\"kind\":\"modulify\",\"method\":\"send_message\",\"event_id\":\"{prefix}-m-{n}\",\
+             \"body\":{{\"projectId\":\"site_1\",\"prompt\":\"Order {n}.\"}}}}\n"
+        ));
+    }
+    text
+}
+
+/// `outbox enqueue --events <file> --json` on `outbox`, the token from the environment.
+fn enqueue(contract: &Contract, outbox: &str, file: &str, batch: &str) -> Ran {
+    run(contract
+        .send()
+        .env("HODOFLOW_TRIGGER_TOKEN", TRIGGER)
+        .args([
+            "--json",
+            "outbox",
+            "--outbox",
+            outbox,
+            "enqueue",
+            "--events",
+            file,
+            "--batch-size",
+            batch,
+        ]))
+}
+
+#[test]
+fn enqueue_stores_a_mixed_file_once_and_a_rerun_stores_nothing_new() {
+    let contract = Contract::start();
+    let dir = TempDir::new("enqueue");
+    let outbox = dir.file("outbox.db");
+    let file = TempFile::new("jobs.ndjson", job_file("mix", 30, 20, 10).as_bytes());
+
+    let first = enqueue(&contract, &outbox, &file.arg(), "25");
+    assert_eq!(first.code, 0, "{first:?}");
+    let summary = first.json();
+    assert_eq!(
+        (&summary["jobs"], &summary["stored"], &summary["already"]),
+        (&Value::from(60), &Value::from(60), &Value::from(0)),
+        "{summary}"
+    );
+    assert_eq!(summary["batches"], 3, "60 jobs, 25 a transaction");
+    let counts = status(&contract, &outbox);
+    assert_eq!((counts["pending"], counts["total"]), (60, 60));
+
+    // Again, the token as a flag this time, text output: nothing new.
+    let again = run(contract.send().args([
+        "outbox",
+        "--outbox",
+        &outbox,
+        "enqueue",
+        "--events",
+        &file.arg(),
+        "--trigger-token",
+        &contract.trigger_url(TRIGGER),
+    ]));
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again
+            .stdout
+            .contains("60 job(s): 0 stored now, 60 already there (1 batch(es))"),
+        "{again:?}"
+    );
+    assert_eq!(status(&contract, &outbox)["total"], 60);
+
+    // Each job as its line says: its kind, its delivery ID derived from its event ID.
+    let listed = run(contract.send().args([
+        "--json", "outbox", "--outbox", &outbox, "list", "--limit", "1000",
+    ]));
+    let jobs = listed.json()["jobs"].as_array().unwrap().clone();
+    assert_eq!(jobs.len(), 60);
+    assert_eq!(listed.json()["next"], Value::Null);
+    for job in &jobs {
+        let event_id = job["event_id"].as_str().unwrap();
+        assert_eq!(job["delivery_id"], derived(event_id).as_str());
+    }
+    // Page by page: 25, 25, 10, each job once, the cursor on standard error without --json.
+    let mut after: Option<String> = None;
+    let mut paged = Vec::new();
+    for page in 0.. {
+        let mut command = contract.send();
+        command.args([
+            "--json", "outbox", "--outbox", &outbox, "list", "--limit", "25",
+        ]);
+        if let Some(cursor) = &after {
+            command.args(["--after", cursor]);
+        }
+        let ran = run(&mut command);
+        assert_eq!(ran.code, 0, "{ran:?}");
+        let json = ran.json();
+        paged.extend(
+            json["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|job| job["event_id"].as_str().unwrap().to_owned()),
+        );
+        match json["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => {
+                assert_eq!(page, 2, "three pages");
+                break;
+            }
+        }
+    }
+    let unique: HashSet<&String> = paged.iter().collect();
+    assert_eq!((paged.len(), unique.len()), (60, 60));
+    let text = run(contract
+        .send()
+        .args(["outbox", "--outbox", &outbox, "list", "--limit", "25"]));
+    assert_eq!(text.stdout.lines().count(), 26, "{text:?}");
+    assert!(
+        text.stderr
+            .contains("more jobs follow: the next page is --after pending."),
+        "{text:?}"
+    );
+    let bad = run(contract.send().args([
+        "outbox",
+        "--outbox",
+        &outbox,
+        "list",
+        "--after",
+        "later.1.2",
+    ]));
+    assert_eq!(bad.code, 2, "{bad:?}");
+    for ran in [&first, &again, &listed, &text] {
+        assert!(!ran.all().contains(TRIGGER), "a token was printed: {ran:?}");
+        assert!(
+            !ran.all().contains("\"order\""),
+            "a body was printed: {ran:?}"
+        );
+    }
+    assert!(contract.ledger().requests().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn enqueue_refuses_a_file_whose_last_line_is_bad_and_stores_nothing() {
+    let contract = Contract::start();
+    let dir = TempDir::new("enqueue-bad");
+    let outbox = dir.file("outbox.db");
+    let mut text = job_file("bad", 1_000, 500, 500);
+    text.push_str(
+        "{\"kind\":\"write\",\"method\":\"POST\",\"path\":\"/not/json/api\",\"event_id\":\"last\",\"body\":{}}\n",
+    );
+    let file = TempFile::new("bad.ndjson", text.as_bytes());
+
+    let refused = enqueue(&contract, &outbox, &file.arg(), "100");
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused
+            .stdout
+            .contains("--events has 1 bad line(s); nothing was stored: line 2001: "),
+        "{refused:?}"
+    );
+    assert!(
+        !std::path::Path::new(&outbox).exists(),
+        "no store was even created"
+    );
+    assert_eq!(status(&contract, &outbox)["total"], 0, "nothing stored");
+
+    // A token in the file refuses it without showing it; webhooks need the token.
+    let leaked = TempFile::new(
+        "leaked.ndjson",
+        format!(
+            "{{\"kind\":\"webhook\",\"event_id\":\"t\",\"body\":{{}},\"trigger_token\":\"{TRIGGER}\"}}\n"
+        )
+        .as_bytes(),
+    );
+    let refused = enqueue(&contract, &outbox, &leaked.arg(), "100");
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused
+            .stdout
+            .contains("line 1: a trigger token is never in the file")
+    );
+    let no_token = run(contract.send().args([
+        "outbox",
+        "--outbox",
+        &outbox,
+        "enqueue",
+        "--events",
+        &file.arg(),
+    ]));
+    assert_eq!(no_token.code, 2, "{no_token:?}");
+    assert!(
+        no_token
+            .stdout
+            .contains("line 1: a webhook delivery needs the trigger token"),
+        "{no_token:?}"
+    );
+    for ran in [&refused, &no_token] {
+        assert!(!ran.all().contains(TRIGGER), "a token was printed: {ran:?}");
+    }
+    assert_eq!(status(&contract, &outbox)["total"], 0, "nothing stored");
+    assert!(contract.ledger().requests().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn enqueued_jobs_of_each_kind_are_executed_once_by_a_worker() {
+    let contract = Contract::start();
+    let dir = TempDir::new("enqueue-worker");
+    let outbox = dir.file("outbox.db");
+    let file = TempFile::new("jobs.ndjson", job_file("e2e", 5, 4, 3).as_bytes());
+    let stored = enqueue(&contract, &outbox, &file.arg(), "10000");
+    assert_eq!(stored.json()["stored"], 12, "{stored:?}");
+
+    let worker = run(contract
+        .send()
+        .env("MODULIFY_BASE_URL", contract.base_url())
+        .env("MODULIFY_TOKEN", hodoflow_mock::DEMO_MODULIFY_TOKEN)
+        .args([
+            "outbox",
+            "--outbox",
+            &outbox,
+            "worker",
+            "--until-idle",
+            "--trigger-limit",
+            "off",
+        ]));
+    assert_eq!(worker.code, 0, "{worker:?}");
+    let counts = status(&contract, &outbox);
+    assert_eq!(
+        (counts["accepted"], counts["done"], counts["total"]),
+        (5, 7, 12),
+        "{counts:?}"
+    );
+    // A second worker finds nothing to do.
+    let idle = run(contract
+        .send()
+        .args(["outbox", "--outbox", &outbox, "worker", "--until-idle"]));
+    assert!(idle.stderr.contains(": claimed 0"), "{idle:?}");
+
+    let ledger = contract.ledger();
+    for n in 0..5 {
+        let id = derived(&format!("e2e-w-{n}"));
+        assert_eq!(ledger.runs_for_delivery(&id).len(), 1, "webhook {n}");
+    }
+    for n in 0..4 {
+        assert_eq!(
+            ledger.writes_executed(&derived(&format!("e2e-p-{n}"))),
+            1,
+            "write {n}"
+        );
+    }
+    for n in 0..3 {
+        assert_eq!(
+            ledger.modulify_executions(&derived(&format!("e2e-m-{n}"))),
+            1,
+            "call {n}"
+        );
+    }
+    assert_eq!(ledger.total_runs(), 5);
+    assert_eq!(ledger.total_writes_executed(), 4);
+    assert_eq!(ledger.modulify_total_executions(), 3);
+    assert!(!worker.all().contains(TRIGGER), "{worker:?}");
+}

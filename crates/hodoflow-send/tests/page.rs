@@ -535,16 +535,22 @@ fn a_read_only_page_on_loopback_serves_ready_and_its_headers_and_requeues_nothin
     // 51 failed jobs: 50 on the first page, one on the next.
     let rows = |body: &str| body.matches("<a href=\"/jobs/missing-").count();
     assert_eq!(rows(&body), 50);
-    assert!(
-        body.contains("href=\"/?state=failed&amp;page=1\">next</a>"),
-        "{body}"
-    );
-    let (status, _, next) = get(&base, "/?state=failed&page=1");
+    // The next page starts after the 50th job's keyset cursor (`<state>.<next_at>.<id>`).
+    let link = body
+        .split("id=\"next-failed\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("a next link: {body}"))
+        .replace("&amp;", "&");
+    assert!(link.starts_with("/?state=failed&after=failed."), "{link}");
+    let (status, _, next) = get(&base, &link);
     assert_eq!((status, rows(&next)), (200, 1));
     assert!(
-        next.contains(">previous</a>") && !next.contains(">next</a>"),
+        next.contains(">first page</a>") && !next.contains(">next</a>"),
         "{next}"
     );
+    let (status, _, _) = get(&base, "/?state=failed&after=pending.0.1");
+    assert_eq!(status, 400, "a cursor of another state");
     assert!(
         !next.contains("needs_reconciliation</h2>"),
         "only the state asked for"

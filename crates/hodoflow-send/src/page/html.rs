@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use hodoflow_retry::outbox::{Counts, Job, JobState};
+use hodoflow_retry::outbox::{Counts, Cursor, Job, JobState};
 
 use crate::job_line::rfc3339;
 
@@ -86,13 +86,14 @@ pub(crate) struct Viewer {
     pub(crate) retry_enabled: bool,
 }
 
-/// One list of jobs on the overview: its state, at most a page of jobs, and whether more follow.
+/// One list of jobs on the overview: its state, at most a page of jobs, whether it is a later
+/// page, and the cursor of the next page when more may follow.
 #[derive(Debug)]
 pub(crate) struct Listing {
     pub(crate) state: JobState,
     pub(crate) jobs: Vec<Job>,
-    pub(crate) page: usize,
-    pub(crate) more: bool,
+    pub(crate) paged: bool,
+    pub(crate) next: Option<Cursor>,
 }
 
 /// The overview: counts, backlog chart, pause, and the jobs to look at.
@@ -224,18 +225,18 @@ fn jobs_table(listing: &Listing, viewer: &Viewer) -> String {
         );
     }
     out.push_str("</table>");
-    if listing.page > 0 {
+    // Keyset pages go forward; back is the first page.
+    if listing.paged {
         let _ = write!(
             out,
-            "<a class=\"page\" href=\"/?state={state}&amp;page={}\">previous</a> ",
-            listing.page - 1
+            "<a class=\"page\" href=\"/?state={state}\">first page</a> "
         );
     }
-    if listing.more {
+    if let Some(next) = &listing.next {
         let _ = write!(
             out,
-            "<a class=\"page\" id=\"next-{state}\" href=\"/?state={state}&amp;page={}\">next</a>",
-            listing.page + 1
+            "<a class=\"page\" id=\"next-{state}\" href=\"/?state={state}&amp;after={}\">next</a>",
+            esc(&next.to_string())
         );
     }
     out.push_str("</section>");

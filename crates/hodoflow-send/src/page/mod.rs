@@ -64,7 +64,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hodoflow_retry::Secret;
-use hodoflow_retry::outbox::{Job, JobState, Outbox};
+use hodoflow_retry::outbox::{Cursor, JobState, Outbox};
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
@@ -77,10 +77,6 @@ pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
 
 /// Jobs per page of a listing.
 const PAGE: usize = 50;
-
-/// The last page a listing reads (`Outbox::list` reads from the start, so a page costs its
-/// offset; keyset pagination replaces this at merge).
-const MAX_PAGE: usize = 199;
 
 /// Points of the backlog chart over the last hour: one a minute.
 const BACKLOG_POINTS: usize = 61;
@@ -403,7 +399,9 @@ fn store_failed(error: &hodoflow_retry::Error) -> Response {
 #[derive(Debug, Deserialize)]
 struct ListQuery {
     state: Option<String>,
-    page: Option<usize>,
+    /// The cursor of the job the page starts after (`Outbox::list_page`): a keyset page on
+    /// `(state, next_at, id)`, as fast a million jobs deep as on the first page.
+    after: Option<String>,
 }
 
 async fn overview(
@@ -415,7 +413,6 @@ async fn overview(
     if let Some(gate) = visit.gate(&app) {
         return gate;
     }
-    let page = query.page.unwrap_or(0).min(MAX_PAGE);
     let states = match query.state.as_deref().map(JobState::parse) {
         Some(Some(state)) => vec![state],
         Some(None) => {
@@ -426,7 +423,19 @@ async fn overview(
         }
         None => vec![JobState::Failed, JobState::NeedsReconciliation],
     };
-    let page = if query.state.is_some() { page } else { 0 };
+    // Only a listing of one state pages on.
+    let after = match (query.state.is_some(), query.after.as_deref()) {
+        (true, Some(text)) => match text.parse::<Cursor>() {
+            Ok(cursor) if states.contains(&cursor.state()) => Some(cursor),
+            _ => {
+                return visit.respond(html_response(
+                    StatusCode::BAD_REQUEST,
+                    html::message("Unknown page", "No such page of this listing."),
+                ));
+            }
+        },
+        _ => None,
+    };
     let outbox = &app.outbox;
     let counts = match outbox.counts().await {
         Ok(counts) => counts,
@@ -450,22 +459,16 @@ async fn overview(
     };
     let mut listings = Vec::new();
     for state in states {
-        // TODO(merge): the keyset page API of `(state, next_at, id)` replaces this read from
-        // the start (issue 22, item 5).
-        let upto = (page + 1) * PAGE;
-        let mut jobs = match outbox.list(Some(state), upto + 1).await {
-            Ok(jobs) => jobs,
+        let (jobs, next) = match outbox.list_page(Some(state), after.as_ref(), PAGE).await {
+            Ok(page) => page,
             Err(error) => return visit.respond(store_failed(&error)),
         };
-        let more = jobs.len() > upto;
-        jobs.truncate(upto);
-        let jobs: Vec<Job> = jobs.into_iter().skip(page * PAGE).collect();
         jobs.iter().for_each(crate::job_line::remember_secret);
         listings.push(Listing {
             state,
             jobs,
-            page,
-            more,
+            paged: after.is_some(),
+            next,
         });
     }
     let body = html::overview(&counts, &backlog, pause, &listings, &visit.viewer(&app));

@@ -1,0 +1,276 @@
+//! `list`: pages of a million-job outbox, by keyset (issue 22, item 5).
+//!
+//! A fresh store is filled with `jobs` webhook jobs (`Outbox::enqueue_many`, 10,000 a
+//! transaction), then given a mix of states through the store's own calls: 60% of them are
+//! claimed, 10,000 a claim, and recorded in one `record_many` each: half of those accepted, a
+//! tenth each failed, needing reconciliation and rescheduled (pending an hour later), and a
+//! fifth left in flight; the other 40% stay pending. PostgreSQL is then vacuumed and analyzed
+//! (`VACUUM ANALYZE`, what autovacuum does on its own a little later): until then the index
+//! entries of the 600,000 rows just updated are dead, and a page read from the start of a range
+//! steps over them (a first page took 8 ms at p50 and 36 ms at p99 so; BENCHMARKS.md).
+//!
+//! Then `Outbox::list_page(.., limit 50)` is timed `calls` times each for: the first page of every
+//! state; a deep page, after a cursor at the middle job (`event-00500000`, wherever its state put
+//! it); the first page of failed jobs; and a deep page of pending jobs. p50 and p99 of each;
+//! target (issue 22): under 200 ms. Last, one `hodoflow-send outbox list --limit 50` process is
+//! timed whole (start, open and migration check, the page, exit), when the binary is built next
+//! to this one (`cargo build --release -p hodoflow-send`).
+//!
+//! SQLite (one file) and, when `OUTBOX_DATABASE_URL` names a database, PostgreSQL (a fresh
+//! database next to it, dropped after).
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use hodoflow_mock::DEMO_TRIGGER_TOKEN;
+use hodoflow_retry::outbox::{Cursor, JobState, Outbox, Record, Target};
+use serde_json::{Value, json};
+
+use crate::Result;
+use crate::figures::{ms, percentile, round};
+use crate::outbox::{Backend, Fresh, postgres_url, skipped_postgres};
+use crate::report::Report;
+use crate::size::Size;
+
+/// The target of every page's p99.
+const TARGET_MS: f64 = 200.0;
+
+/// Jobs a page.
+const LIMIT: usize = 50;
+
+/// Jobs of one `enqueue_many` call, and of one claim.
+const BATCH: usize = 10_000;
+
+/// Fills `outbox` with `jobs` jobs in the mix of states the module docs say.
+async fn fill(outbox: &Outbox, jobs: usize) -> Result<()> {
+    let body = Bytes::from_static(br#"{"event":"order.shipped"}"#);
+    for start in (0..jobs).step_by(BATCH) {
+        let events = (start..(start + BATCH).min(jobs)).map(|n| {
+            (
+                format!("event-{n:08}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                body.clone(),
+            )
+        });
+        outbox.enqueue_many(events).await?;
+    }
+    let store = outbox.store();
+    let lease = Duration::from_secs(600);
+    let mut claimed = 0;
+    while claimed < jobs * 6 / 10 {
+        let now = SystemTime::now();
+        let batch = store
+            .claim("bench", now, lease, BATCH.min(jobs * 6 / 10 - claimed))
+            .await?;
+        if batch.is_empty() {
+            break;
+        }
+        claimed += batch.len();
+        let records = batch
+            .iter()
+            .enumerate()
+            .filter_map(|(n, job)| {
+                let (state, next_at) = match n % 10 {
+                    0..5 => (JobState::Accepted, now),
+                    5 => (JobState::Failed, now),
+                    6 => (JobState::NeedsReconciliation, now),
+                    7 => (JobState::Pending, now + Duration::from_secs(3600)),
+                    _ => return None,
+                };
+                let record = Record {
+                    state,
+                    next_at,
+                    attempts_added: 1,
+                    first_sent_at: Some(now),
+                    run_id: None,
+                    last_error: None,
+                    finished_at: state.is_final().then_some(now),
+                };
+                Some((job.id, job.claim, record))
+            })
+            .collect();
+        store.record_many(records).await?;
+    }
+    Ok(())
+}
+
+/// `calls` timings of `page`, in milliseconds: p50 and p99, and the jobs of the last call.
+async fn timed<F, Fut>(calls: usize, mut page: F) -> Result<Value>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = hodoflow_retry::Result<(usize, bool)>>,
+{
+    let mut times = Vec::with_capacity(calls);
+    let mut last = (0, false);
+    for _ in 0..calls {
+        let began = Instant::now();
+        last = page().await?;
+        times.push(ms(began.elapsed()));
+    }
+    Ok(json!({
+        "p50_ms": round(percentile(&times, 50.0), 3),
+        "p99_ms": round(percentile(&times, 99.0), 3),
+        "jobs": last.0,
+        "next": last.1,
+    }))
+}
+
+/// One `hodoflow-send outbox list --limit 50` process on `spec`, timed whole: its
+/// milliseconds, or why it did not run.
+fn cli_list(exe: &Path, spec: &str) -> Value {
+    let Some(send) = exe.parent().map(|dir| dir.join("hodoflow-send")) else {
+        return json!("skipped: no directory of the bench binary");
+    };
+    if !send.exists() {
+        return json!(
+            "skipped: build hodoflow-send next to the bench (cargo build --release -p hodoflow-send)"
+        );
+    }
+    let began = Instant::now();
+    let ran = std::process::Command::new(&send)
+        .env_clear()
+        .args(["--json", "outbox", "--outbox", spec, "list", "--limit"])
+        .arg(LIMIT.to_string())
+        .output();
+    let took = ms(began.elapsed());
+    match ran {
+        Ok(output) if output.status.success() => {
+            let listed: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+            json!({
+                "ms": round(took, 3),
+                "jobs": listed["jobs"].as_array().map_or(0, Vec::len),
+                "next": listed["next"].is_string(),
+            })
+        }
+        Ok(output) => json!(format!("failed: exit {:?}", output.status.code())),
+        Err(error) => json!(format!("failed: {error}")),
+    }
+}
+
+/// The figures of one store of `backend`, its targets added to `report`.
+async fn figure(
+    backend: &Backend,
+    name: &str,
+    jobs: usize,
+    calls: usize,
+    exe: &Path,
+    report: &mut Report,
+) -> Result<()> {
+    let stores = AtomicU64::new(0);
+    let fresh = Fresh::new(backend, &stores).await?;
+    let outbox = fresh.open().await?;
+    let began = Instant::now();
+    fill(&outbox, jobs).await?;
+    let fill_s = began.elapsed().as_secs_f64();
+    fresh.analyze().await?;
+    let counts = outbox.counts().await?;
+    let middle = outbox
+        .job(&format!("event-{:08}", jobs / 2))
+        .await?
+        .ok_or("the middle job is stored")?;
+    let middle = Cursor::after(&middle);
+    let pending = outbox
+        .job(&format!("event-{:08}", jobs - jobs / 20))
+        .await?
+        .ok_or("a late pending job is stored")?;
+    let pending = Cursor::after(&pending);
+    let size = |(jobs, next): (Vec<_>, Option<Cursor>)| (jobs.len(), next.is_some());
+    let first = timed(calls, || async {
+        outbox.list_page(None, None, LIMIT).await.map(size)
+    })
+    .await?;
+    let deep = timed(calls, || async {
+        outbox.list_page(None, Some(&middle), LIMIT).await.map(size)
+    })
+    .await?;
+    let failed = timed(calls, || async {
+        outbox
+            .list_page(Some(JobState::Failed), None, LIMIT)
+            .await
+            .map(size)
+    })
+    .await?;
+    let deep_pending = timed(calls, || async {
+        outbox
+            .list_page(Some(JobState::Pending), Some(&pending), LIMIT)
+            .await
+            .map(size)
+    })
+    .await?;
+    drop(outbox);
+    let cli = cli_list(exe, fresh.spec());
+    for (page, figure) in [
+        ("first_page", &first),
+        ("deep_page", &deep),
+        ("failed_first_page", &failed),
+        ("pending_deep_page", &deep_pending),
+    ] {
+        let p99 = figure["p99_ms"].as_f64().unwrap_or(f64::MAX);
+        report.at_most(&format!("{name}.{page}.p99_ms"), p99, TARGET_MS);
+    }
+    if let Some(took) = cli["ms"].as_f64() {
+        report.at_most(&format!("{name}.cli_list_ms"), took, TARGET_MS);
+    }
+    report.figure(
+        name,
+        json!({
+            "jobs": counts.total(),
+            "pending": counts.pending,
+            "in_flight": counts.in_flight,
+            "accepted": counts.accepted,
+            "failed": counts.failed,
+            "needs_reconciliation": counts.needs_reconciliation,
+            "fill_s": round(fill_s, 1),
+            "first_page": first,
+            "deep_page": deep,
+            "failed_first_page": failed,
+            "pending_deep_page": deep_pending,
+            "cli_list": cli,
+        }),
+    );
+    fresh.remove().await?;
+    Ok(())
+}
+
+pub(crate) async fn run(size: Size, exe: &Path) -> Result<Report> {
+    let jobs = size.pick(1_000_000usize, 2_000);
+    let calls = size.pick(100usize, 5);
+    let mut report = Report::new("list");
+    report.param("jobs", jobs);
+    report.param("limit", LIMIT);
+    report.param("calls", calls);
+    report.param(
+        "mode",
+        "Outbox::list_page(state, after, 50) on a store of `jobs` webhook jobs (40% pending, 30% accepted, 6% each failed, needs_reconciliation and rescheduled, 12% in flight), each page timed `calls` times; then one `hodoflow-send outbox list --limit 50` process",
+    );
+    let dir = std::env::temp_dir().join(format!("hodoflow-bench-list-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let sqlite = figure(
+        &Backend::Sqlite(dir.clone()),
+        "sqlite",
+        jobs,
+        calls,
+        exe,
+        &mut report,
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    sqlite?;
+    match postgres_url() {
+        None => skipped_postgres(&mut report),
+        Some(url) => {
+            figure(
+                &Backend::Postgres(url),
+                "postgres",
+                jobs,
+                calls,
+                exe,
+                &mut report,
+            )
+            .await?;
+        }
+    }
+    Ok(report)
+}
