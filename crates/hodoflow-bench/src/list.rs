@@ -14,7 +14,12 @@
 //! it); the first page of failed jobs; and a deep page of pending jobs. p50 and p99 of each;
 //! target (issue 22): under 200 ms. Last, one `hodoflow-send outbox list --limit 50` process is
 //! timed whole (start, open and migration check, the page, exit), when the binary is built next
-//! to this one (`cargo build --release -p hodoflow-send`).
+//! to this one (`cargo build --release -p hodoflow-send`); and the status page of
+//! `hodoflow-send outbox serve` on that store: its first load (counts, the backlog chart over the
+//! last hour, the failed and needs-reconciliation listings, the credential's pause), then
+//! `calls` loads more (the chart is reused for 15 s, so these read the rest), and `calls` loads
+//! of a deep page of pending jobs (`/?state=pending&after=CURSOR`), each one GET over loopback
+//! timed to the last byte.
 //!
 //! SQLite (one file) and, when `OUTBOX_DATABASE_URL` names a database, PostgreSQL (a fresh
 //! database next to it, dropped after).
@@ -149,6 +154,80 @@ fn cli_list(exe: &Path, spec: &str) -> Value {
     }
 }
 
+/// One GET of `path` from the page at `addr`, timed to the last byte: its milliseconds, and
+/// whether it answered 200.
+async fn get_page(http: &reqwest::Client, addr: &str, path: &str) -> Result<(f64, bool)> {
+    let began = Instant::now();
+    let response = http.get(format!("http://{addr}{path}")).send().await?;
+    let ok = response.status() == reqwest::StatusCode::OK;
+    let _ = response.bytes().await?;
+    Ok((ms(began.elapsed()), ok))
+}
+
+/// The status page of `hodoflow-send outbox serve` on `spec`: the first load, then `calls`
+/// more of the overview and of a deep page of pending jobs after `pending`.
+async fn page_loads(exe: &Path, spec: &str, calls: usize, pending: &Cursor) -> Result<Value> {
+    use tokio::io::AsyncBufReadExt as _;
+    let Some(send) = exe.parent().map(|dir| dir.join("hodoflow-send")) else {
+        return Ok(json!("skipped: no directory of the bench binary"));
+    };
+    if !send.exists() {
+        return Ok(json!(
+            "skipped: build hodoflow-send next to the bench (cargo build --release -p hodoflow-send)"
+        ));
+    }
+    let mut child = tokio::process::Command::new(&send)
+        .env_clear()
+        .args([
+            "outbox",
+            "--outbox",
+            spec,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("the page's standard output")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let addr = loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .map_err(|_| "the page did not start within 30 s")??
+            .ok_or("the page exited before listening")?;
+        if let Some(rest) = line.strip_prefix("listening on http://") {
+            break rest.trim_end_matches('/').to_owned();
+        }
+    };
+    let http = reqwest::Client::new();
+    let (first, first_ok) = get_page(&http, &addr, "/").await?;
+    let mut overview = Vec::with_capacity(calls);
+    let mut deep = Vec::with_capacity(calls);
+    let deep_path = format!("/?state=pending&after={pending}");
+    let mut all_ok = first_ok;
+    for _ in 0..calls {
+        let (took, ok) = get_page(&http, &addr, "/").await?;
+        overview.push(took);
+        all_ok &= ok;
+        let (took, ok) = get_page(&http, &addr, &deep_path).await?;
+        deep.push(took);
+        all_ok &= ok;
+    }
+    let _ = child.kill().await;
+    if !all_ok {
+        return Ok(json!("failed: a page did not answer 200"));
+    }
+    Ok(json!({
+        "first_load_ms": round(first, 3),
+        "overview_p50_ms": round(percentile(&overview, 50.0), 3),
+        "overview_p99_ms": round(percentile(&overview, 99.0), 3),
+        "pending_deep_page_p50_ms": round(percentile(&deep, 50.0), 3),
+        "pending_deep_page_p99_ms": round(percentile(&deep, 99.0), 3),
+    }))
+}
+
 /// The figures of one store of `backend`, its targets added to `report`.
 async fn figure(
     backend: &Backend,
@@ -201,6 +280,16 @@ async fn figure(
     .await?;
     drop(outbox);
     let cli = cli_list(exe, fresh.spec());
+    let page = page_loads(exe, fresh.spec(), calls.min(20), &pending).await?;
+    for figure in [
+        "first_load_ms",
+        "overview_p99_ms",
+        "pending_deep_page_p99_ms",
+    ] {
+        if let Some(took) = page[figure].as_f64() {
+            report.at_most(&format!("{name}.status_page.{figure}"), took, TARGET_MS);
+        }
+    }
     for (page, figure) in [
         ("first_page", &first),
         ("deep_page", &deep),
@@ -228,6 +317,7 @@ async fn figure(
             "failed_first_page": failed,
             "pending_deep_page": deep_pending,
             "cli_list": cli,
+            "status_page": page,
         }),
     );
     fresh.remove().await?;

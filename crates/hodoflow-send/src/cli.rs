@@ -399,6 +399,9 @@ pub(crate) struct Pacing {
 
 use crate::limit::TriggerLimitArg;
 
+/// The status page's address when `--listen` is not given: loopback only.
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
+
 /// The arguments of `outbox`.
 #[derive(Debug, Args)]
 pub(crate) struct Outbox {
@@ -460,7 +463,7 @@ pub(crate) enum OutboxCommand {
     Serve {
         /// The address to listen on, IP:PORT (port 0: a free one). Any address but loopback
         /// needs --admin-token-file.
-        #[arg(long, value_name = "IP:PORT", default_value = crate::page::DEFAULT_LISTEN)]
+        #[arg(long, value_name = "IP:PORT", default_value = DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
         /// Who may requeue.
         #[command(flatten)]

@@ -31,6 +31,7 @@ mod page;
 mod pool;
 mod redact;
 mod report;
+mod requeue;
 mod sanitize;
 mod secret;
 mod trigger;

@@ -469,67 +469,12 @@ async fn list(
     Ok(Exit::Success)
 }
 
-/// Whether `job` is in flight under a lease no worker can hold: one ending more than
-/// `MAX_LEASE` (7 days) from now, written before leases were bounded. It is taken as expired:
-/// requeued by `outbox retry`, claimed again by a worker.
-fn wedged(job: &Job) -> bool {
-    let latest = std::time::SystemTime::now().checked_add(hodoflow_retry::outbox::MAX_LEASE);
-    matches!((job.lease_until, latest), (Some(until), Some(latest)) if until > latest)
-}
-
-/// Why [`requeue`] did not requeue a job.
-#[derive(Debug)]
-pub(crate) enum Refused {
-    /// No job has that event ID.
-    NotFound,
-    /// The job was delivered, or is in flight under a live lease.
-    Not(JobState),
-    /// The store failed.
-    Store(hodoflow_retry::Error),
-}
-
-impl Refused {
-    /// The sentence saying why, for the job of `event_id`.
-    pub(crate) fn sentence(&self, event_id: &str) -> String {
-        match self {
-            Self::NotFound => format!("no job with event ID {event_id} in the outbox"),
-            Self::Not(state) => format!(
-                "the job of {event_id} is {state}: nothing to retry (only pending, failed and \
-                 needs_reconciliation jobs are requeued)"
-            ),
-            Self::Store(error) => error.to_string(),
-        }
-    }
-}
-
-/// What `outbox retry` and the status page's retry button do: makes the job of `event_id`
-/// pending and due now, unless it was delivered or is in flight under a live lease. Returns the
-/// job and the state it had.
-///
-/// # Errors
-///
-/// Why it was not requeued.
-pub(crate) async fn requeue(outbox: &Outbox, event_id: &str) -> Result<(Job, JobState), Refused> {
-    let Some(job) = outbox.job(event_id).await.map_err(Refused::Store)? else {
-        return Err(Refused::NotFound);
-    };
-    crate::job_line::remember_secret(&job);
-    if delivered(job.state) || (job.state == JobState::InFlight && !wedged(&job)) {
-        return Err(Refused::Not(job.state));
-    }
-    let was = job.state;
-    match outbox.retry(event_id).await.map_err(Refused::Store)? {
-        Some(job) => Ok((job, was)),
-        None => Err(Refused::NotFound),
-    }
-}
-
 /// `outbox retry EVENT_ID`.
 async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Report> {
-    let (job, was) = match requeue(outbox, event_id).await {
+    let (job, was) = match crate::requeue::requeue(outbox, event_id).await {
         Ok(done) => done,
-        Err(Refused::Store(error)) => return Err(Report::failed(&error)),
-        Err(refused @ Refused::NotFound) => {
+        Err(crate::requeue::Refused::Store(error)) => return Err(Report::failed(&error)),
+        Err(refused @ crate::requeue::Refused::NotFound) => {
             return Err(Report::failure(Failure::permanent(
                 "not_found",
                 false,

@@ -72,9 +72,6 @@ use serde::Deserialize;
 use html::{Listing, Pause, Viewer};
 use session::Sessions;
 
-/// The default `--listen`.
-pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8089";
-
 /// Jobs per page of a listing.
 const PAGE: usize = 50;
 
@@ -558,7 +555,7 @@ async fn retry(
             ));
         }
     }
-    match crate::outbox::requeue(&app.outbox, &event_id).await {
+    match crate::requeue::requeue(&app.outbox, &event_id).await {
         Ok((_, was)) => {
             let back = match form.back.as_deref() {
                 Some("list") => "/".to_owned(),
@@ -569,7 +566,7 @@ async fn retry(
             };
             visit.respond((StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response())
         }
-        Err(crate::outbox::Refused::Store(error)) => visit.respond(store_failed(&error)),
+        Err(crate::requeue::Refused::Store(error)) => visit.respond(store_failed(&error)),
         Err(refused) => visit.respond(refuse(StatusCode::CONFLICT, &refused.sentence(&event_id))),
     }
 }
