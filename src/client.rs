@@ -7,10 +7,13 @@ use std::time::Duration;
 use crate::core::auth::secret::Secret;
 use crate::core::auth::{StaticToken, TokenCache, TokenExchanger};
 use crate::core::endpoint;
+use crate::core::engine::Endpoint;
 use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
-use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter, TriggerPacing};
-use crate::core::jitter::Jitter;
+use crate::core::limit::RouteKey;
+use crate::core::limit::scope::ClosedScope;
+use crate::core::limit::window::{TriggerLimit, TriggerPacing, Windows};
+use crate::core::runtime;
 use crate::core::schedule::{Schedule, SharedSchedule};
 use crate::core::shared::Shared;
 use crate::core::signing::Signer;
@@ -53,7 +56,7 @@ pub struct ClientBuilder {
     webhook_body_limit: usize,
     poll_interval: Duration,
     trigger_limit: Option<TriggerLimit>,
-    trigger_limits: HashMap<TriggerKey, TriggerLimit>,
+    trigger_limits: HashMap<RouteKey, TriggerLimit>,
     pace_triggers: bool,
     http: Option<reqwest::Client>,
     transport: Option<Arc<dyn AttemptTransport>>,
@@ -167,7 +170,7 @@ impl ClientBuilder {
     /// Default: none.
     pub fn trigger_limit_for(mut self, trigger_token: &str, limit: TriggerLimit) -> Self {
         self.trigger_limits
-            .insert(TriggerKey::of(trigger_token), limit);
+            .insert(RouteKey::of(trigger_token), limit);
         self
     }
 
@@ -336,6 +339,11 @@ impl ClientBuilder {
                 "the bearer token is empty or not a valid header value (it is not shown: it is a secret)",
             ));
         }
+        let bearer_tag = self
+            .bearer
+            .as_ref()
+            .filter(|_| self.options.exchanger.is_none() && self.credentials.is_none())
+            .map(|token| RouteKey::of(token.expose()).short());
         let exchanger: Arc<dyn TokenExchanger> = match (
             self.options.exchanger.take(),
             self.credentials,
@@ -359,15 +367,22 @@ impl ClientBuilder {
             (None, Some(http)) => Sender::Reqwest(http),
             (None, None) => unreachable!("a reqwest client is built when no transport is set"),
         };
+        // Whom the client sends for, as the processes of a fleet name it: the base URL, and for
+        // a static token a short hash of it (two tokens have budgets of their own).
+        let endpoint = Endpoint::new(&match &bearer_tag {
+            Some(tag) => format!("{} token {tag}", base.as_str().trim_end_matches('/')),
+            None => base.as_str().trim_end_matches('/').to_owned(),
+        });
         let (engine, policy) = self.options.engine(
             Some(TokenCache::new(exchanger)),
-            TriggerLimiter::new(
+            Windows::new(
                 self.trigger_limit,
                 self.trigger_limits,
                 self.pace_triggers,
                 TriggerLimit::DOCUMENTED,
             ),
-            Jitter::new(self.seed),
+            self.seed,
+            endpoint,
         );
         Ok(RetryingClient {
             inner: Arc::new(Shared {
@@ -405,13 +420,33 @@ impl RetryingClient {
         self.inner.engine.stats()
     }
 
+    /// Every scope a server closed and that is still closed: whom it holds (the credential's API
+    /// budget, one trigger), for how long from now, and why. A call that sits in a closed scope
+    /// waits for it within its budget, or stops with `budget_exhausted`, nothing sent; a call
+    /// in any other scope is not held.
+    pub fn closed_scopes(&self) -> Vec<ClosedScope> {
+        self.inner
+            .engine
+            .limits
+            .gate
+            .closed(runtime::now())
+            .into_iter()
+            .map(|(scope, remaining, why)| ClosedScope {
+                scope: scope.label(),
+                remaining,
+                why: why.describe(),
+            })
+            .collect()
+    }
+
     /// The limit this client paces deliveries to the trigger with `trigger_token` at now, and
     /// where it came from ([`ClientBuilder::trigger_limit`], the server's `RateLimit-Policy`
     /// or document 001's default); `None` when it does not pace them.
     pub fn trigger_pacing(&self, trigger_token: &str) -> Option<TriggerPacing> {
         self.inner
             .engine
-            .triggers
-            .pacing(TriggerKey::of(trigger_token))
+            .limits
+            .windows
+            .pacing(RouteKey::of(trigger_token))
     }
 }

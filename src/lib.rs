@@ -114,13 +114,14 @@ pub use crate::core::auth::secret::{AccessToken, Secret};
 pub use crate::core::auth::{ExchangeFuture, TokenExchanger};
 pub use crate::core::backoff::Backoff;
 pub use crate::core::budget::Budget;
-pub use crate::core::clock::{Clock, TokioClock};
 pub use crate::core::error::{Error, ErrorKind, Result};
-pub use crate::core::fleet::gate::RateBudget;
-pub use crate::core::fleet::retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use crate::core::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
-pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
+pub use crate::core::limit::figures::{PacingSource, TriggerLimit, TriggerPacing};
+pub use crate::core::limit::gate::RateBudget;
+pub use crate::core::limit::retry_budget::{RetryBudget, RetryBudgetBuilder};
+pub use crate::core::limit::scope::ClosedScope;
 pub use crate::core::matrix::Verdict;
+pub use crate::core::runtime::{Clock, ManualClock, TokioClock};
 #[cfg(feature = "backoff")]
 pub use crate::core::schedule::BackoffCrateSchedule;
 #[cfg(feature = "backon")]

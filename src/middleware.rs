@@ -16,12 +16,13 @@ use crate::client::RetryingClient;
 use crate::core::answer::Answer;
 use crate::core::attempt::{Attempt, TransportKind};
 use crate::core::auth::{TokenCache, TokenExchanger};
+use crate::core::engine::Endpoint;
 use crate::core::engine::{Engine, Policy};
 use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
-use crate::core::fleet::trigger_limit::{TriggerKey, TriggerLimit, TriggerLimiter};
-use crate::core::jitter::Jitter;
 use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::core::limit::RouteKey;
+use crate::core::limit::window::{TriggerLimit, Windows};
 use crate::core::request::FixedRequest;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, Transport, answer_of};
@@ -246,8 +247,9 @@ impl RetryMiddlewareBuilder {
         let tokens = self.options.exchanger.take().map(TokenCache::new);
         let (engine, policy) = self.options.engine(
             tokens,
-            TriggerLimiter::new(None, HashMap::new(), false, TriggerLimit::DOCUMENTED),
-            Jitter::new(None),
+            Windows::new(None, HashMap::new(), false, TriggerLimit::DOCUMENTED),
+            None,
+            Endpoint::new("the middleware's requests"),
         );
         Ok(RetryMiddleware {
             engine: EngineOwner::Own(Arc::new(engine)),
@@ -416,7 +418,7 @@ impl Middleware for RetryMiddleware {
             headers.remove(AUTHORIZATION);
         }
         let trigger = match surface {
-            Surface::Webhook => req.url().path().rsplit('/').next().map(TriggerKey::of),
+            Surface::Webhook => req.url().path().rsplit('/').next().map(RouteKey::of),
             _ => None,
         };
         let request = FixedRequest {
@@ -427,7 +429,7 @@ impl Middleware for RetryMiddleware {
             headers,
             body,
             identity: key.as_ref().map(|key| key.as_str().to_owned()),
-            trigger,
+            route_key: trigger,
             signer: None,
         };
         let version = req.version();

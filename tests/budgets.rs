@@ -60,6 +60,9 @@ async fn a_retry_after_beyond_the_budget_stops_at_once_with_the_servers_wait() {
     assert_eq!(ledger.writes_executed(key.as_str()), 0);
 }
 
+/// The first delivery spends the trigger's window of one (its answer says `RateLimit:
+/// "trigger";r=0;t=60`): the trigger is closed until the window ends, so the second sends
+/// nothing and stops with the time to the window's end.
 #[tokio::test]
 async fn a_real_webhook_rate_limit_longer_than_the_budget_stops_with_the_time_to_the_window_end() {
     let server = support::server_where(|limits| limits.webhook_rate_limit = 1).await;
@@ -84,9 +87,9 @@ async fn a_real_webhook_rate_limit_longer_than_the_budget_stops_with_the_time_to
         (Duration::from_secs(50)..=Duration::from_secs(60)).contains(&retry_after),
         "{retry_after:?} to the end of the 60 s window, well past the 20 s budget"
     );
-    assert_eq!(statuses(error.attempts()), [Some(429)]);
+    assert!(error.attempts().is_empty(), "nothing sent: {error}");
     let ledger = server.ledger();
-    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 2);
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 1);
     assert_eq!(ledger.total_runs(), 1);
 }
 

@@ -31,7 +31,7 @@ fn no_module_in_src_imports_one_that_imports_it_back() {
     assert!(
         modules.len() > 20
             && modules.contains("core::engine")
-            && modules.contains("core::fleet::retry_budget")
+            && modules.contains("core::limit::retry_budget")
             && modules.contains("vendors::hodoflow::tables"),
         "read the modules of src/: {modules:?}"
     );

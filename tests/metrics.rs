@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, MockServer};
+use hodoflow_retry::ManualClock;
 use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
-use hodoflow_retry::outbox::{JobState, ManualClock, Outbox, Target};
+use hodoflow_retry::outbox::{JobState, Outbox, Target};
 use hodoflow_retry::{
     Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryBudget, RetryingClient,
 };

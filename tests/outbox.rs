@@ -13,10 +13,10 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
-use hodoflow_retry::outbox::{
-    Cursor, Job, JobState, ManualClock, Outbox, Record, Target, WallClock,
+use hodoflow_retry::outbox::{Cursor, Job, JobState, Outbox, Record, Target};
+use hodoflow_retry::{
+    Budget, Clock, ErrorKind, ManualClock, ModulifyClient, RetryingClient, TriggerLimit,
 };
-use hodoflow_retry::{Budget, ErrorKind, ModulifyClient, RetryingClient, TriggerLimit};
 
 const WEBHOOKS: &str = "/api/v1/webhooks/";
 
@@ -590,14 +590,14 @@ async fn a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_a
             .await
             .unwrap();
         if server.ledger().requests_to("POST", WEBHOOKS).len() > before {
-            sends_at.push(clock.now());
+            sends_at.push(clock.wall());
         }
         let job = outbox.job("outage-1").await.unwrap().unwrap();
         if job.state != JobState::Pending {
             assert_eq!(job.state, JobState::NeedsReconciliation);
             break;
         }
-        clock.advance(job.next_at.duration_since(clock.now()).unwrap_or_default());
+        clock.advance(job.next_at.duration_since(clock.wall()).unwrap_or_default());
         rounds += 1;
         assert!(rounds < 200, "the horizon ends the job");
     }
@@ -1215,7 +1215,7 @@ async fn paging_outbox(backend: Backend) -> (Outbox, ManualClock) {
     }
     let claimed = outbox
         .store()
-        .claim("pager", clock.now(), LEASE, 300)
+        .claim("pager", clock.wall(), LEASE, 300)
         .await
         .unwrap();
     assert_eq!(claimed.len(), 300);
@@ -1229,7 +1229,7 @@ async fn paging_outbox(backend: Backend) -> (Outbox, ManualClock) {
         assert!(
             outbox
                 .store()
-                .record(job.id, job.claim, final_record(state, clock.now()))
+                .record(job.id, job.claim, final_record(state, clock.wall()))
                 .await
                 .unwrap()
         );
@@ -1353,13 +1353,17 @@ async fn paging_lists_a_job_that_moves_between_pages_as_the_cursor_documents(bac
             clock.advance(Duration::from_secs(60));
             let claimed = outbox
                 .store()
-                .claim("pager", clock.now(), LEASE, 10)
+                .claim("pager", clock.wall(), LEASE, 10)
                 .await
                 .unwrap();
             for job in &claimed {
                 outbox
                     .store()
-                    .record(job.id, job.claim, final_record(JobState::Done, clock.now()))
+                    .record(
+                        job.id,
+                        job.claim,
+                        final_record(JobState::Done, clock.wall()),
+                    )
                     .await
                     .unwrap();
             }

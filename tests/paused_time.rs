@@ -259,14 +259,14 @@ fn gaps(script: &Script) -> Vec<Duration> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn shedding_with_retry_after_for_longer_than_five_answers_costs_no_event() {
-    // Eight shed answers (503 with `Retry-After: 1`), then the server takes the delivery: with
-    // five attempts each spent by a shed answer, the event was lost after the fifth. (The waits
-    // still grow with the backoff, the server's second being the least: eight take about 20 s.)
+async fn shedding_with_retry_after_is_ridden_out_by_a_budget_of_that_many_attempts() {
+    // Eight shed answers (503 with `Retry-After: 1`), then the server takes the delivery: every
+    // shed answer spends an attempt, so nine attempts ride it out. (The waits still grow with
+    // the backoff, the server's second being the least: eight take about 20 s.)
     let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(1))); 8]);
     let id = DeliveryId::new(IdempotencyKey::from_operation_id("event-shed"));
     let started = Instant::now();
-    let delivery = client(&script, Budget::new())
+    let delivery = client(&script, Budget::new().max_attempts(9))
         .deliver("trigger-token", r#"{"event":1}"#)
         .delivery_id(id.clone())
         .send()
@@ -290,9 +290,40 @@ async fn shedding_with_retry_after_for_longer_than_five_answers_costs_no_event()
 }
 
 #[tokio::test(start_paused = true)]
-async fn shedding_that_outlasts_the_budget_ends_within_it_at_the_servers_pace() {
-    let script = Script::new([Reply::Status(429, Some(RetryAfter::Seconds(1))); 1_000]);
-    let budget = Budget::new().max_elapsed(Duration::from_secs(20));
+async fn paced_attempts_count_so_max_attempts_is_a_hard_cap() {
+    // Always `503, Retry-After: 1`: exactly max_attempts requests, then the last answer's error.
+    for (status, attempts) in [(503, 5), (429, 5), (503, 3)] {
+        let script = Script::new([Reply::Status(status, Some(RetryAfter::Seconds(1))); 1_000]);
+        let started = Instant::now();
+        let error = client(&script, Budget::new().max_attempts(attempts))
+            .deliver("trigger-token", "{}")
+            .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+                "event-1",
+            )))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(error.is_retryable(), "{error}");
+        assert!(!error.may_have_run());
+        assert_eq!(error.status().map(|s| s.as_u16()), Some(status));
+        assert_eq!(error.attempts().len(), attempts as usize);
+        assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(script.seen.lock().unwrap().len(), attempts as usize);
+        assert!(started.elapsed() < Budget::DEFAULT_MAX_ELAPSED);
+        assert!(
+            gaps(&script)
+                .iter()
+                .all(|gap| *gap >= Duration::from_secs(1))
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_that_leaves_less_than_an_attempt_sends_one_request() {
+    // `503, Retry-After: 9` on a 9.5 s budget: the retry would start with 0.5 s left, less than
+    // an attempt's least time (1 s), so none is sent and the answer had no ambiguity.
+    let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(9))); 10]);
+    let budget = Budget::new().max_elapsed(Duration::from_millis(9500));
     let started = Instant::now();
     let error = client(&script, budget)
         .deliver("trigger-token", "{}")
@@ -302,35 +333,15 @@ async fn shedding_that_outlasts_the_budget_ends_within_it_at_the_servers_pace() 
         .send()
         .await
         .unwrap_err();
-
-    assert!(error.is_retryable(), "{error}");
+    assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
     assert!(!error.may_have_run());
-    assert!(started.elapsed() <= Duration::from_secs(20));
-    let sent = script.seen.lock().unwrap().len();
-    // At least a second between two attempts: at most 20 in 20 s, and more than five.
-    assert!((6..=20).contains(&sent), "{sent} attempts");
-    assert!(
-        gaps(&script)
-            .iter()
-            .all(|gap| *gap >= Duration::from_secs(1))
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(9)));
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "refused at once, not slept"
     );
-}
-
-#[tokio::test(start_paused = true)]
-async fn count_paced_attempts_keeps_max_attempts_a_hard_cap() {
-    let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(1))); 12]);
-    let budget = Budget::new().count_paced_attempts(true);
-    let error = client(&script, budget)
-        .deliver("trigger-token", "{}")
-        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
-            "event-1",
-        )))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(error.attempts().len(), 5);
-    assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
-    assert_eq!(script.seen.lock().unwrap().len(), 5);
 }
 
 #[tokio::test(start_paused = true)]
@@ -382,10 +393,11 @@ async fn one_attempt_is_one_request_even_when_the_server_paces_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_held_call_in_a_sustained_outage_probes_at_the_probe_pace_until_its_time_runs_out() {
-    // 503 without `Retry-After` for good: after four answers the service is down, and the call's
-    // held fifth attempt goes as the client's probe, over and over, each refusal free: its load
-    // is the probe rate (every 100 ms for 2 s, then a tenth of the outage's age), never a burst.
+async fn a_call_in_a_sustained_outage_sends_its_attempts_and_keeps_the_last_for_its_holds_end() {
+    // 503 without `Retry-After` for good: after four answers the service is down; the call's
+    // fifth and final attempt is not spent as a probe while its hold lasts (every attempt
+    // counts), and goes when its hold ends, with time left to be answered. Exactly five
+    // requests, never a burst.
     let script = Script::new([Reply::Status(503, None); 1_000]);
     let budget = Budget::new().max_elapsed(Duration::from_secs(20));
     let started = Instant::now();
@@ -400,15 +412,9 @@ async fn a_held_call_in_a_sustained_outage_probes_at_the_probe_pace_until_its_ti
     assert!(error.is_retryable(), "{error}");
     assert!(!error.may_have_run());
     assert!(started.elapsed() <= Duration::from_secs(20));
-    let sent = script.seen.lock().unwrap().len();
-    assert!(sent > 5, "probes beyond max_attempts: {sent}");
-    // 4 attempts, about 20 probes in the outage's first 2 s, then 10 ln(age / 2 s) more.
-    assert!(sent <= 45, "{sent} requests in 20 s");
-    let gaps = gaps(&script);
-    assert!(
-        gaps[4..]
-            .iter()
-            .all(|gap| *gap >= Duration::from_millis(100)),
-        "never two probes within 100 ms: {gaps:?}"
-    );
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), Budget::DEFAULT_MAX_ATTEMPTS as usize);
+    // The fifth went after its hold: 20 s less one attempt's time (5 s) and half of it.
+    let last = seen[4].at - seen[0].at;
+    assert!(last >= Duration::from_secs(12), "{last:?}");
 }

@@ -139,6 +139,10 @@ impl WaitReason {
     }
 }
 
+/// The longest `x-request-id` kept of an answer, in bytes: a server's header of any length is
+/// cut here (on a character boundary), so a call's records stay small.
+pub(crate) const MAX_REQUEST_ID: usize = 128;
+
 /// The record of one attempt: its number, what came back, and the wait chosen after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
@@ -147,6 +151,8 @@ pub struct Attempt {
     request_id: Option<String>,
     wait: Duration,
     wait_reason: WaitReason,
+    /// The server answered that a request with the same key is still running.
+    running: bool,
 }
 
 impl Attempt {
@@ -164,10 +170,17 @@ impl Attempt {
         Self {
             number,
             result,
-            request_id,
+            request_id: request_id.map(bounded),
             wait: Duration::ZERO,
             wait_reason: WaitReason::None,
+            running: false,
         }
+    }
+
+    /// The server answered that a request with the same key is still running: the operation
+    /// may be running now.
+    pub(crate) fn mark_running(&mut self) {
+        self.running = true;
     }
 
     /// Records the wait chosen after this attempt.
@@ -209,11 +222,25 @@ impl Attempt {
         self.wait_reason
     }
 
-    /// Whether this attempt was sent and no answer came back, so it may have taken effect: not
-    /// after a failed connect or an HTTP/2 refusal ([`TransportKind::may_have_run`]).
+    /// Whether the operation may have taken effect by this attempt: it was sent and no answer
+    /// came back (not after a failed connect or an HTTP/2 refusal,
+    /// [`TransportKind::may_have_run`]), or the server answered that a request with the same key
+    /// is still running.
     pub fn may_have_run(&self) -> bool {
-        matches!(self.result, AttemptResult::Transport(kind) if kind.may_have_run())
+        self.running || matches!(self.result, AttemptResult::Transport(kind) if kind.may_have_run())
     }
+}
+
+/// `id` cut to [`MAX_REQUEST_ID`] bytes, on a character boundary.
+fn bounded(mut id: String) -> String {
+    if id.len() > MAX_REQUEST_ID {
+        let mut end = MAX_REQUEST_ID;
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        id.truncate(end);
+    }
+    id
 }
 
 /// `attempt 1: 503 (req_…), waited 1.02s (retry_after)` or `attempt 2: no answer (closed)`.
@@ -282,6 +309,25 @@ mod tests {
         assert!(!refused_by_http2(&local));
         let unrelated = Wrap(Box::new(std::io::Error::other("reset by peer")));
         assert!(!refused_by_http2(&unrelated));
+    }
+
+    #[test]
+    fn an_answer_that_the_key_is_still_running_may_have_run() {
+        let mut attempt = Attempt::answered(1, StatusCode::CONFLICT, None);
+        attempt.mark_running();
+        assert!(attempt.may_have_run());
+    }
+
+    #[test]
+    fn keeps_at_most_128_bytes_of_a_request_id() {
+        let long = "\u{e9}".repeat(200);
+        let attempt = Attempt::answered(1, StatusCode::OK, Some(long));
+        let kept = attempt.request_id().unwrap();
+        assert_eq!(
+            kept.len(),
+            MAX_REQUEST_ID,
+            "two-byte characters fit exactly"
+        );
     }
 
     #[test]

@@ -3,10 +3,14 @@
 //! Why a time budget and not only an attempt count? Document 000 asks for both: "cap attempts and
 //! total elapsed time". An attempt count alone lets one `Retry-After: 3600` hold a worker for an
 //! hour; a time budget alone lets fast failures hammer the server. So an operation stops at
-//! whichever comes first, and the budget counts waits and attempts together on the wall clock,
-//! from the first send.
+//! whichever comes first.
 //!
-//! A wait that would end past the budget is not slept: the operation stops at once with
+//! **The budget is the whole call.** `max_elapsed` runs from `send()` to the result: every wait
+//! counts, a wait for a trigger's slot or a closed scope included. `max_attempts` counts every
+//! request sent, whatever paced it. No attempt starts with less than
+//! [`Budget::min_attempt_time`] left, so none is sent only to time out (a timeout may have
+//! run: it would turn a clean answer into "may have run"); and a wait that cannot end with that
+//! much left is not slept: the operation stops at once with
 //! [`ErrorKind::BudgetExhausted`](crate::ErrorKind::BudgetExhausted), carrying the server's
 //! `Retry-After`, so the caller can schedule the same request, with the same key, for later.
 
@@ -36,8 +40,8 @@ pub struct Budget {
     pub(crate) max_attempts: u32,
     pub(crate) max_elapsed: Duration,
     pub(crate) attempt_timeout: Duration,
+    pub(crate) min_attempt_time: Option<Duration>,
     pub(crate) wait_for_in_progress: bool,
-    pub(crate) count_paced_attempts: bool,
 }
 
 impl Budget {
@@ -51,6 +55,12 @@ impl Budget {
     /// belongs in the outbox; a longer value is a typo (`5000000000000h` wedged an outbox with
     /// leases ending at `i64::MAX`), refused by [`validate`](Self::validate).
     pub const MAX: Duration = Duration::from_secs(24 * 3600);
+    /// The most attempts one operation may be allowed: 1,000. Every attempt is recorded on the
+    /// call's result, so the records stay bounded.
+    pub const MAX_ATTEMPTS: u32 = 1000;
+    /// The default least time an attempt needs: 1 s (see
+    /// [`min_attempt_time`](Self::min_attempt_time)).
+    pub const DEFAULT_MIN_ATTEMPT_TIME: Duration = Duration::from_secs(1);
 
     /// The default budget: 5 attempts, 60 s elapsed, 15 s per attempt, no waiting for a key in
     /// progress.
@@ -59,33 +69,23 @@ impl Budget {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             max_elapsed: Self::DEFAULT_MAX_ELAPSED,
             attempt_timeout: Self::DEFAULT_ATTEMPT_TIMEOUT,
+            min_attempt_time: None,
             wait_for_in_progress: false,
-            count_paced_attempts: false,
         }
     }
 
-    /// Sets the most attempts one operation makes on its own schedule.
+    /// Sets the most requests one operation sends: every attempt counts, the first, one the
+    /// server paced with `Retry-After`, and one the client's retry budget sent as its probe of a
+    /// service it holds down. `max_attempts(1)` turns retrying off: one request.
     ///
-    /// An attempt the server paced (its answer is retried and carries a `Retry-After` of at least
-    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`](crate::RetryBudget::FREE_AFTER_RETRY_AFTER), which
-    /// the next attempt waits for) is not counted here: it is bounded by
-    /// [`max_elapsed`](Self::max_elapsed) alone, and the server's own pacing (at least a second
-    /// between such attempts, growing with the backoff) bounds how many there can be. So a server
-    /// that sheds load with `503` or `429` and `Retry-After` for longer than five answers does not
-    /// cost the operation; see [`count_paced_attempts`](Self::count_paced_attempts) to count them.
-    /// Nor is a probe the service refused: while the client's retry budget holds calls because
-    /// the service is down, one held attempt at a time goes as its probe, and a refusal only
-    /// tells it the outage goes on (see [`RetryBudget`](crate::RetryBudget)); the probe pace
-    /// bounds that load. `max_attempts(1)` turns retrying off: one request, paced or not.
-    ///
-    /// Default: 5 attempts, the first included. At least 1.
+    /// Default: 5 attempts, the first included. At least 1, at most [`Budget::MAX_ATTEMPTS`].
     pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts;
         self
     }
 
-    /// Sets the elapsed-time budget: waits and attempts together, on the wall clock, from the
-    /// first send.
+    /// Sets the elapsed-time budget: the whole call, from `send()` to its result, every wait
+    /// and attempt included (a wait for a trigger's window or a closed scope too).
     ///
     /// Default: 60 s. More than zero.
     pub const fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
@@ -112,28 +112,43 @@ impl Budget {
         self
     }
 
-    /// Sets whether attempts the server paced with `Retry-After` count against
-    /// [`max_attempts`](Self::max_attempts) like any other.
+    /// Sets the least time an attempt needs: no attempt starts with less than this left of
+    /// [`max_elapsed`](Self::max_elapsed), and a wait that would leave less is not slept; the
+    /// call stops with `budget_exhausted` instead, nothing more sent. An attempt sent with a
+    /// moment left would time out, and a timeout may have run: a call that had a clean answer
+    /// would end "may have run".
     ///
-    /// Default: `false`: a call that the server keeps asking to come back later keeps coming
-    /// back, at the server's pace, until [`max_elapsed`](Self::max_elapsed) runs out (issue 18:
-    /// with every shed answer spending one of five attempts, a call outlived only 5 to 8 s of
-    /// shedding, and a fleet lost 24,215 events to triggers that ended within the budget). Set
-    /// `true` for a hard cap on requests per operation whatever the server says: refused probes
-    /// of the retry budget then count too.
+    /// Default: [`Budget::DEFAULT_MIN_ATTEMPT_TIME`], 1 s, or a quarter of `max_elapsed` when
+    /// that is shorter; never more than the attempt timeout. Less than `max_elapsed`.
     ///
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
     /// use hodoflow_retry::Budget;
     ///
-    /// // At most three requests, even while the server answers `503` with `Retry-After`.
-    /// let strict = Budget::new().max_attempts(3).count_paced_attempts(true);
-    /// # let _ = strict;
+    /// let budget = Budget::new()
+    ///     .max_elapsed(Duration::from_secs(10))
+    ///     .min_attempt_time(Duration::from_secs(2));
+    /// assert_eq!(budget.least_attempt_time(), Duration::from_secs(2));
+    /// assert_eq!(Budget::new().least_attempt_time(), Duration::from_secs(1));
+    /// let short = Budget::new().max_elapsed(Duration::from_secs(2));
+    /// assert_eq!(short.least_attempt_time(), Duration::from_millis(500));
     /// ```
-    pub const fn count_paced_attempts(mut self, count: bool) -> Self {
-        self.count_paced_attempts = count;
+    pub const fn min_attempt_time(mut self, least: Duration) -> Self {
+        self.min_attempt_time = Some(least);
         self
+    }
+
+    /// The least time an attempt needs, as it applies: the one set with
+    /// [`min_attempt_time`](Self::min_attempt_time), else the default rule; never more than
+    /// the attempt timeout.
+    pub fn least_attempt_time(&self) -> Duration {
+        let least = match self.min_attempt_time {
+            Some(least) => least,
+            None => Self::DEFAULT_MIN_ATTEMPT_TIME.min(self.max_elapsed / 4),
+        };
+        least.min(self.attempt_timeout)
     }
 
     /// Checks the budget.
@@ -141,7 +156,8 @@ impl Budget {
     /// # Errors
     ///
     /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `max_attempts`
-    /// is 0, or `max_elapsed` or `attempt_timeout` is zero or over [`Budget::MAX`].
+    /// is 0 or over [`Budget::MAX_ATTEMPTS`], `max_elapsed` or `attempt_timeout` is zero or over
+    /// [`Budget::MAX`], or the least attempt time is not less than `max_elapsed`.
     pub fn validate(&self) -> Result<()> {
         for (name, value) in [
             ("max_elapsed", self.max_elapsed),
@@ -158,11 +174,28 @@ impl Budget {
                 "budget max_attempts is 0; at least 1 is needed",
             ));
         }
+        if self.max_attempts > Self::MAX_ATTEMPTS {
+            return Err(Error::invalid_input(format!(
+                "budget max_attempts of {} is over the maximum of {}",
+                self.max_attempts,
+                Self::MAX_ATTEMPTS
+            )));
+        }
         if self.max_elapsed.is_zero() {
             return Err(Error::invalid_input("budget max_elapsed is zero"));
         }
         if self.attempt_timeout.is_zero() {
             return Err(Error::invalid_input("budget attempt_timeout is zero"));
+        }
+        if self
+            .min_attempt_time
+            .is_some_and(|least| least >= self.max_elapsed)
+        {
+            return Err(Error::invalid_input(format!(
+                "budget min_attempt_time of {:?} is not less than max_elapsed of {:?}: no attempt could start",
+                self.least_attempt_time(),
+                self.max_elapsed
+            )));
         }
         Ok(())
     }
@@ -174,16 +207,18 @@ impl Default for Budget {
     }
 }
 
-/// A wait refused because it would end past the budget.
+/// A wait refused because it would leave less than an attempt's least time of the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Exhausted {
     /// The wait that was refused.
     pub(crate) wait: Duration,
     /// What remained of the budget when it was refused.
     pub(crate) remaining: Duration,
+    /// The least time an attempt needs.
+    pub(crate) least: Duration,
 }
 
-/// One operation's budget, running from its first send.
+/// One operation's budget, running from `send()`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Deadline {
     budget: Budget,
@@ -193,7 +228,7 @@ pub(crate) struct Deadline {
 }
 
 impl Deadline {
-    /// Starts `budget` at `now`, the first send.
+    /// Starts `budget` at `now`, the call's `send()`.
     pub(crate) fn start(budget: Budget, now: Instant) -> Self {
         Self {
             budget,
@@ -216,10 +251,23 @@ impl Deadline {
     }
 
     /// The timeout for an attempt starting at `now`: the attempt timeout clamped to what
-    /// remains. `None` when nothing remains: stop with an exhausted budget.
+    /// remains. `None` when less than the least attempt time remains: stop with an exhausted
+    /// budget, nothing sent.
     pub(crate) fn attempt_timeout(&self, now: Instant) -> Option<Duration> {
         let remaining = self.remaining(now);
-        (!remaining.is_zero()).then(|| self.budget.attempt_timeout.min(remaining))
+        (!remaining.is_zero() && remaining >= self.least())
+            .then(|| self.budget.attempt_timeout.min(remaining))
+    }
+
+    /// The least time an attempt needs ([`Budget::least_attempt_time`]).
+    pub(crate) fn least(&self) -> Duration {
+        self.budget.least_attempt_time()
+    }
+
+    /// The longest a limiter may hold an attempt starting its wait at `now`: what remains, less
+    /// the least time an attempt needs.
+    pub(crate) fn max_wait(&self, now: Instant) -> Duration {
+        self.remaining(now).saturating_sub(self.least())
     }
 
     /// The attempt timeout as configured, unclamped by the time left: the bound of a shared
@@ -228,21 +276,31 @@ impl Deadline {
         self.budget.attempt_timeout
     }
 
-    /// How long an attempt starting at `now` may be held while the service is down: what
+    /// How long an attempt starting at `now` may be held while its service is down: what
     /// remains, less one attempt's time (the attempt timeout, at most a quarter of the budget),
-    /// so a held attempt that is released is still answered in time.
+    /// so a held attempt that is released is still answered in time; and at least half an
+    /// attempt's time before [`due`](Self::due) ends, so a held attempt has a moment to go.
     pub(crate) fn hold(&self, now: Instant) -> Duration {
-        let attempt = self.budget.attempt_timeout.min(self.budget.max_elapsed / 4);
-        self.remaining(now).saturating_sub(attempt)
+        let attempt = self.attempt_time();
+        self.remaining(now)
+            .saturating_sub(attempt)
+            .min(self.due(now).saturating_sub(attempt / 2))
     }
 
     /// How long an attempt starting at `now` may wait in all, held and then due for a probe
     /// slot: what remains, less half an attempt's time, so the attempt that goes still has at
     /// least that long to be answered (an attempt sent with a moment left would time out, and a
-    /// timeout may have run).
+    /// timeout may have run), and never less than the least attempt time.
     pub(crate) fn due(&self, now: Instant) -> Duration {
-        let attempt = self.budget.attempt_timeout.min(self.budget.max_elapsed / 4);
-        self.remaining(now).saturating_sub(attempt / 2)
+        let attempt = self.attempt_time();
+        self.remaining(now)
+            .saturating_sub(attempt / 2)
+            .min(self.max_wait(now))
+    }
+
+    /// One attempt's time, for the holds: the attempt timeout, at most a quarter of the budget.
+    fn attempt_time(&self) -> Duration {
+        self.budget.attempt_timeout.min(self.budget.max_elapsed / 4)
     }
 
     /// The whole elapsed-time budget.
@@ -255,22 +313,19 @@ impl Deadline {
         self.budget.max_attempts.saturating_sub(made)
     }
 
-    /// Whether a retried attempt counts against `max_attempts`: not when it was `free` (the
-    /// server paced it with `Retry-After`, or it was the retry budget's probe and the service
-    /// refused it), unless retrying is off or paced attempts are counted (see
-    /// [`Budget::max_attempts`]).
-    pub(crate) fn counts(&self, free: bool) -> bool {
-        !free || self.budget.count_paced_attempts || self.budget.max_attempts == 1
-    }
-
-    /// Whether `wait`, starting at `now`, may be slept. A wait that would end at or past the end
-    /// of the budget may not: it would leave no time for the attempt it waits for.
+    /// Whether `wait`, starting at `now`, may be slept: only when it leaves at least the least
+    /// attempt time of the budget, for the attempt it waits for.
     pub(crate) fn check_wait(&self, wait: Duration, now: Instant) -> Result<(), Exhausted> {
         let remaining = self.remaining(now);
-        if wait < remaining {
+        let least = self.least();
+        if wait < remaining && remaining - wait >= least {
             Ok(())
         } else {
-            Err(Exhausted { wait, remaining })
+            Err(Exhausted {
+                wait,
+                remaining,
+                least,
+            })
         }
     }
 }
@@ -291,6 +346,7 @@ mod tests {
         assert_eq!(budget.max_elapsed, Duration::from_secs(60));
         assert_eq!(budget.attempt_timeout, Duration::from_secs(15));
         assert!(!budget.wait_for_in_progress);
+        assert_eq!(budget.least_attempt_time(), Duration::from_secs(1));
         assert!(budget.validate().is_ok());
     }
 
@@ -298,8 +354,12 @@ mod tests {
     fn validation_refuses_zero_attempts_and_zero_durations() {
         let invalid = [
             Budget::new().max_attempts(0),
+            Budget::new().max_attempts(Budget::MAX_ATTEMPTS + 1),
             Budget::new().max_elapsed(Duration::ZERO),
             Budget::new().attempt_timeout(Duration::ZERO),
+            Budget::new()
+                .max_elapsed(Duration::from_secs(2))
+                .min_attempt_time(Duration::from_secs(2)),
         ];
         for budget in invalid {
             let error = budget.validate().expect_err("invalid budget");
@@ -316,6 +376,30 @@ mod tests {
         assert_eq!(deadline.remaining(Instant::now()), 10 * SECOND);
         assert_eq!(deadline.attempt_timeout(Instant::now()), Some(10 * SECOND));
         assert_eq!(deadline.elapsed(Instant::now()), 50 * SECOND);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_attempt_starts_with_less_than_the_least_attempt_time_left() {
+        let deadline = Deadline::start(Budget::new(), Instant::now());
+        advance(59 * SECOND).await;
+        assert_eq!(deadline.attempt_timeout(Instant::now()), Some(SECOND));
+        advance(Duration::from_millis(1)).await;
+        assert_eq!(
+            deadline.attempt_timeout(Instant::now()),
+            None,
+            "999 ms left, an attempt needs 1 s"
+        );
+        assert_eq!(deadline.max_wait(Instant::now()), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_that_leaves_less_than_an_attempt_is_refused_not_slept() {
+        // 503 with Retry-After: 9 on a 9.5 s budget: the wait would leave 0.5 s.
+        let budget = Budget::new().max_elapsed(Duration::from_millis(9500));
+        let deadline = Deadline::start(budget, Instant::now());
+        let refused = deadline.check_wait(9 * SECOND, Instant::now()).unwrap_err();
+        assert_eq!(refused.least, SECOND);
+        assert!(deadline.check_wait(8 * SECOND, Instant::now()).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
@@ -340,7 +424,8 @@ mod tests {
             deadline.check_wait(20 * SECOND, now),
             Err(Exhausted {
                 wait: 20 * SECOND,
-                remaining: 20 * SECOND
+                remaining: 20 * SECOND,
+                least: SECOND,
             })
         );
         assert!(deadline.check_wait(Duration::MAX, now).is_err());

@@ -63,7 +63,7 @@ macro_rules! per_call_setters {
         /// Shares the credential's pause and the trigger's window with other processes (the
         /// outbox's workers).
         #[cfg(feature = "outbox")]
-        pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::fleet::Fleet>) -> Self {
+        pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::limit::shared::Fleet>) -> Self {
             self.options.policy.fleet = Some(fleet);
             self
         }

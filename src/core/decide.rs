@@ -10,9 +10,10 @@
 //! folder knows none); the engine (`engine.rs`) only acts on the step.
 //!
 //! The order of the checks is the document's: a success ends the call; a 401 without a token
-//! source, or after a re-exchange, stops; the attempts budget, then the retry matrix's wait, then
-//! the elapsed-time budget may stop the rest. What the retry budget (`retry_budget.rs`) is asked
-//! for the next attempt is decided here too, and so is the error of its refusal.
+//! source, or after a re-exchange, stops; the attempts budget (every attempt counts), then the
+//! retry matrix's wait, then the elapsed-time budget (the wait must leave an attempt's least
+//! time) may stop the rest. What the retry budget (`limit/retry_budget/`) is asked for the next
+//! attempt is decided here too, and so is the error of a limiter's refusal.
 //!
 //! smithy-rs's orchestrator and tower's `retry::Policy` cut the same way: a strategy that only
 //! decides, and a loop that only acts.
@@ -28,7 +29,8 @@ use crate::core::attempt::{TransportKind, WaitReason};
 use crate::core::budget::Deadline;
 use crate::core::classify::{final_error, verdict};
 use crate::core::error::{Error, ErrorKind};
-use crate::core::fleet::retry_budget::{Admission, Refusal, RetryBudget};
+use crate::core::limit::Refusal;
+use crate::core::limit::retry_budget::{Admission, RetryBudget};
 use crate::core::matrix::Verdict;
 use crate::core::profile::SurfaceProfile;
 use crate::core::schedule::Waits;
@@ -67,8 +69,6 @@ pub(crate) struct Heard<'a> {
     pub(crate) answer: &'a Answer,
     /// The server's `Retry-After`, read from the answer against the wall clock.
     pub(crate) retry_after: Option<Duration>,
-    /// Whether the retry budget sent this attempt as a probe of a service it believes down.
-    pub(crate) probe: bool,
 }
 
 /// The time of a decision: the engine's instant (for the deadline) and the wall clock's (for
@@ -93,9 +93,8 @@ pub(crate) struct Course<'a> {
     reexchanged: bool,
     /// Retries after a wait (a re-exchange is not one): the schedule's step.
     retries: u32,
-    /// Attempts that count against `max_attempts`: those the server paced, and refused
-    /// probes, count by time.
-    counted: u32,
+    /// Attempts sent: every one counts against `max_attempts`.
+    sent: u32,
     next: Next,
 }
 
@@ -123,7 +122,7 @@ impl<'a> Course<'a> {
             wait_for_in_progress,
             reexchanged: false,
             retries: 0,
-            counted: 0,
+            sent: 0,
             next: Next {
                 admission: Admission::First,
                 cause: None,
@@ -143,14 +142,26 @@ impl<'a> Course<'a> {
         self.next.cause
     }
 
-    /// The error when the retry budget refuses the next attempt: with the last answer's status
-    /// and `Retry-After`, so the caller can schedule the same request later.
-    pub(crate) fn refused(&self, refusal: &Refusal) -> Error {
-        let error = Error::new(
-            ErrorKind::RetryBudgetExhausted,
-            format!("client retry budget exhausted: {}", refusal.message()),
-        )
-        .with_retry_after(self.next.retry_after);
+    /// Attempts the call may still send, the next one included.
+    pub(crate) fn attempts_left(&self, deadline: &Deadline) -> u32 {
+        deadline.attempts_left(self.sent)
+    }
+
+    /// The error when a limiter refuses the next attempt: with the last answer's status and
+    /// `Retry-After`, so the caller can schedule the same request later.
+    pub(crate) fn refused(&self, refusal: Refusal) -> Error {
+        let error = self.with_last_answer(Error::new(refusal.kind, refusal.message));
+        match refusal.retry_after {
+            Some(wait) if error.retry_after().is_none_or(|server| server < wait) => {
+                error.with_retry_after(Some(wait))
+            }
+            _ => error,
+        }
+    }
+
+    /// `error` with the last answer's status and `Retry-After`, if an answer came.
+    pub(crate) fn with_last_answer(&self, error: Error) -> Error {
+        let error = error.with_retry_after(self.next.retry_after);
         match self.next.status {
             Some(status) => error.with_status(status),
             None => error,
@@ -168,8 +179,8 @@ impl<'a> Course<'a> {
         let Heard {
             answer,
             retry_after,
-            probe,
         } = heard;
+        self.sent += 1;
         let mut verdict = verdict(self.profile, answer);
         if self.wait_for_in_progress {
             verdict = verdict.waiting_for_in_progress();
@@ -188,14 +199,7 @@ impl<'a> Course<'a> {
         if reexchange && self.reexchanged {
             return decision(Step::Refused(stopped()));
         }
-        // A probe the service refused only told the client it is still down: the call keeps
-        // its attempt, and the probe pace bounds its load (`retry_budget.rs`).
-        let free =
-            probe || retry_after.is_some_and(|wait| wait >= RetryBudget::FREE_AFTER_RETRY_AFTER);
-        if reexchange || deadline.counts(free) {
-            self.counted += 1;
-        }
-        if deadline.attempts_left(self.counted) == 0 {
+        if deadline.attempts_left(self.sent) == 0 {
             return decision(Step::Stop(stopped()));
         }
         let Some((wait, reason)) = self.waits.plan(verdict, self.retries, retry_after, rng) else {
@@ -205,8 +209,11 @@ impl<'a> Course<'a> {
             let error = Error::new(
                 ErrorKind::BudgetExhausted,
                 format!(
-                    "call budget exhausted: the next wait of {:?} ends past the {:?} left",
-                    refused.wait, refused.remaining
+                    "call budget exhausted: the next wait of {:.1}s would leave {:.1}s of the {:.1}s left, and an attempt needs at least {:.1}s",
+                    refused.wait.as_secs_f64(),
+                    refused.remaining.saturating_sub(refused.wait).as_secs_f64(),
+                    refused.remaining.as_secs_f64(),
+                    refused.least.as_secs_f64()
                 ),
             )
             .with_retry_after(retry_after);

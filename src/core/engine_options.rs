@@ -25,12 +25,14 @@ use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
 use crate::core::auth::{TokenCache, TokenExchanger};
 use crate::core::backoff::Backoff;
 use crate::core::budget::Budget;
-use crate::core::engine::{Engine, Policy};
+use crate::core::engine::{Endpoint, Engine, Policy};
 use crate::core::error::{Error, Result};
-use crate::core::fleet::gate::{RateBudget, RateGate};
-use crate::core::fleet::retry_budget::RetryBudget;
-use crate::core::fleet::trigger_limit::TriggerLimiter;
 use crate::core::jitter::Jitter;
+use crate::core::limit::Limiters;
+use crate::core::limit::cubic::SendRates;
+use crate::core::limit::gate::{Gate, RateBudget};
+use crate::core::limit::retry_budget::RetryBudget;
+use crate::core::limit::window::Windows;
 use crate::core::stats::Counters;
 
 /// The settings a client and a middleware both build their engine from: the policy of every
@@ -72,23 +74,30 @@ impl EngineOptions {
 
     /// The engine, and the policy of its calls. The builder passes what only it decides: the
     /// token source (made from [`exchanger`](Self::exchanger), which it has taken, or from its
-    /// own credentials), the trigger limiter and the jitter's seed.
+    /// own credentials), the routes' windows, the jitter's seed and the endpoint it sends for.
     pub(crate) fn engine(
         self,
         tokens: Option<TokenCache>,
-        triggers: TriggerLimiter,
-        jitter: Jitter,
+        windows: Windows,
+        seed: Option<u64>,
+        endpoint: Endpoint,
     ) -> (Engine, Policy) {
+        // The gate's release spread draws apart from the backoff's jitter, from the same seed.
+        let gate_seed = seed.map(|seed| seed ^ 0x9e37_79b9_7f4a_7c15);
         let engine = Engine {
-            jitter,
+            jitter: Jitter::new(seed),
             tokens,
-            gate: RateGate::new(self.rate_budget),
-            triggers,
-            retry_budget: self.retry_budget,
+            limits: Limiters {
+                retry_budget: self.retry_budget,
+                rates: SendRates::default(),
+                windows,
+                gate: Gate::new(self.rate_budget, Jitter::new(gate_seed)),
+            },
             counters: Counters::default(),
             #[cfg(feature = "metrics")]
             meter: Default::default(),
             answer_limit: self.answer_limit,
+            endpoint,
         };
         (engine, self.policy)
     }
@@ -133,12 +142,13 @@ macro_rules! engine_setters {
         #[doc = concat!(
             "The credential's rate budget: attempts of every ", $noun, " of this ", $owner,
             " (and its clones) are spaced to fit it, and a wait for a slot that would end past a ",
-            $noun, "'s budget stops it with `budget_exhausted`. With or without it, a 429 or 503 ",
-            "with `Retry-After` (or a `RateLimit` field with nothing remaining) closes the gate ",
-            "for every ", $noun, " of the ", $owner, " until that instant.\n\n",
+            $noun, "'s budget stops it with `budget_exhausted`. With or without it, a server's ",
+            "429 with `Retry-After` (or a `RateLimit` field with nothing remaining) closes the ",
+            "scope it speaks for (a trigger, or the credential's API budget) for every ", $noun,
+            " of the ", $owner, " until that instant, and no other scope.\n\n",
             "Default: none (only the server's answers pace the ", $owner, ")."
         )]
-        pub fn rate_budget(mut self, budget: $crate::core::fleet::gate::RateBudget) -> Self {
+        pub fn rate_budget(mut self, budget: $crate::core::limit::gate::RateBudget) -> Self {
             self.options.rate_budget = Some(budget);
             self
         }
@@ -151,7 +161,7 @@ macro_rules! engine_setters {
             "[`RetryBudget::new`](crate::RetryBudget::new): 500 tokens, 5 a retry, 10 a retry ",
             "after a timeout."
         )]
-        pub fn retry_budget(mut self, budget: $crate::core::fleet::retry_budget::RetryBudget) -> Self {
+        pub fn retry_budget(mut self, budget: $crate::core::limit::retry_budget::RetryBudget) -> Self {
             self.options.retry_budget = budget;
             self
         }

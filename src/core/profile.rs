@@ -1,9 +1,11 @@
 //! The shape of a vendor's data: what the mechanism reads of a profile, vendor-blind.
 //!
 //! A vendor (`src/vendors/<name>/`) fills these in from its documents: per surface, the literal
-//! retry-matrix table, the reader of its error codes, the answer limit and which status means
-//! "the same key is still running"; per vendor, the statuses whose `Retry-After` slows the whole
-//! credential, the key rules, and how a replay and an answer that was not kept are read. The
+//! retry-matrix table, the reader of its error codes, the answer limit, which status means
+//! "the same key is still running", and whom each of its signals holds ([`Scopes`]: which
+//! scope a 429 or 503 closes, which `RateLimit` policy is a route's, which service its answers
+//! speak for); per vendor, the key rules, and how a replay and an answer that was not kept are
+//! read. The
 //! engine, the classifier and the transport take a [`SurfaceProfile`] and read its fields; none
 //! of them asks which vendor it serves.
 
@@ -12,6 +14,7 @@ use serde_json::Value;
 
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
+pub(crate) use crate::core::limit::scope::{Reach, Scopes};
 use crate::core::matrix::Rule;
 
 /// What a vendor's documents fix for one surface.
@@ -35,10 +38,12 @@ pub(crate) struct SurfaceProfile {
     /// How a 404 is described in an error message.
     pub(crate) not_found: &'static str,
     /// Whether the status alone is the answer, so that a body that broke off mid-read still
-    /// counts as answered (a webhook's 202: the server committed, whatever the body said).
-    /// Otherwise the attempt is unanswered and retried with the same key, and a replay brings
-    /// the body back.
+    /// counts as answered (a webhook's 202: the server committed, whatever the body said), and
+    /// so does a success whose body is over the answer limit. Otherwise the attempt is
+    /// unanswered and retried with the same key, and a replay brings the body back.
     pub(crate) status_is_the_answer: bool,
+    /// Whom the surface's signals hold.
+    pub(crate) scopes: Scopes,
 }
 
 impl SurfaceProfile {
@@ -54,15 +59,10 @@ impl SurfaceProfile {
 /// What a vendor's documents fix for all of its surfaces.
 #[derive(Debug)]
 pub(crate) struct Vendor {
-    /// Statuses whose `Retry-After` slows down the whole credential (closes its gate).
-    pub(crate) slow_down: &'static [u16],
     /// Which keys the server accepts.
     pub(crate) keys: KeyRules,
     /// How a replayed answer is marked, and whether its original answer was kept.
     pub(crate) replay: Replay,
-    /// The `RateLimit` policy that speaks for one trigger's window, not the credential's;
-    /// `None` when every policy the server states is the credential's.
-    pub(crate) trigger_policy: Option<&'static str>,
 }
 
 /// The keys a vendor's server accepts; checked before anything is sent.

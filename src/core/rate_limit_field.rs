@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
-use crate::core::limit::TriggerLimit;
+use crate::core::limit::figures::TriggerLimit;
 
 /// The `RateLimit` field's name.
 const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");

@@ -14,7 +14,7 @@ use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Method};
 
 use crate::core::error::{Error, Result};
-use crate::core::fleet::trigger_limit::TriggerKey;
+use crate::core::limit::RouteKey;
 use crate::core::profile::SurfaceProfile;
 use crate::core::signing::Signer;
 
@@ -32,9 +32,9 @@ pub(crate) struct FixedRequest {
     pub(crate) body: Bytes,
     /// The Idempotency-Key or delivery ID, for logs (keys are not secrets, document 000).
     pub(crate) identity: Option<String>,
-    /// Whose rate limit a 429 speaks for.
-    /// The webhook trigger, for its limiter; `None` on the API.
-    pub(crate) trigger: Option<TriggerKey>,
+    /// The route with a window of its own (a webhook trigger), by a hash of its key; `None` on
+    /// the API.
+    pub(crate) route_key: Option<RouteKey>,
     /// The secrets a signed delivery's every attempt is signed with; `None`: unsigned.
     pub(crate) signer: Option<Signer>,
 }
@@ -217,9 +217,10 @@ impl FixedRequest {
         }
     }
 
-    /// The trigger token of a delivery, the last segment of its path; a secret, never logged.
-    pub(crate) fn trigger_token(&self) -> Option<&str> {
-        self.trigger
+    /// The route's key (a delivery's trigger token, the last segment of its path); a secret,
+    /// never logged.
+    pub(crate) fn route_name(&self) -> Option<&str> {
+        self.route_key
             .is_some()
             .then(|| self.url.path().rsplit('/').next())
             .flatten()

@@ -10,8 +10,8 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::core::attempt::TransportKind;
-use crate::core::clock;
-use crate::core::limit::TriggerPacing;
+use crate::core::limit::figures::TriggerPacing;
+use crate::core::runtime;
 
 /// What a client has done since it was built: a snapshot, shared by its clones.
 ///
@@ -218,7 +218,7 @@ impl Hold {
         if by.is_some() {
             state.by = by;
         }
-        if let Some(until) = clock::now().checked_add(wait) {
+        if let Some(until) = runtime::now().checked_add(wait) {
             state.full_until = state.full_until.max(Some(until));
         }
     }
@@ -315,10 +315,10 @@ impl Counters {
             retry_budget_send_interval: None,
             gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
             trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
-            trigger_held_for: self.trigger_hold.held_for(clock::now()),
-            trigger_full_for: self.trigger_hold.full_for(clock::now()),
+            trigger_held_for: self.trigger_hold.held_for(runtime::now()),
+            trigger_full_for: self.trigger_hold.full_for(runtime::now()),
             trigger_held_by: self.trigger_hold.by(),
-            gate_held_for: self.gate_hold.held_for(clock::now()),
+            gate_held_for: self.gate_hold.held_for(runtime::now()),
             gate_closed_for: None,
             exchanges: 0,
             service_down_for: None,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::client::RetryingClient;
-use crate::core::clock;
 use crate::core::meter::{HistogramSnapshot, OTHER, Outcome, SeriesKey};
+use crate::core::runtime;
 use crate::core::stats::Stats;
 
 use super::family::{Label, Series, counter, gauge, histogram, plain, seconds};
@@ -50,7 +50,7 @@ impl ClientFigures {
         Self {
             name: name.map(str::to_owned),
             stats: engine.stats(),
-            gate_closed: engine.gate.closed_time(clock::now()),
+            gate_closed: engine.limits.gate.closed_time(runtime::now()),
             classes: engine.meter.classes(),
             rate_limited: engine.meter.rate_limited(),
             durations,

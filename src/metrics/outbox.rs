@@ -43,7 +43,7 @@ impl OutboxFigures {
     ///
     /// The store's error.
     pub(super) async fn read(outbox: &Outbox) -> Result<Self> {
-        let now = outbox.clock.now();
+        let now = outbox.clock.wall();
         let counts = outbox.store.counts().await?;
         let oldest = outbox.store.oldest_due(now).await?;
         let meter = &outbox.meter;

@@ -47,14 +47,14 @@ mod postgres;
 #[cfg(feature = "outbox-sqlite")]
 mod sqlite;
 
-use std::fmt;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
+use crate::core::runtime::{Clock, TokioClock};
 
 pub use job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
 pub use page::Cursor;
@@ -79,65 +79,6 @@ pub const MAX_BODY: usize = crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// The longest event ID.
 pub const MAX_EVENT_ID: usize = 1024;
-
-/// The time the outbox schedules by: the system's, or a test's.
-pub trait WallClock: Send + Sync + fmt::Debug {
-    /// Now.
-    fn now(&self) -> SystemTime;
-
-    /// Whether the clock moves by itself, as time passes: an idle worker may then sleep until
-    /// the next job is due. A clock that moves only when told to (a test's) returns `false`,
-    /// and idle workers look again at every poll instead.
-    fn moves_by_itself(&self) -> bool {
-        true
-    }
-}
-
-/// The system's clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl WallClock for SystemClock {
-    /// The SDK's one clock (`core/clock.rs`): the system's time, moved on by tokio's clock, so
-    /// an outbox under `tokio::time::pause()` runs in the same virtual time as its calls.
-    fn now(&self) -> SystemTime {
-        crate::core::clock::wall_now()
-    }
-}
-
-/// A clock that moves only when told to, for tests of the schedule and the horizon.
-#[derive(Debug, Clone)]
-pub struct ManualClock(Arc<Mutex<SystemTime>>);
-
-impl ManualClock {
-    /// A clock at `start`.
-    pub fn new(start: SystemTime) -> Self {
-        Self(Arc::new(Mutex::new(start)))
-    }
-
-    /// Moves the clock on by `by`.
-    pub fn advance(&self, by: Duration) {
-        let mut now = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *now = now.checked_add(by).unwrap_or(*now);
-    }
-}
-
-impl WallClock for ManualClock {
-    /// Moved only by [`advance`](ManualClock::advance).
-    fn moves_by_itself(&self) -> bool {
-        false
-    }
-
-    fn now(&self) -> SystemTime {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
 
 /// A durable outbox over a [`Store`]. Cheap to clone.
 ///
@@ -174,7 +115,7 @@ impl WallClock for ManualClock {
 #[derive(Debug, Clone)]
 pub struct Outbox {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) clock: Arc<dyn WallClock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// What this process's pools recorded and its enqueues took (feature `metrics`).
     #[cfg(feature = "metrics")]
     pub(crate) meter: Arc<meter::OutboxMeter>,
@@ -185,14 +126,15 @@ impl Outbox {
     pub fn new(store: impl Store + 'static) -> Self {
         Self {
             store: Arc::new(store),
-            clock: Arc::new(SystemClock),
+            clock: Arc::new(TokioClock),
             #[cfg(feature = "metrics")]
             meter: Arc::default(),
         }
     }
 
-    /// Schedules by `clock` instead of the system's.
-    pub fn with_clock(mut self, clock: impl WallClock + 'static) -> Self {
+    /// Schedules by `clock`'s wall-clock time instead of the runtime's (a
+    /// [`ManualClock`](crate::ManualClock) in tests of the schedule and the horizon).
+    pub fn with_clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
         self
     }
@@ -269,16 +211,16 @@ impl Outbox {
             identity: IdempotencyKey::from_operation_id(event_id),
             target,
             body,
-            now: self.clock.now(),
+            now: self.clock.wall(),
         };
         #[cfg(feature = "metrics")]
-        let started = crate::core::clock::now();
+        let started = crate::core::runtime::now();
         let stored = self.store.enqueue(job).await?;
         #[cfg(feature = "metrics")]
         self.meter.enqueued(
             meter::Enqueue::One,
             usize::from(stored.1),
-            crate::core::clock::now().saturating_duration_since(started),
+            crate::core::runtime::now().saturating_duration_since(started),
         );
         Ok(stored)
     }
@@ -316,7 +258,7 @@ impl Outbox {
         E: Into<String>,
         B: Into<Bytes>,
     {
-        let now = self.clock.now();
+        let now = self.clock.wall();
         let mut jobs = Vec::new();
         for (event_id, target, body) in events {
             let event_id = event_id.into();
@@ -334,13 +276,13 @@ impl Outbox {
             return Ok(Vec::new());
         }
         #[cfg(feature = "metrics")]
-        let started = crate::core::clock::now();
+        let started = crate::core::runtime::now();
         let stored = self.store.enqueue_many(jobs).await?;
         #[cfg(feature = "metrics")]
         self.meter.enqueued(
             meter::Enqueue::Many,
             stored.iter().filter(|(_, now)| *now).count(),
-            crate::core::clock::now().saturating_duration_since(started),
+            crate::core::runtime::now().saturating_duration_since(started),
         );
         Ok(stored)
     }
@@ -371,7 +313,7 @@ impl Outbox {
     ///
     /// The store's error.
     pub async fn due(&self, events: Option<Arc<[String]>>) -> Result<Due> {
-        self.store.due(self.clock.now(), events).await
+        self.store.due(self.clock.wall(), events).await
     }
 
     /// The backlog over the last `window`: how many jobs were not final at each of `points`
@@ -381,7 +323,7 @@ impl Outbox {
     ///
     /// The store's error.
     pub async fn backlog(&self, window: Duration, points: usize) -> Result<Vec<u64>> {
-        let now = self.clock.now();
+        let now = self.clock.wall();
         let gaps = u32::try_from(points.saturating_sub(1))
             .unwrap_or(u32::MAX)
             .max(1);
@@ -474,7 +416,7 @@ impl Outbox {
     ///
     /// The store's error.
     pub async fn retry(&self, event_id: &str) -> Result<Option<Job>> {
-        self.store.requeue(event_id, self.clock.now()).await
+        self.store.requeue(event_id, self.clock.wall()).await
     }
 
     /// Workers that deliver this outbox's jobs through `client`.
@@ -504,20 +446,4 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
         ));
     }
     target.check()
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn the_system_clock_is_the_sdk_s_one_clock_and_moves_with_paused_time() {
-        let before = SystemClock.now();
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        let moved = SystemClock.now().duration_since(before).unwrap();
-        assert!(moved >= Duration::from_secs(3600), "{moved:?}");
-        assert!(moved < Duration::from_secs(3601), "{moved:?}");
-    }
 }

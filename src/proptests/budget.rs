@@ -17,7 +17,8 @@ proptest! {
         at_the_edge in prop::option::of(-2i64..=2),
     ) {
         let started = Instant::now();
-        let deadline = Deadline::start(Budget::new().max_elapsed(max_elapsed), started);
+        let budget = Budget::new().max_elapsed(max_elapsed);
+        let deadline = Deadline::start(budget, started);
         let now = started + elapsed;
         let mut rng = StdRng::seed_from_u64(seed);
         let (scheduled, _) = Backoff::new()
@@ -38,12 +39,18 @@ proptest! {
                 }
             }
         };
-        let ends_within = elapsed.checked_add(wait).is_some_and(|end| end < max_elapsed);
+        // A wait may be slept only when it leaves an attempt's least time of the budget.
+        let least = budget.least_attempt_time();
+        let ends_within = elapsed
+            .checked_add(wait)
+            .and_then(|end| end.checked_add(least))
+            .is_some_and(|end| end <= max_elapsed && wait < max_elapsed.saturating_sub(elapsed));
         match deadline.check_wait(wait, now) {
             Ok(()) => prop_assert!(ends_within, "accepted {:?} at {:?} of {:?}", wait, elapsed, max_elapsed),
-            Err(Exhausted { wait: refused, remaining }) => {
+            Err(Exhausted { wait: refused, remaining, least: needed }) => {
                 prop_assert!(!ends_within, "refused {:?} at {:?} of {:?}", wait, elapsed, max_elapsed);
                 prop_assert_eq!(refused, wait);
+                prop_assert_eq!(needed, least);
                 prop_assert_eq!(remaining, max_elapsed.saturating_sub(elapsed));
             }
         }

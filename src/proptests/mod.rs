@@ -509,10 +509,14 @@ fn plans_keep_the_floors_and_the_budget<S: Schedule + 'static>(
             }
             (other, _) => prop_assert!(false, "not a waiting verdict: {:?}", other),
         }
+        // A wait may be slept only when it leaves an attempt's least time of the budget.
+        let least = Budget::new()
+            .max_elapsed(spent.max_elapsed)
+            .least_attempt_time();
         let ends_within = spent
             .elapsed
             .checked_add(wait)
-            .is_some_and(|end| end < spent.max_elapsed);
+            .is_some_and(|end| end < spent.max_elapsed && spent.max_elapsed - end >= least);
         prop_assert_eq!(
             deadline.check_wait(wait, now).is_ok(),
             ends_within,

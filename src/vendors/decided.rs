@@ -21,7 +21,8 @@ use crate::core::budget::Deadline;
 use crate::core::classify;
 use crate::core::decide::{Course, Decision, Heard, Now, Step};
 use crate::core::error::ErrorKind;
-use crate::core::fleet::retry_budget::{Admission, Refusal};
+use crate::core::limit::Refusal;
+use crate::core::limit::retry_budget::Admission;
 use crate::core::matrix::Verdict;
 use crate::core::matrix::{Rule, When};
 use crate::core::schedule::Waits;
@@ -120,7 +121,6 @@ fn decide_first(surface: Surface, answer: &Answer, renews_tokens: bool) -> Decis
     let heard = Heard {
         answer,
         retry_after: answer.retry_after(now.wall),
-        probe: false,
     };
     course.decide(heard, &deadline, now, &mut rng())
 }
@@ -211,7 +211,6 @@ fn a_second_401_after_a_fresh_token_is_refused_and_alerts() {
     let heard = Heard {
         answer: &unauthorized,
         retry_after: None,
-        probe: false,
     };
     let first = course.decide(heard, &deadline, now, &mut rng());
     assert!(matches!(first.step, Step::Reexchange { .. }), "{first:?}");
@@ -232,7 +231,6 @@ fn the_last_counted_attempt_stops_with_the_answer_left_over() {
     let heard = Heard {
         answer: &down,
         retry_after: None,
-        probe: false,
     };
     let first = course.decide(heard, &deadline, now, &mut rng());
     assert!(matches!(first.step, Step::Wait { .. }), "{first:?}");
@@ -246,43 +244,30 @@ fn the_last_counted_attempt_stops_with_the_answer_left_over() {
 }
 
 #[test]
-fn a_paced_answer_or_a_refused_probe_keeps_the_attempt() {
+fn every_attempt_counts_a_paced_one_too() {
     let now = start();
     let deadline = Deadline::start(Budget::new().max_attempts(2), now.at);
     let mut course = course(Surface::Webhook);
     let paced = answer(429, String::new(), Some("2"));
-    let down = answer(503, String::new(), None);
-    let heard = |answer, retry_after, probe| Heard {
-        answer,
-        retry_after,
-        probe,
+    let heard = Heard {
+        answer: &paced,
+        retry_after: Some(2 * SECOND),
     };
-    for _ in 0..5 {
-        let step = course
-            .decide(
-                heard(&paced, Some(2 * SECOND), false),
-                &deadline,
-                now,
-                &mut rng(),
-            )
-            .step;
-        assert!(matches!(step, Step::Wait { .. }), "{step:?}");
-        assert_eq!(
-            course.admission(),
-            Admission::Retry {
-                after_timeout: false,
-                paced: true
-            }
-        );
-        let step = course
-            .decide(heard(&down, None, true), &deadline, now, &mut rng())
-            .step;
-        assert!(matches!(step, Step::Wait { .. }), "{step:?}");
-    }
-    let first = course.decide(heard(&down, None, false), &deadline, now, &mut rng());
+    let first = course.decide(heard, &deadline, now, &mut rng());
     assert!(matches!(first.step, Step::Wait { .. }), "{first:?}");
-    let last = course.decide(heard(&down, None, false), &deadline, now, &mut rng());
-    assert!(matches!(last.step, Step::Stop(_)), "{last:?}");
+    assert_eq!(
+        course.admission(),
+        Admission::Retry {
+            after_timeout: false,
+            paced: true
+        },
+        "free of retry tokens, not of the attempt"
+    );
+    let last = course.decide(heard, &deadline, now, &mut rng());
+    let Step::Stop(error) = last.step else {
+        panic!("{last:?}");
+    };
+    assert_eq!(error.kind(), ErrorKind::RateLimited);
 }
 
 #[test]
@@ -294,7 +279,6 @@ fn a_wait_past_the_deadline_stops_with_the_status_and_retry_after() {
     let heard = Heard {
         answer: &slow,
         retry_after: Some(30 * SECOND),
-        probe: false,
     };
     let decision = course.decide(heard, &deadline, now, &mut rng());
     let Step::Stop(error) = decision.step else {
@@ -316,7 +300,6 @@ fn a_timeout_asks_the_retry_budget_for_a_retry_after_a_timeout() {
     let heard = Heard {
         answer: &timeout,
         retry_after: None,
-        probe: false,
     };
     let step = course.decide(heard, &deadline, now, &mut rng()).step;
     assert!(matches!(
@@ -344,7 +327,6 @@ fn waiting_for_in_progress_turns_its_stop_into_a_wait() {
     let heard = Heard {
         answer: &running,
         retry_after: Some(SECOND),
-        probe: false,
     };
     let mut stops = course(Surface::JsonApiWrite);
     let decision = stops.decide(heard, &deadline, now, &mut rng());
@@ -377,10 +359,13 @@ fn the_retry_budgets_refusal_carries_the_last_answer() {
     let heard = Heard {
         answer: &slow,
         retry_after: Some(2 * SECOND),
-        probe: false,
     };
     course.decide(heard, &deadline, now, &mut rng());
-    let error = course.refused(&Refusal::Tokens { left: 0, cost: 5 });
+    let error = course.refused(Refusal {
+        kind: ErrorKind::RetryBudgetExhausted,
+        message: "client retry budget exhausted: no tokens".to_owned(),
+        retry_after: None,
+    });
     assert_eq!(error.kind(), ErrorKind::RetryBudgetExhausted);
     assert_eq!(error.status(), Some(StatusCode::TOO_MANY_REQUESTS));
     assert_eq!(error.retry_after(), Some(2 * SECOND));

@@ -21,7 +21,7 @@ use crate::core::matrix::{Rule, Verdict, When, rule};
 
 #[cfg(any(feature = "middleware", test))]
 use super::Surface;
-use crate::core::profile::{KeyRules, Replay, SurfaceProfile, Vendor, always_kept};
+use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
 
 /// RFC 9110, section 9.2.2: the methods whose repeat has the effect of one request.
 #[cfg(any(feature = "middleware", test))]
@@ -49,16 +49,21 @@ pub(crate) fn surface(method: &Method, keyed: bool) -> Option<Surface> {
 
 /// What holds for every server no profile describes.
 pub(crate) static NEUTRAL: Vendor = Vendor {
-    // A 429 speaks for the credential.
-    slow_down: &[429],
     keys: KeyRules { max_len: 255 },
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept: always_kept,
     },
-    // An API no profile claims has no trigger windows: every exhausted policy is the
-    // credential's.
-    trigger_policy: None,
+};
+
+/// Whom the signals of an API no profile claims hold: a 429 speaks for the credential, a 503's
+/// `Retry-After` for the call alone; it has no route windows, so every exhausted `RateLimit`
+/// policy is the credential's.
+const SCOPES: Scopes = Scopes {
+    sits_in: Reach::Credential,
+    closes: &[(429, Reach::Credential), (503, Reach::Call)],
+    route_policy: None,
+    service: "api",
 };
 
 /// An idempotent method (RFC 9110) on a path no profile claims.
@@ -72,6 +77,7 @@ pub(crate) static IDEMPOTENT_METHOD: SurfaceProfile = SurfaceProfile {
     in_progress: None,
     not_found: ErrorKind::NotFound.describe(),
     status_is_the_answer: false,
+    scopes: SCOPES,
 };
 
 /// Any other method on a path no profile claims, with the caller's `Idempotency-Key`.
@@ -85,6 +91,7 @@ pub(crate) static CALLER_KEYED: SurfaceProfile = SurfaceProfile {
     in_progress: None,
     not_found: ErrorKind::NotFound.describe(),
     status_is_the_answer: false,
+    scopes: SCOPES,
 };
 
 /// No vendor's error document is known.

@@ -9,9 +9,9 @@ use std::time::Duration;
 use http::HeaderValue;
 use tokio::time::Instant;
 
-use crate::core::clock;
 use crate::core::error::{Error, Result};
 use crate::core::jitter::Jitter;
+use crate::core::runtime;
 
 use super::TokenExchanger;
 use crate::core::auth::secret::AccessToken;
@@ -72,7 +72,7 @@ impl TokenWait {
     #[cfg(test)]
     pub(crate) fn within(limit: Duration) -> Self {
         Self {
-            until: clock::now() + limit,
+            until: runtime::now() + limit,
             exchange_timeout: limit,
         }
     }
@@ -184,7 +184,7 @@ impl TokenCache {
             .inner
             .current()
             .as_ref()
-            .and_then(|held| held.fresh(clock::now()))
+            .and_then(|held| held.fresh(runtime::now()))
         {
             return Ok(token);
         }
@@ -235,7 +235,7 @@ impl TokenCache {
     /// when the caller should not wait: it cannot be retried, or the backoff outlasts `wait`.
     fn next(&self, wait: TokenWait) -> Result<Next> {
         let mut state = self.inner.lock();
-        let now = clock::now();
+        let now = runtime::now();
         if let Some(token) = state.fresh(now) {
             return Ok(Next::Token(token));
         }
@@ -296,7 +296,7 @@ impl TokenState {
     /// (or lengthens) it.
     fn record(&self, result: Result<AccessToken>) {
         let mut state = self.lock();
-        let now = clock::now();
+        let now = runtime::now();
         state.in_flight = false;
         state.finished += 1;
         self.finished.store(state.finished, Ordering::Release);

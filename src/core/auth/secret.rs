@@ -7,8 +7,8 @@ use std::sync::Arc;
 use http::HeaderValue;
 use tokio::time::Instant;
 
-use crate::core::clock;
 use crate::core::error::{Error, Result};
+use crate::core::runtime;
 use std::time::Duration;
 
 /// A secret string, such as a client secret or a bearer token.
@@ -81,7 +81,7 @@ impl AccessToken {
 
     /// A token that expires `lifetime` from now, as an `expires_in` answer says.
     pub fn expiring_in(secret: impl Into<Secret>, lifetime: Duration) -> Self {
-        Self::new(secret, clock::now().checked_add(lifetime))
+        Self::new(secret, runtime::now().checked_add(lifetime))
     }
 
     /// The token. Never log it.

@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use crate::client::RetryingClient;
 use crate::core::error::{Error, Result};
-use crate::core::fleet::Fleet;
-use crate::core::fleet::trigger_limit::TriggerLimit;
+use crate::core::limit::shared::Fleet;
+use crate::core::limit::window::TriggerLimit;
 use crate::vendors::modulify::client::ModulifyClient;
 
 use crate::vendors::target::Deliver;
@@ -46,7 +46,8 @@ pub struct WorkerBuilder {
     /// The caller's limit (`Some(None)`: no shared window); `None`: the server's figures,
     /// document 001's until known.
     pub(super) trigger_limit: Option<Option<TriggerLimit>>,
-    pub(super) credential: String,
+    /// The caller's name for the client's endpoint in the store; `None`: its base URL.
+    pub(super) credential: Option<String>,
     pub(super) on_finished: Option<OnFinished>,
 }
 
@@ -74,8 +75,6 @@ pub struct JobDone {
 
 impl WorkerBuilder {
     pub(crate) fn new(outbox: Outbox, client: RetryingClient) -> Self {
-        let base = client.inner.base.as_str().to_owned();
-        let credential = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, base.as_bytes());
         let name = format!(
             "worker-{}-{}",
             std::process::id(),
@@ -94,7 +93,7 @@ impl WorkerBuilder {
             webhook_horizon: WEBHOOK_HORIZON,
             key_horizon: KEY_HORIZON,
             trigger_limit: None,
-            credential: format!("credential:{credential}"),
+            credential: None,
             on_finished: None,
         }
     }
@@ -136,12 +135,12 @@ impl WorkerBuilder {
 
     /// How long an idle worker waits before claiming again when its store cannot wake it for
     /// another process's jobs (SQLite: a job enqueued through the same store wakes it at once),
-    /// or its clock does not move by itself ([`WallClock::moves_by_itself`]). Also the wait
+    /// or its clock does not move by itself ([`Clock::moves_by_itself`]). Also the wait
     /// after the store failed, growing with each failure.
     ///
     /// Default: [`DEFAULT_POLL`].
     ///
-    /// [`WallClock::moves_by_itself`]: crate::outbox::WallClock::moves_by_itself
+    /// [`Clock::moves_by_itself`]: crate::Clock::moves_by_itself
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll = interval;
         self
@@ -204,11 +203,13 @@ impl WorkerBuilder {
         self
     }
 
-    /// The name under which the workers of one credential share their pause.
+    /// The name under which the workers of the client's credential share what the server
+    /// closed and the triggers' windows, in place of its base URL: for two credentials on one
+    /// base URL. Never put a secret in it: the status page shows it.
     ///
-    /// Default: derived from the client's base URL.
+    /// Default: the client's base URL.
     pub fn credential(mut self, name: impl Into<String>) -> Self {
-        self.credential = format!("credential:{}", name.into());
+        self.credential = Some(name.into());
         self
     }
 
@@ -247,11 +248,11 @@ impl WorkerBuilder {
         let fleet: Arc<dyn Fleet> = Arc::new(StoreFleet {
             store: Arc::clone(&self.outbox.store),
             clock: Arc::clone(&self.outbox.clock),
-            credential: self.credential.clone(),
+            credential: self.credential,
             trigger_limit: self.trigger_limit,
             client: self.client.clone(),
             attempt_timeout: budget.attempt_timeout,
-            paused: Mutex::new(None),
+            paused: Mutex::new(std::collections::HashMap::new()),
         });
         Ok(Arc::new(WorkerPool {
             store: Arc::clone(&self.outbox.store),
@@ -274,7 +275,6 @@ impl WorkerBuilder {
             key_horizon: self.key_horizon,
             budget,
             fleet,
-            credential: self.credential,
             on_finished: self.on_finished,
             report: Mutex::new(RunReport::default()),
             #[cfg(feature = "metrics")]

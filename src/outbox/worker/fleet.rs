@@ -1,39 +1,68 @@
-//! The fleet of one store's workers: the credential's pause and the triggers' windows, kept
-//! in the store so every process on it shares them.
+//! The fleet of one store's workers: the scopes a server closed and the routes' windows, kept in
+//! the store so every process on it shares them.
+//!
+//! Each scope is named as every process names it: the service and the endpoint of the client
+//! that sent (`webhooks http://hodoflow.example`, `modulify http://modulify.example token
+//! 1a2b3c4d`), and for a trigger's route a name derived from its token (`… trigger <uuid>`,
+//! never the token). So one vendor's 429 never holds another vendor's jobs, and one trigger's
+//! never holds another trigger's.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::client::RetryingClient;
 use crate::core::error::Result;
-use crate::core::fleet::trigger_limit::{PacingSource, TriggerKey, TriggerLimit, TriggerPacing};
-use crate::core::fleet::{Fleet, FleetFuture};
+use crate::core::limit::Refusal;
+use crate::core::limit::RouteKey;
+use crate::core::limit::scope::{Closing, Scope};
+use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture};
+use crate::core::limit::window::{PacingSource, TriggerLimit, TriggerPacing};
+use crate::core::runtime::{self, Clock};
 use crate::core::stats::Holding;
 
-use crate::outbox::WallClock;
 use crate::outbox::job::Slot;
 use crate::outbox::store::Store;
 
 use super::*;
 
-/// The fleet of the workers of one store: the credential's pause and the triggers' windows,
-/// in the store.
+/// Pauses read from the store and trusted for [`PAUSE_READ_EVERY`], kept at most this many.
+const KEEP_PAUSES_READ: usize = 1024;
+
+/// The fleet of the workers of one store: the closed scopes and the triggers' windows, in the
+/// store.
 #[derive(Debug)]
 pub(super) struct StoreFleet {
     pub(super) store: Arc<dyn Store>,
-    pub(super) clock: Arc<dyn WallClock>,
-    pub(super) credential: String,
+    pub(super) clock: Arc<dyn Clock>,
+    /// The name the caller gave the main client's endpoint, replacing its base URL in the names
+    /// of its scopes.
+    pub(super) credential: Option<String>,
     /// As [`WorkerBuilder`] holds it.
     pub(super) trigger_limit: Option<Option<TriggerLimit>>,
     /// The webhook client: the server's figures it learned, and where waits are counted.
     pub(super) client: RetryingClient,
     /// With the window, how long a slot stays busy before its answer comes.
     pub(super) attempt_timeout: Duration,
-    /// The pause last read, and when: trusted for [`PAUSE_READ_EVERY`].
-    pub(super) paused: Mutex<Option<(tokio::time::Instant, Option<SystemTime>)>>,
+    /// The pauses last read, by scope, and when: each trusted for [`PAUSE_READ_EVERY`].
+    pub(super) paused: Mutex<HashMap<String, (tokio::time::Instant, Option<SystemTime>)>>,
 }
 
 impl StoreFleet {
+    /// The name of `scope` of an attempt, as every worker of the store names it.
+    pub(super) fn scope_name(&self, ask: FleetAsk<'_>, scope: Scope) -> String {
+        let endpoint = match &self.credential {
+            Some(name) if *ask.endpoint == *self.client.inner.engine.endpoint.name => name.as_str(),
+            _ => ask.endpoint,
+        };
+        match (scope, ask.route) {
+            (Scope::Route(_), Some(token)) => {
+                format!("{} {endpoint} trigger {}", ask.service, trigger_id(token))
+            }
+            _ => format!("{} {endpoint}", ask.service),
+        }
+    }
+
     /// The shared window of the trigger with `token`, and where its limit came from; `None`
     /// when the caller turned shared windows off.
     pub(super) fn pacing(&self, token: &str) -> Option<TriggerPacing> {
@@ -43,49 +72,72 @@ impl StoreFleet {
                 self.client
                     .inner
                     .engine
-                    .triggers
-                    .learned_or_documented(TriggerKey::of(token)),
+                    .limits
+                    .windows
+                    .learned_or_documented(RouteKey::of(token)),
             ),
         }
     }
 
-    /// Until when the credential is paused, if past `now`: from the store at most every
+    /// Until when `scope` is paused, if past `now`: from the store at most every
     /// [`PAUSE_READ_EVERY`], so a pool does not read it before every attempt.
-    pub(super) async fn paused_until(&self, now: SystemTime) -> Result<Option<SystemTime>> {
-        let cached = *self.paused.lock().unwrap_or_else(|p| p.into_inner());
+    pub(super) async fn paused_until(
+        &self,
+        scope: &str,
+        now: SystemTime,
+    ) -> Result<Option<SystemTime>> {
+        let cached = self.lock_paused().get(scope).copied();
         if let Some((read, until)) = cached
-            && read.elapsed() < PAUSE_READ_EVERY
+            && runtime::now().saturating_duration_since(read) < PAUSE_READ_EVERY
         {
             return Ok(until.filter(|until| *until > now));
         }
-        let until = self.store.paused_until(&self.credential, now).await?;
-        *self.paused.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((tokio::time::Instant::now(), until));
+        let until = self.store.paused_until(scope, now).await?;
+        self.remember(scope, until);
         Ok(until)
+    }
+
+    fn remember(&self, scope: &str, until: Option<SystemTime>) {
+        let mut paused = self.lock_paused();
+        if !paused.contains_key(scope) && paused.len() >= KEEP_PAUSES_READ {
+            paused.clear();
+        }
+        paused.insert(scope.to_owned(), (runtime::now(), until));
+    }
+
+    fn lock_paused(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (tokio::time::Instant, Option<SystemTime>)>>
+    {
+        self.paused.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// The scope of a trigger's window: a name derived from its token, never the token.
-pub(super) fn trigger_scope(token: &str) -> String {
-    format!(
-        "trigger:{}",
-        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, token.as_bytes())
-    )
+/// A trigger, by a name derived from its token: never the token.
+pub(super) fn trigger_id(token: &str) -> uuid::Uuid {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, token.as_bytes())
 }
 
 impl Fleet for StoreFleet {
     fn admit<'a>(
         &'a self,
-        trigger: Option<&'a str>,
+        ask: FleetAsk<'a>,
         max_wait: Duration,
-    ) -> FleetFuture<'a, std::result::Result<Option<i64>, Duration>> {
+    ) -> FleetFuture<'a, std::result::Result<Option<i64>, Refusal>> {
         Box::pin(async move {
-            let started = tokio::time::Instant::now();
-            let wait_or_refuse = async |wait: Duration| {
-                if started.elapsed().saturating_add(wait) > max_wait {
-                    return Err(wait);
+            let started = runtime::now();
+            let scope = self.scope_name(ask, ask.scope);
+            let wait_or_refuse = async |wait: Duration, what: &str| {
+                let waited = runtime::now().saturating_duration_since(started);
+                if waited.saturating_add(wait) > max_wait {
+                    return Err(Refusal::past_budget(format!(
+                        "{what} for {:.1}s, past the {:.1}s this call has left to wait",
+                        wait.as_secs_f64(),
+                        max_wait.saturating_sub(waited).as_secs_f64()
+                    ))
+                    .with_retry_after(wait));
                 }
-                tokio::time::sleep(wait).await;
+                runtime::sleep(wait).await;
                 Ok(())
             };
             // Counted from the first wait until this returns, for the client's stats.
@@ -93,38 +145,43 @@ impl Fleet for StoreFleet {
             let (mut at_gate, mut in_window): (Option<Holding<'_>>, Option<Holding<'_>>) =
                 (None, None);
             loop {
-                let now = self.clock.now();
-                match self.paused_until(now).await {
+                let now = self.clock.wall();
+                match self.paused_until(&scope, now).await {
                     Ok(Some(until)) => {
                         let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
                         at_gate.get_or_insert_with(|| counters.gate_hold.begin(None));
-                        wait_or_refuse(wait.max(Duration::from_millis(1))).await?;
+                        let what = format!("the fleet holds {} closed", ask.scope.label());
+                        wait_or_refuse(wait.max(Duration::from_millis(1)), &what).await?;
                         continue;
                     }
                     Ok(None) => {}
                     Err(error) => {
-                        tracing::warn!(error = %error, "the shared pause could not be read; sending");
+                        tracing::warn!(error = %error, "a shared pause could not be read; sending");
                     }
                 }
-                let Some((token, pacing)) =
-                    trigger.and_then(|token| Some((token, self.pacing(token)?)))
+                let Some((token, pacing)) = ask
+                    .route
+                    .and_then(|token| Some((token, self.pacing(token)?)))
                 else {
                     return Ok(None);
                 };
                 let hold = pacing.limit.per().saturating_add(self.attempt_timeout);
+                let window = self.scope_name(ask, Scope::Route(RouteKey::of(token)));
                 match self
                     .store
-                    .take_slot(&trigger_scope(token), pacing.limit.requests(), hold, now)
+                    .take_slot(&window, pacing.limit.requests(), hold, now)
                     .await
                 {
                     Ok(Slot::Granted(slot)) => return Ok(Some(slot)),
                     Ok(Slot::FreeAt(at)) => {
                         let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
                         in_window.get_or_insert_with(|| counters.trigger_hold.begin(Some(pacing)));
-                        if let Err(wait) = wait_or_refuse(wait.max(Duration::from_millis(1))).await
+                        let what = "the trigger's shared window is full";
+                        if let Err(refusal) =
+                            wait_or_refuse(wait.max(Duration::from_millis(1)), what).await
                         {
                             counters.trigger_hold.turned_away(Some(pacing), wait);
-                            return Err(wait);
+                            return Err(refusal);
                         }
                     }
                     Err(error) => {
@@ -136,33 +193,36 @@ impl Fleet for StoreFleet {
         })
     }
 
-    fn answered<'a>(&'a self, trigger: Option<&'a str>, slot: i64) -> FleetFuture<'a, ()> {
+    fn answered<'a>(
+        &'a self,
+        ask: FleetAsk<'a>,
+        slot: i64,
+        _learned: Option<TriggerLimit>,
+    ) -> FleetFuture<'a, ()> {
         Box::pin(async move {
-            let per = trigger
+            let per = ask
+                .route
                 .and_then(|token| self.pacing(token))
                 .map_or(Duration::ZERO, |pacing| pacing.limit.per());
-            let until = self
-                .clock
-                .now()
-                .checked_add(per)
-                .unwrap_or_else(|| self.clock.now());
+            let now = self.clock.wall();
+            let until = now.checked_add(per).unwrap_or(now);
             if let Err(error) = self.store.release_slot(slot, until).await {
                 tracing::warn!(error = %error, "a shared trigger slot could not be released; it frees on its own");
             }
         })
     }
 
-    fn slow_down(&self, wait: Duration) -> FleetFuture<'_, ()> {
+    fn close<'a>(&'a self, ask: FleetAsk<'a>, closing: Closing) -> FleetFuture<'a, ()> {
         Box::pin(async move {
-            let now = self.clock.now();
-            let until = now.checked_add(wait).unwrap_or(now);
+            let scope = self.scope_name(ask, closing.scope);
+            let now = self.clock.wall();
+            let until = now.checked_add(closing.pause).unwrap_or(now);
             {
-                let mut cached = self.paused.lock().unwrap_or_else(|p| p.into_inner());
-                let known = cached.and_then(|(_, until)| until);
-                *cached = Some((tokio::time::Instant::now(), known.max(Some(until))));
+                let known = self.lock_paused().get(&scope).and_then(|(_, until)| *until);
+                self.remember(&scope, known.max(Some(until)));
             }
-            if let Err(error) = self.store.pause(&self.credential, until).await {
-                tracing::warn!(error = %error, "the shared pause could not be written");
+            if let Err(error) = self.store.pause(&scope, until).await {
+                tracing::warn!(error = %error, "a shared pause could not be written");
             }
         })
     }

@@ -13,9 +13,9 @@ use tokio::task::JoinSet;
 use crate::client::RetryingClient;
 use crate::core::budget::Budget;
 use crate::core::error::{Error, Result};
-use crate::core::fleet::Fleet;
+use crate::core::limit::shared::Fleet;
 
-use crate::outbox::WallClock;
+use crate::core::runtime::Clock;
 use crate::outbox::job::{Job, JobState, LastError, Record, Target};
 use crate::outbox::schedule::{LongSchedule, horizon_end, may_send};
 use crate::outbox::store::{Store, StoreFuture};
@@ -26,7 +26,7 @@ use crate::vendors::target::{Deliver, Delivered, Sent};
 #[derive(Debug)]
 pub(super) struct WorkerPool {
     pub(super) store: Arc<dyn Store>,
-    pub(super) clock: Arc<dyn WallClock>,
+    pub(super) clock: Arc<dyn Clock>,
     pub(super) client: RetryingClient,
     /// The workers' clients, one per vendor, each delivering the jobs of its targets.
     pub(super) deliverers: Vec<Arc<dyn Deliver>>,
@@ -40,8 +40,6 @@ pub(super) struct WorkerPool {
     pub(super) key_horizon: Duration,
     pub(super) budget: Budget,
     pub(super) fleet: Arc<dyn Fleet>,
-    /// The scope of the credential's shared pause.
-    pub(super) credential: String,
     pub(super) on_finished: Option<OnFinished>,
     pub(super) report: Mutex<RunReport>,
     /// The outbox's meter, shared with every pool of it (feature `metrics`).
@@ -69,7 +67,7 @@ impl WorkerPool {
         if !woken_by_every_process || !self.clock.moves_by_itself() {
             return self.poll;
         }
-        let now = self.clock.now();
+        let now = self.clock.wall();
         match self.store.due(now, None).await {
             Ok(due) => match due.next_at.map(|next| next.duration_since(now)) {
                 None => self.safety_poll,
@@ -126,7 +124,7 @@ impl WorkerPool {
                 // A job that waited here so long that its lease no longer covers a whole call
                 // is left alone: when its lease ends it is claimed again, so two workers never
                 // send it at once.
-                let now = self.clock.now();
+                let now = self.clock.wall();
                 if job
                     .lease_until
                     .is_some_and(|until| !may_send(now, self.budget.max_elapsed, Some(until)))
@@ -174,11 +172,12 @@ impl WorkerPool {
                 if let Some(wakeups) = &mut wakeups {
                     wakeups.mark_seen();
                 }
-                claiming =
-                    Some(
-                        self.store
-                            .claim(&self.name, self.clock.now(), self.lease, wanted.max(1)),
-                    );
+                claiming = Some(self.store.claim(
+                    &self.name,
+                    self.clock.wall(),
+                    self.lease,
+                    wanted.max(1),
+                ));
             }
             tokio::select! {
                 claimed = async { claiming.as_mut().expect("polled only when set").await }, if claiming.is_some() => {
@@ -327,7 +326,7 @@ impl WorkerPool {
     /// Reschedules a claimed job without sending it, the service having been down for `down`:
     /// what to record, as for a call the retry budget refused before sending.
     pub(super) async fn not_started(&self, job: Job, down: Duration) -> Finished {
-        let (first_sent_at, end) = self.horizon(&job, self.clock.now());
+        let (first_sent_at, end) = self.horizon(&job, self.clock.wall());
         let refused = Error::new(
             crate::ErrorKind::RetryBudgetExhausted,
             format!(
@@ -348,7 +347,7 @@ impl WorkerPool {
 
     /// Delivers one claimed job: what to record.
     pub(super) async fn deliver(&self, job: Job) -> Finished {
-        let now = self.clock.now();
+        let now = self.clock.wall();
         let (first_sent_at, end) = self.horizon(&job, now);
         let record = if may_send(now, self.budget.max_elapsed, end) {
             let sent = self.send(&job).await;
@@ -399,7 +398,7 @@ impl WorkerPool {
         end: Option<SystemTime>,
         sent: Sent,
     ) -> Record {
-        let now = self.clock.now();
+        let now = self.clock.wall();
         let error = match sent {
             Ok((delivered, attempts)) => {
                 let (state, run_id) = match delivered {
@@ -430,10 +429,9 @@ impl WorkerPool {
         let wait = self
             .schedule
             .wait(step, error.retry_after(), &mut rand::rng());
-        let mut next_at = now.checked_add(wait).unwrap_or(now);
-        if let Ok(Some(paused)) = self.store.paused_until(&self.credential, now).await {
-            next_at = next_at.max(paused);
-        }
+        // A call a closed scope refused carries how long it stays closed as its `Retry-After`,
+        // which the schedule's wait already honours.
+        let next_at = now.checked_add(wait).unwrap_or(now);
         if !may_send(next_at, self.budget.max_elapsed, end) {
             tracing::warn!(
                 event_id = %job.event_id,

@@ -13,8 +13,8 @@ use crate::core::auth::secret::Secret;
 use crate::core::call_options::{CallOptions, per_call_setters};
 use crate::core::engine::Policy;
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::fleet::trigger_limit::TriggerKey;
 use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::core::limit::RouteKey;
 use crate::core::redact::BodyLen;
 use crate::core::request::{FixedRequest, check_trigger_token, is_path_segment};
 use crate::core::shared::Shared;
@@ -311,7 +311,7 @@ impl<'a> Delivering<'a> {
             Some(secrets) => Signer::parse(secrets)?,
             None => inner.signer.clone(),
         };
-        let trigger = TriggerKey::of(token);
+        let trigger = RouteKey::of(token);
         let request = FixedRequest::webhook(
             &inner.base,
             &path,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::core::limit::TriggerLimit;
+use crate::core::limit::figures::TriggerLimit;
 
 /// The most bytes of a webhook answer read: 64 KiB. A webhook answer is a status and a run ID
 /// (document 001: `{"status":"accepted","workflow_run_id":…}` or `{"error":…}`): a thousand

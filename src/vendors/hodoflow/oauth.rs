@@ -10,10 +10,10 @@ use tokio::time::Instant;
 
 use crate::core::answer_limit::{BodyRead, TOKEN_ANSWER_LIMIT, read_body};
 use crate::core::attempt::TransportKind;
-use crate::core::clock::wall_now;
 use crate::core::endpoint;
 use crate::core::error::{Error, Result};
 use crate::core::retry_after::parse_retry_after;
+use crate::core::runtime::wall_now;
 use crate::vendors::hodoflow::tables::TOKEN_PATH;
 
 use crate::core::auth::secret::{AccessToken, Secret};

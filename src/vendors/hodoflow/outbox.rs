@@ -7,8 +7,8 @@ use bytes::Bytes;
 
 use crate::client::RetryingClient;
 use crate::core::error::Error;
-use crate::core::fleet::Fleet;
 use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::core::limit::shared::Fleet;
 use crate::vendors::hodoflow::outcome::WebhookOutcome;
 use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
 

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, Method};
 
 use crate::core::error::{Error, Result};
-use crate::core::fleet::trigger_limit::TriggerKey;
 use crate::core::key::{DeliveryId, IdempotencyKey};
+use crate::core::limit::RouteKey;
 use crate::core::request::{FixedRequest, add_headers, content_type, normalize_path, url_of};
 use crate::core::signing::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::vendors::Surface;
@@ -62,7 +62,7 @@ impl FixedRequest {
             headers,
             body,
             identity: Some(key.as_str().to_owned()),
-            trigger: None,
+            route_key: None,
             signer: None,
         })
     }
@@ -90,7 +90,7 @@ impl FixedRequest {
             headers,
             body: Bytes::new(),
             identity: None,
-            trigger: None,
+            route_key: None,
             signer: None,
         })
     }
@@ -108,7 +108,7 @@ impl FixedRequest {
             headers,
             body,
             identity: None,
-            trigger: None,
+            route_key: None,
             signer: None,
         })
     }
@@ -119,7 +119,7 @@ impl FixedRequest {
     pub(crate) fn webhook(
         base: &reqwest::Url,
         path: &str,
-        trigger: TriggerKey,
+        trigger: RouteKey,
         id: &DeliveryId,
         body: Bytes,
         extra: &HeaderMap,
@@ -151,7 +151,7 @@ impl FixedRequest {
             headers,
             body,
             identity: Some(id.key().as_str().to_owned()),
-            trigger: Some(trigger),
+            route_key: Some(trigger),
             signer,
         })
     }
@@ -190,7 +190,7 @@ mod tests {
             let delivery = FixedRequest::webhook(
                 &base(),
                 "/api/v1/webhooks/trg_1",
-                TriggerKey::of("trg_1"),
+                RouteKey::of("trg_1"),
                 &DeliveryId::new(key),
                 Bytes::new(),
                 &HeaderMap::new(),
@@ -335,7 +335,7 @@ mod tests {
         let request = FixedRequest::webhook(
             &base(),
             "/api/v1/webhooks/trg_secret",
-            TriggerKey::of("trg_secret"),
+            RouteKey::of("trg_secret"),
             &id,
             Bytes::from_static(b"{}"),
             &HeaderMap::new(),

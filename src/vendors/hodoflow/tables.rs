@@ -12,7 +12,7 @@ use crate::core::error::ErrorKind;
 use crate::core::matrix::{Rule, Verdict, When, rule};
 use crate::vendors::hodoflow::limits::WEBHOOK_ANSWER_LIMIT;
 
-use crate::core::profile::{KeyRules, Replay, SurfaceProfile, Vendor, always_kept};
+use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
 
 /// The token endpoint, `POST` with a client-credentials form (CONTRACT.md).
 pub(crate) const TOKEN_PATH: &str = "/oauth/token";
@@ -33,8 +33,6 @@ pub(crate) const UNSUPPORTED_AUTHENTICATION: &str = "Unsupported trigger authent
 
 /// What documents 000 and 001 fix for every Hodoflow surface.
 pub(crate) static HODOFLOW: Vendor = Vendor {
-    // A 429 speaks for the credential; a 503 with Retry-After asks the sender to slow down.
-    slow_down: &[429, 503],
     // Document 000 names no limit; the crate's own rule (the one of document 004) holds.
     keys: KeyRules { max_len: 255 },
     // "Same key and same request: replays the stored response with idempotency-replayed: true."
@@ -42,9 +40,29 @@ pub(crate) static HODOFLOW: Vendor = Vendor {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept: always_kept,
     },
-    // CONTRACT.md, "RateLimit fields": `"trigger"` on webhook answers; other names are the
-    // credential's.
-    trigger_policy: Some(TRIGGER_POLICY),
+};
+
+/// Whom a webhook delivery's signals hold (document 001, "Limits and checkpoints": 100 requests
+/// per trigger in a 60-second window). A delivery sits in its trigger's window: its `429 Rate
+/// limit exceeded` and a `"trigger"` `RateLimit` policy with nothing remaining close that
+/// trigger, never the credential or another trigger. A `503`'s `Retry-After` is the call's own
+/// wait: webhook ingestion's health is the retry budget's to tell, by its own answers.
+const WEBHOOK_SCOPES: Scopes = Scopes {
+    sits_in: Reach::Route,
+    closes: &[(429, Reach::Route), (503, Reach::Call)],
+    route_policy: Some(TRIGGER_POLICY),
+    service: "webhooks",
+};
+
+/// Whom a JSON:API, read or GraphQL call's signals hold (document 000: "Respect the
+/// credential-wide rate budget"): its `429 rate_limited` closes the credential's API budget,
+/// which webhook deliveries do not sit in; a `503`'s `Retry-After` is the call's own wait. A
+/// `"trigger"` `RateLimit` policy is never the credential's (CONTRACT.md, "RateLimit fields").
+const API_SCOPES: Scopes = Scopes {
+    sits_in: Reach::Credential,
+    closes: &[(429, Reach::Credential), (503, Reach::Call)],
+    route_policy: Some(TRIGGER_POLICY),
+    service: "api",
 };
 
 /// JSON:API unsafe writes: POST, PUT, PATCH, DELETE under `/api/json`.
@@ -58,6 +76,7 @@ pub(crate) static JSON_API_WRITE: SurfaceProfile = SurfaceProfile {
     in_progress: Some(409),
     not_found: ErrorKind::NotFound.describe(),
     status_is_the_answer: false,
+    scopes: API_SCOPES,
 };
 
 /// Webhook deliveries.
@@ -71,6 +90,7 @@ pub(crate) static WEBHOOK: SurfaceProfile = SurfaceProfile {
     in_progress: None,
     not_found: "webhook trigger not found",
     status_is_the_answer: true,
+    scopes: WEBHOOK_SCOPES,
 };
 
 /// Reads: GET and HEAD.
@@ -84,6 +104,7 @@ pub(crate) static READ: SurfaceProfile = SurfaceProfile {
     in_progress: None,
     not_found: ErrorKind::NotFound.describe(),
     status_is_the_answer: false,
+    scopes: API_SCOPES,
 };
 
 /// GraphQL `factQuery`.
@@ -97,6 +118,7 @@ pub(crate) static GRAPHQL: SurfaceProfile = SurfaceProfile {
     in_progress: None,
     not_found: ErrorKind::NotFound.describe(),
     status_is_the_answer: false,
+    scopes: API_SCOPES,
 };
 
 /// JSON:API errors: `{"errors":[{"code":…}]}`.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::core::error::Error;
-use crate::core::fleet::Fleet;
 use crate::core::key::IdempotencyKey;
+use crate::core::limit::shared::Fleet;
 use crate::vendors::modulify::client::ModulifyClient;
 use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
 

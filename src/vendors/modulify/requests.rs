@@ -42,7 +42,7 @@ impl FixedRequest {
             headers,
             body,
             identity: key.map(|key| key.as_str().to_owned()),
-            trigger: None,
+            route_key: None,
             signer: None,
         })
     }
@@ -58,7 +58,7 @@ impl FixedRequest {
             headers: HeaderMap::new(),
             body: Bytes::new(),
             identity: None,
-            trigger: None,
+            route_key: None,
             signer: None,
         })
     }

@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::core::error::ErrorKind;
 use crate::core::matrix::{Rule, Verdict, When, rule};
 
-use crate::core::profile::{KeyRules, Replay, SurfaceProfile, Vendor};
+use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor};
 
 /// Every method is `POST /v1/<method>`.
 pub(crate) const METHODS_PREFIX: &str = "/v1/";
@@ -32,17 +32,27 @@ pub(crate) const BODY_LIMIT: usize = 1_048_576;
 
 /// What document 004 fixes for the whole API.
 pub(crate) static MODULIFY: Vendor = Vendor {
-    // 429: the token's per-minute budget is spent. A 409's Retry-After speaks for one key only,
-    // so it never slows the other calls of the credential.
-    slow_down: &[429, 503],
     // "Any value of 1 to 255 visible ASCII characters works."
     keys: KeyRules { max_len: 255 },
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept,
     },
-    // Document 004 states no per-target window: every exhausted policy is the credential's.
-    trigger_policy: None,
+};
+
+/// Whom a method call's signals hold: a `429 rate_limited` closes the token's per-minute
+/// budget on this base URL (document 004), never another vendor's calls; a `409`'s and a
+/// `503`'s `Retry-After` are the call's own wait (a 409 speaks for one key only). Document 004
+/// states no per-route window: every exhausted `RateLimit` policy is the token's.
+const SCOPES: Scopes = Scopes {
+    sits_in: Reach::Credential,
+    closes: &[
+        (429, Reach::Credential),
+        (409, Reach::Call),
+        (503, Reach::Call),
+    ],
+    route_policy: None,
+    service: "modulify",
 };
 
 /// A method call.
@@ -56,6 +66,7 @@ pub(crate) static CALL: SurfaceProfile = SurfaceProfile {
     in_progress: Some(409),
     not_found: "unknown Modulify method or object",
     status_is_the_answer: false,
+    scopes: SCOPES,
 };
 
 /// Errors: `{"data": null, "error": {"code": "…", "message": "…"}}`.

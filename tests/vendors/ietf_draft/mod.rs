@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, Method};
 use crate::core::error::{ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::matrix::{Rule, Verdict, When, rule};
-use crate::core::profile::{KeyRules, Replay, SurfaceProfile, Vendor, always_kept};
+use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
 use crate::core::request::{FixedRequest, content_type, url_of};
 
 #[cfg(test)]
@@ -30,14 +30,12 @@ static RULES: &[Rule] = &[
 ];
 
 static DRAFT: Vendor = Vendor {
-    slow_down: &[429],
     keys: KeyRules { max_len: 255 },
     // The draft names no replay marker: a replay is the stored answer, as it was.
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept: always_kept,
     },
-    trigger_policy: None,
 };
 
 pub(crate) static KEYED_POST: SurfaceProfile = SurfaceProfile {
@@ -50,6 +48,17 @@ pub(crate) static KEYED_POST: SurfaceProfile = SurfaceProfile {
     in_progress: Some(409),
     not_found: "not found",
     status_is_the_answer: false,
+    // A 429 speaks for the credential; a 409 for its key alone.
+    scopes: Scopes {
+        sits_in: Reach::Credential,
+        closes: &[
+            (429, Reach::Credential),
+            (409, Reach::Call),
+            (503, Reach::Call),
+        ],
+        route_policy: None,
+        service: "ietf_draft",
+    },
 };
 
 /// `POST path` with `body`, and `key` as its `Idempotency-Key` (none: the draft's 400).
@@ -76,7 +85,7 @@ pub(crate) fn post(
         headers,
         body,
         identity: key.map(|key| key.as_str().to_owned()),
-        trigger: None,
+        route_key: None,
         signer: None,
     })
 }

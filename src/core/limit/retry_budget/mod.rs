@@ -1,4 +1,4 @@
-//! The retry budget: what the calls of a client may send while the server fails, shared by them.
+//! The retry budget: what the calls of a client may send while a service fails, shared by them.
 //!
 //! # Why a budget and not only max attempts
 //!
@@ -13,129 +13,105 @@
 //! `TpsBudget` keep a fixed bucket of retry tokens and refuse a retry at once when it is empty.
 //! That stops a storm, but it cannot tell a storm from a blip: 1,000 calls that meet one 503
 //! together drain a 500-token bucket after 100 retries, and 883 of them failed in this crate's
-//! `herd` bench although every retry would have succeeded; 200 calls refused once with
-//! `Retry-After: 1` lost 97 to 100 operations, although the server said when to come back. A
-//! plain bucket also never throttles first attempts, so in an outage senders that loop send at
-//! full speed. This budget keeps the bucket and decides with more information:
+//! `herd` bench although every retry would have succeeded. A plain bucket also never throttles
+//! first attempts, so in an outage senders that loop send at full speed. This budget keeps the
+//! bucket (`bucket.rs`) and adds a throttle per service (`throttle.rs`):
 //!
 //! 1. **The bucket** (AWS standard mode's, unchanged: [`RetryBudget::DEFAULT_CAPACITY`] tokens,
 //!    [`RetryBudget::RETRY_COST`] a retry, [`RetryBudget::TIMEOUT_RETRY_COST`] after a timeout; a
 //!    success after retries refunds them, a first-attempt success adds
 //!    [`RetryBudget::SUCCESS_REWARD`]). A retry that finds it empty **waits** for tokens within
 //!    its own deadline while any attempt is in flight whose success would bring tokens back; it
-//!    is refused at once only when none is.
+//!    is refused at once only when none is. A **floor** of retries
+//!    ([`RetryBudget::MIN_RETRIES_PER_SEC`], Finagle's `minRetriesPerSec`) still goes when the
+//!    bucket is empty, so a client with little traffic is never refused a lone retry after a
+//!    blip drained its bucket. One bucket for every service of every client the budget is
+//!    given to.
 //! 2. **Retries the server paced are free.** A retry that follows a `Retry-After` of at least
-//!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] waits at the credential's gate, which holds every
-//!    call of the client until the server's instant; charging it too would refuse what the server
-//!    asked for (document 001: "For 429, the server's Retry-After is authoritative").
-//! 3. **"Down" is decided from the ratio of requests to accepts** (the SRE book's client-side
-//!    adaptive throttling): over [`RetryBudget::HISTORY`] in one-second buckets (so its cost does
-//!    not grow with history) and over the last [`RetryBudget::SHORT_HISTORY`] (so an outage after
-//!    two healthy minutes shows within seconds), `max(0, (requests - K * accepts) / (requests +
-//!    1))` with [`RetryBudget::K`] = 2. An accept is any answer but a 429 or a 5xx. At
-//!    [`RetryBudget::DOWN_AT`] or more in either horizon (at most a quarter accepted, over at least
-//!    20 answers) the service is down, and every attempt, **first attempts included**, holds
-//!    instead of sending. **A hold is decided by time, not by a count of refused probes**:
+//!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] costs no token and is never held: the server said
+//!    when to come back (document 001: "For 429, the server's Retry-After is authoritative"). It
+//!    still counts against its call's `Budget::max_attempts`, like every attempt.
+//! 3. **"Down" is decided per service, from the ratio of its requests to its accepts** (the SRE
+//!    book's client-side adaptive throttling), over [`RetryBudget::HISTORY`] in one-second
+//!    buckets and over the last [`RetryBudget::SHORT_HISTORY`]: `max(0, (requests - K * accepts)
+//!    / (requests + 1))` with [`RetryBudget::K`] = 2. An accept is any answer but a 429 or a 5xx.
+//!    At [`RetryBudget::DOWN_AT`] or more the service is down, and every attempt **to that
+//!    service**, first attempts included, holds instead of sending. A service is one vendor
+//!    endpoint's surface (webhook ingestion apart from the JSON:API, one vendor apart from
+//!    another, as the vendor's profile names it): one service's outage never holds another's
+//!    calls. An outage is measured from its **onset**, the first refused answer of the run that
+//!    took the service down. **A hold is decided by time, not by a count of refused probes**:
 //!    - a held attempt keeps holding, sending nothing, until it is the probe (below), the ramp
 //!      releases it, or its time runs out: it is refused with `retry_budget_exhausted`, nothing
 //!      sent, once less than half an attempt's time is left, so it rides out any blip its
-//!      budget could. Any held attempt may be the probe, **a call's final attempt included: a
-//!      probe the service refuses does not spend the call's attempt** (the engine does not
-//!      count it against `Budget::max_attempts`). So a sequential sender, or a pool whose calls
-//!      are all on their final attempt, sees a heal within a probe interval (a sequential
-//!      sender used to hold its final attempt to its deadline less one attempt's time, and a
-//!      1.5 s blip stalled it for 45 s), and a wave of calls that began holding together spends
-//!      one request a probe interval, not one each (`storm`: 1.64 requests an operation when
-//!      each held call spent a last chance at its deadline);
+//!      budget could;
 //!    - or sooner, once the service has been down for longer than the call's **whole budget**
 //!      and the newest probe was refused: no blip this call could ride out is going on, so a
 //!      sender's backlog ends as "send later" instead of holding wave after wave;
-//!    - one attempt at a time goes as a probe, when nothing else is in flight: every
-//!      [`RetryBudget::PROBE_INTERVAL`] (100 ms) for the first
+//!    - one attempt at a time goes as a probe, when nothing else of the service is in flight:
+//!      every [`RetryBudget::PROBE_INTERVAL`] (100 ms) for the first
 //!      [`RetryBudget::PROBES_SLOW_AFTER`] (2 s) of an outage, then a tenth of the outage's age,
-//!      up to [`RetryBudget::PROBE_INTERVAL_MAX`] (3.2 s). So one client's load in an outage is
-//!      bounded by the probe rate, whatever its concurrency, **a sequential sender included**
-//!      (its one call holds too), and a heal is seen within a tenth of the outage's length;
+//!      up to [`RetryBudget::PROBE_INTERVAL_MAX`] (3.2 s). A probe is an attempt of its call
+//!      like any other and counts against its `max_attempts`; a call's **final** retry is not
+//!      spent as a probe while its hold lasts (a sequential sender keeps it for after the
+//!      outage, or for its hold's end, and does not lose the event to a blip);
 //!    - the first accepted probe starts the ramp: an eighth of the held attempts goes at once, a
 //!      quarter and a half at the next two probe intervals, then all, when the service is
 //!      declared up and the outage's history is forgotten. A refusal of an attempt sent during
-//!      the ramp ends it, back to holding. So a healed server is not hit by every held call at
-//!      once, and recovers in about 300 ms.
+//!      the ramp ends it, back to holding;
+//!    - **evidence goes stale**: once the service has not answered for
+//!      [`RetryBudget::SHORT_HISTORY`], the next attempt goes as a probe at once instead of
+//!      being held or refused on what it said before the quiet spell.
 //!
-//!    Why time: a client cannot tell a 300 ms-old blip from an outage. The rule it replaces
-//!    refused a held attempt after three refused probes (about 300 ms), so a worker pool lost
-//!    its whole backlog in flight to any blip longer than that (issue 18: 194 of 200 events to a
-//!    1.5 s blip at concurrency 64), and let a sequential sender spend all its attempts in an
-//!    outage. At the default budget an operation may use its budget, as long as the server's
-//!    load stays bounded; a caller who wants to fail fast sets a short budget.
-//! 5. **A floor of retries** ([`RetryBudget::MIN_RETRIES_PER_SEC`], 10 a second, Finagle's
-//!    `minRetriesPerSec`): a retry that finds the bucket empty still goes on the floor, or waits
-//!    the moment until the floor refills, instead of being refused. A client with little traffic
-//!    (a handful of calls in flight) is then never refused a lone retry after a blip drained its
-//!    bucket. The floor adds no load to an outage: while the service is down, the hold decides
-//!    before the bucket does.
-//! 6. **A 429 without `Retry-After` engages a send-rate limiter** (AWS adaptive mode's CUBIC
-//!    client rate limiter; see `cubic.rs`): every attempt waits for a send slot, within its
-//!    deadline, at a rate cut to [`RetryBudget::CUBIC_BETA`] of the rate in use at each throttle
-//!    and grown back along CUBIC's curve, so the client finds the rate a proxy admits instead of
-//!    bouncing off it.
+//!    Why time: a client cannot tell a 300 ms-old blip from an outage. At the default budget an
+//!    operation may use its budget, as long as the server's load stays bounded; a caller who
+//!    wants to fail fast sets a short budget.
 //!
 //! Local rejections are not counted as requests in the ratio (the SRE book counts them): a sender
 //! that loops on an instant local refusal would otherwise fill the window with its own
 //! rejections, and the ratio could not recover within the two minutes.
 //!
 //! `RetryBudget::builder().adaptive(false)` keeps the plain bucket, refusing a retry as soon as
-//! the bucket is short.
-//!
-//! # Measured (BENCHMARKS.md, one release run of each scenario, before issue 18; the shapes
-//! issue 18 added, `blip_pool` and `outage_pool`, and the fleet simulator are in BENCHMARKS.md)
-//!
-//! | | plain bucket (issue 11's "today") | this budget |
-//! |---|---|---|
-//! | herd, 1,000 meet one 503 at once: operations failed | 883 | 0 (bunching 1.149) |
-//! | herd at 10,000: operations failed | - | 0 |
-//! | 200 refused with `Retry-After: 1`: failed / early / lateness p99 | 97-100 / 0 / 390 ms | 0 / 0 / 366 ms |
-//! | storm, 100% 503: requests per operation; p99 duration over the budget disabled | 1.00; - | 0.047; 0.62 |
-//! | outage, senders loop: server load in the last 5 s over the healthy rate | ~10x | 0.0002 |
-//! | recovery: seconds to 95% success; operations failed after the heal | - | 0.1; 0 |
-//! | proxy limit, 429 without `Retry-After` above 50/s: failed; share of 429s | 0-1; 44% | 0; 5.1% |
+//! the bucket is short. (A 429 without `Retry-After` slows its scope's send rate: that is the
+//! send-rate limiter's, `cubic.rs`, not the budget's.)
 //!
 //! # Limits
 //!
-//! The hold keeps a call's attempt count for after the outage: a call held for 40 s still has
-//! its attempts when it is released, and the probes it sent meanwhile, refused, did not spend
-//! them: in an outage a held call's requests are bounded by the probe rate and its time, not by
-//! `max_attempts` (set `Budget::count_paced_attempts(true)` for a hard cap on requests). A call's budget (`Budget::max_elapsed`) is still the bound
-//! on how long it lasts. Each client decides alone: a fleet of many processes on one credential
-//! shares no hold (the outbox's workers share the credential's pause through their store).
+//! Each client decides alone: a fleet of many processes on one credential shares no hold (the
+//! outbox's workers share the scopes a server closed and the windows through their store).
 
-mod cubic;
-mod window;
+mod bucket;
+mod history;
+mod throttle;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::StatusCode;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::core::clock::{Clock, TokioClock};
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::limit::scope::{ServiceKey, Signal};
+use crate::core::limit::{Ask, Limiter, Refusal as Refused};
+use crate::core::runtime::{self, Clock, TokioClock};
 
-use cubic::Limiter;
-use window::Window;
+use bucket::Bucket;
+use throttle::{STALE_AFTER, Service, Throttle, probe_interval};
 
 /// The longest a waiter sleeps before it looks again, should a wake-up have been missed.
 const RECHECK: Duration = Duration::from_millis(250);
+/// Services kept at most per budget; past this, calm ones with nothing in flight are forgotten.
+const KEEP_SERVICES: usize = 1024;
 
-/// What the calls of a client may send while the server fails: a retry bucket, an SRE
-/// throttle that holds every attempt while the service is down, and a send-rate limiter after
-/// a 429 without `Retry-After`. The design, each constant and the figures measured are in the
-/// module docs of `src/retry_budget.rs`.
+/// What the calls of a client may send while a service fails: a retry bucket, and per service
+/// an SRE throttle that holds every attempt while that service is down. The design, each
+/// constant and the figures measured are in the module docs of
+/// `src/core/limit/retry_budget/mod.rs`.
 ///
 /// Cheap to clone: clones share one state. A client and its clones share one; give the same
 /// budget to several clients with [`ClientBuilder::retry_budget`](crate::ClientBuilder::retry_budget)
@@ -170,34 +146,27 @@ impl RetryBudget {
     pub const TIMEOUT_RETRY_COST: u32 = 10;
     /// The default tokens put back by a success at the first attempt: 1.
     pub const SUCCESS_REWARD: u32 = 1;
-    /// A retry that follows a `Retry-After` of at least this is free: the gate paces it.
+    /// A retry that follows a `Retry-After` of at least this is free: the server paced it.
     pub const FREE_AFTER_RETRY_AFTER: Duration = Duration::from_secs(1);
     /// SRE's K: the client sends up to K times what the server accepts before it holds back.
-    pub const K: f64 = window::K;
+    pub const K: f64 = history::K;
     /// The history of the ratio of requests to accepts: two minutes, in one-second buckets.
-    pub const HISTORY: Duration = Duration::from_secs(window::BUCKETS as u64);
-    /// The short horizon of the same ratio: the last five seconds.
-    pub const SHORT_HISTORY: Duration = Duration::from_secs(window::SHORT as u64);
-    /// The ratio at which the service is down: 0.5, at most a quarter of the answers accepted.
+    pub const HISTORY: Duration = Duration::from_secs(history::BUCKETS as u64);
+    /// The short horizon of the same ratio: the last five seconds. Also how old a service's
+    /// newest answer may be and still hold an attempt: past it, the attempt goes as a probe.
+    pub const SHORT_HISTORY: Duration = Duration::from_secs(history::SHORT as u64);
+    /// The ratio at which a service is down: 0.5, at most a quarter of the answers accepted.
     pub const DOWN_AT: f64 = 0.5;
-    /// While the service is down, one attempt goes as a probe at most this often: 100 ms, so a
+    /// While a service is down, one attempt goes as a probe at most this often: 100 ms, so a
     /// held call learns within about 100 ms that a blip ended.
     pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-    /// Once the service has been down this long, the probes space out: each waits a tenth of the
-    /// time the service has been down, from [`RetryBudget::PROBE_INTERVAL`] up to
+    /// Once a service has been down this long, the probes space out: each waits a tenth of the
+    /// time it has been down, from [`RetryBudget::PROBE_INTERVAL`] up to
     /// [`RetryBudget::PROBE_INTERVAL_MAX`].
     pub const PROBES_SLOW_AFTER: Duration = Duration::from_secs(2);
     /// The longest time between probes in a long outage: 3.2 s, so an outage of any length
     /// sees at most about one request every 3.2 s from a client, and a heal is seen within it.
     pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(3200);
-    /// Deprecated: a held attempt is no longer refused after a count of refused probes. It holds
-    /// by time, up to its own deadline less one attempt's time, or until the outage has lasted
-    /// longer than its call's budget (see the module docs of `src/retry_budget.rs`).
-    #[deprecated(
-        since = "0.1.0",
-        note = "held attempts are refused by time, not after a count of refused probes"
-    )]
-    pub const REFUSED_PROBES: u32 = 3;
     /// The share of held attempts an accepted probe releases at once: an eighth, then a quarter
     /// and a half at each [`RetryBudget::PROBE_INTERVAL`] after it, then all of them, when the
     /// service is up again. A refused answer during the ramp ends it.
@@ -206,12 +175,6 @@ impl RetryBudget {
     /// reqwest's retry floor): 10, so a low-traffic client is never refused a lone retry after a
     /// blip that emptied its bucket.
     pub const MIN_RETRIES_PER_SEC: u32 = 10;
-    /// The send-rate limiter's multiplicative decrease at a throttle: 0.7 (AWS adaptive mode).
-    pub const CUBIC_BETA: f64 = cubic::BETA;
-    /// CUBIC's scaling constant: 0.4 (AWS adaptive mode).
-    pub const CUBIC_C: f64 = cubic::C;
-    /// The slowest pace of the send-rate limiter: 0.5 attempts a second.
-    pub const MIN_SEND_RATE: f64 = cubic::MIN_RATE;
 
     /// The default budget: adaptive, with a full bucket of the default size.
     pub fn new() -> Self {
@@ -238,26 +201,23 @@ impl RetryBudget {
 
     /// The retry tokens left now, or `None` when disabled.
     pub fn tokens(&self) -> Option<u32> {
-        self.bucket.as_ref().map(|shared| shared.lock().tokens)
+        self.bucket.as_ref().map(|shared| shared.bucket().tokens)
     }
 
-    /// The SRE throttling ratio now, the larger of its two horizons, between 0 and 1; the
-    /// service is down from [`RetryBudget::DOWN_AT`]. `None` when disabled.
+    /// The SRE throttling ratio now, the largest of its services' and of their two horizons,
+    /// between 0 and 1; a service is down from [`RetryBudget::DOWN_AT`]. `None` when disabled.
     pub fn throttle_ratio(&self) -> Option<f64> {
         let shared = self.bucket.as_ref()?;
         let now = shared.clock.now();
-        Some(shared.lock().window.ratio(now))
+        Some(
+            shared
+                .each_service(|throttle| throttle.history.ratio(now))
+                .into_iter()
+                .fold(0.0, f64::max),
+        )
     }
 
-    /// The send rate the limiter allows now, in attempts per second; `None` when it is not
-    /// engaged (no 429 without `Retry-After` in the last two minutes) or the budget is disabled.
-    pub fn send_rate(&self) -> Option<f64> {
-        let shared = self.bucket.as_ref()?;
-        let now = shared.clock.now();
-        shared.lock().limiter.rate(now)
-    }
-
-    /// Calls waiting now for a retry token, a probe or a send slot.
+    /// Calls waiting now for a retry token or a probe.
     pub fn waiting(&self) -> u64 {
         self.bucket
             .as_ref()
@@ -272,12 +232,37 @@ impl RetryBudget {
             .map_or(0, |shared| shared.local_rejections.load(Ordering::Relaxed))
     }
 
-    /// Admits one attempt: at once, after a wait within `limits`, or not at all.
-    pub(crate) async fn admit(
+    /// How long the service down the longest has been down, from the onset of its outage, as
+    /// this budget's answers tell: `None` while every service is up or the budget is disabled.
+    /// [`RetryingClient::service_down_for`](crate::RetryingClient::service_down_for) asks for
+    /// one surface's service.
+    pub fn down_for(&self) -> Option<Duration> {
+        let shared = self.bucket.as_ref()?;
+        let now = shared.clock.now();
+        shared
+            .each_service(|throttle| down_for(throttle, now))
+            .into_iter()
+            .flatten()
+            .max()
+    }
+
+    /// How long `service` has been down, from its outage's onset; `None` while it is up.
+    pub(crate) fn service_down_for(&self, service: ServiceKey) -> Option<Duration> {
+        let shared = self.bucket.as_ref()?;
+        let now = shared.clock.now();
+        let known = shared.services().get(&service).cloned()?;
+        let mut throttle = known.lock();
+        down_for(&mut throttle, now)
+    }
+
+    /// Admits one attempt to `service`: at once, after a wait within `limits`, or not at all.
+    pub(crate) async fn admit_to(
         &self,
+        service: ServiceKey,
         admission: Admission,
+        attempts_left: u32,
         limits: Limits,
-    ) -> Result<Ticket, Refusal> {
+    ) -> std::result::Result<Ticket, Refusal> {
         let Some(shared) = &self.bucket else {
             return Ok(Ticket { admitted: None });
         };
@@ -285,7 +270,6 @@ impl RetryBudget {
             Admission::Retry {
                 after_timeout,
                 paced: false,
-                ..
             } => {
                 if after_timeout {
                     shared.config.timeout_retry_cost
@@ -295,50 +279,36 @@ impl RetryBudget {
             }
             _ => 0,
         };
+        let service = shared.service(service);
         let paced = matches!(admission, Admission::Retry { paced: true, .. });
-        if !shared.config.adaptive || paced || (cost == 0 && shared.calm.load(Ordering::Acquire)) {
+        let calm = service.calm.load(Ordering::Acquire);
+        if !shared.config.adaptive || paced || (cost == 0 && calm) {
             if cost > 0 {
-                let mut state = shared.lock();
-                if state.tokens < cost {
-                    let left = state.tokens;
-                    drop(state);
+                let mut bucket = shared.bucket();
+                if bucket.tokens < cost {
+                    let left = bucket.tokens;
+                    drop(bucket);
                     shared.local_rejections.fetch_add(1, Ordering::Relaxed);
                     return Err(Refusal::Tokens { left, cost });
                 }
-                state.tokens -= cost;
+                bucket.tokens -= cost;
                 shared.full.store(false, Ordering::Release);
             }
-            return Ok(shared.ticket(cost, None, shared.clock.now()));
+            return Ok(shared.ticket(service, cost, None));
         }
-        let first = admission == Admission::First;
-        shared.admit_slow(cost, first, limits).await
-    }
-
-    /// How long the service has been down, as this budget's answers tell: `None` while it is up
-    /// or the budget is disabled. A sender that sees this pass one call's budget may stop
-    /// starting calls (the CLI's `batch` and the outbox's workers do): no call started now could
-    /// ride the outage out.
-    pub fn down_for(&self) -> Option<Duration> {
-        let shared = self.bucket.as_ref()?;
-        let now = shared.clock.now();
-        let mut state = shared.lock();
-        if !state.down(now) {
-            return None;
-        }
-        state
-            .down_since
-            .map(|since| now.saturating_duration_since(since))
+        let ask = Asked {
+            cost,
+            first: admission == Admission::First,
+            final_retry: admission != Admission::First && attempts_left <= 1,
+            limits,
+        };
+        shared.admit_slow(service, ask).await
     }
 
     /// The answer (`status`, `None` when none came back) to the attempt of `ticket`.
-    pub(crate) fn answered(
-        &self,
-        ticket: Ticket,
-        status: Option<StatusCode>,
-        retry_after: Option<Duration>,
-    ) {
+    pub(crate) fn answered(&self, ticket: Ticket, status: Option<StatusCode>) {
         if let Some(shared) = &self.bucket {
-            shared.answered(ticket, status, retry_after);
+            shared.answered(ticket, status);
         }
     }
 
@@ -356,16 +326,16 @@ impl RetryBudget {
         } else {
             spent
         };
-        let mut state = shared.lock();
-        state.tokens = state
+        let mut bucket = shared.bucket();
+        bucket.tokens = bucket
             .tokens
             .saturating_add(back)
             .min(shared.config.capacity);
-        let tokens = state.tokens;
+        let tokens = bucket.tokens;
         shared
             .full
             .store(tokens == shared.config.capacity, Ordering::Release);
-        drop(state);
+        drop(bucket);
         if shared.waiting.load(Ordering::Relaxed) > 0 {
             // Wake as many token waiters as the tokens now pay for, and no more.
             let retries =
@@ -375,6 +345,11 @@ impl RetryBudget {
             }
         }
     }
+}
+
+/// How long the service of `throttle` has been down at `now`; `None` while it is up.
+fn down_for(throttle: &mut Throttle, now: Instant) -> Option<Duration> {
+    throttle.down(now).then(|| throttle.down_for(now))
 }
 
 impl Default for RetryBudget {
@@ -388,12 +363,47 @@ impl fmt::Debug for RetryBudget {
         match &self.bucket {
             Some(shared) => f
                 .debug_struct("RetryBudget")
-                .field("tokens", &shared.lock().tokens)
+                .field("tokens", &shared.bucket().tokens)
                 .field("waiting", &shared.waiting.load(Ordering::Relaxed))
                 .field("config", &shared.config)
                 .finish(),
             None => f.write_str("RetryBudget(disabled)"),
         }
+    }
+}
+
+impl Limiter for RetryBudget {
+    type Permit = Ticket;
+
+    /// Admits the attempt to its service: a retry's tokens, and the service's throttle.
+    async fn admit(&self, ask: &Ask<'_>) -> std::result::Result<Ticket, Refused> {
+        let now = runtime::now();
+        let limits = Limits {
+            max_wait: ask.max_wait(),
+            hold: ask.deadline.hold(now),
+            due: ask.deadline.due(now),
+            rides_out: ask.deadline.max_elapsed(),
+        };
+        self.admit_to(ask.service, ask.admission, ask.attempts_left, limits)
+            .await
+            .map_err(|refusal| {
+                ask.counters.retry_refused();
+                tracing::debug!("the retry budget refused to send this attempt");
+                Refused {
+                    kind: ErrorKind::RetryBudgetExhausted,
+                    message: format!(
+                        "{}: {}",
+                        ErrorKind::RetryBudgetExhausted.describe(),
+                        refusal.message()
+                    ),
+                    retry_after: None,
+                }
+            })
+    }
+
+    /// Counts the answer in its service's ratio; a probe's answer may start the ramp.
+    async fn heard(&self, ticket: Ticket, _: &Ask<'_>, signal: &Signal<'_>) {
+        self.answered(ticket, signal.answer.status());
     }
 }
 
@@ -417,6 +427,7 @@ pub(crate) struct Ticket {
 
 struct Admitted {
     shared: Arc<BudgetState>,
+    service: Arc<Service>,
     cost: u32,
     probe: Option<u64>,
     at: Instant,
@@ -428,7 +439,8 @@ impl Ticket {
         self.admitted.as_ref().map_or(0, |admitted| admitted.cost)
     }
 
-    /// Whether this attempt goes as the client's probe while the service is down.
+    /// Whether this attempt goes as the probe of a service the budget holds down.
+    #[cfg(test)]
     pub(crate) fn is_probe(&self) -> bool {
         self.admitted
             .as_ref()
@@ -439,7 +451,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if let Some(admitted) = self.admitted.take() {
-            admitted.shared.left_flight();
+            admitted.shared.left_flight(&admitted.service);
         }
     }
 }
@@ -459,8 +471,8 @@ impl fmt::Debug for Ticket {
 /// What bounds one admission's waits, from its call's deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
-    /// The longest wait for a token or a send slot: what is left of the call, less a moment for
-    /// the attempt.
+    /// The longest wait for a token: what is left of the call, less the least time an attempt
+    /// needs.
     pub(crate) max_wait: Duration,
     /// The longest hold while the service is down: what is left of the call, less one attempt's
     /// time, so a held attempt that is released still has time to be answered.
@@ -501,7 +513,7 @@ pub(crate) enum Refusal {
         down_for: Duration,
         budget: Duration,
     },
-    /// The call's time ran out while it waited for tokens, a probe or a send slot.
+    /// The call's time ran out while it waited for tokens or a probe.
     NoTime { waited: Duration },
 }
 
@@ -523,7 +535,8 @@ impl Refusal {
                 budget.as_secs_f64()
             ),
             Refusal::NoTime { waited } => format!(
-                "the call's time ran out after waiting {waited:?} for a retry token, a probe or a send slot; nothing was sent for this attempt"
+                "the call's time ran out after waiting {:.1}s for a retry token or a probe; nothing was sent for this attempt",
+                waited.as_secs_f64()
             ),
         }
     }
@@ -551,7 +564,7 @@ struct Config {
 
 impl RetryBudgetBuilder {
     /// The defaults: 500 tokens, 5 a retry, 10 after a timeout, 1 back per first-attempt
-    /// success, no refill over time, adaptive, tokio's clock.
+    /// success, no refill over time, adaptive, the runtime's clock.
     pub fn new() -> Self {
         Self {
             config: Config {
@@ -610,9 +623,8 @@ impl RetryBudgetBuilder {
     }
 
     /// Whether the budget adapts (retries wait for tokens, free retries after `Retry-After`,
-    /// first attempts held while the service is down, a send-rate limiter after a 429 without
-    /// `Retry-After`), or is the plain bucket that refuses a retry at once when empty and never
-    /// holds a first attempt.
+    /// attempts held while their service is down), or is the plain bucket that refuses a retry
+    /// at once when empty and never holds an attempt.
     ///
     /// Default: `true`.
     pub fn adaptive(mut self, adaptive: bool) -> Self {
@@ -621,7 +633,7 @@ impl RetryBudgetBuilder {
     }
 
     /// Retries a second that go when the bucket is empty, in the adaptive budget; 0 turns the
-    /// floor off. While the service is down, the hold decides before the bucket does, so the
+    /// floor off. While a service is down, the hold decides before the bucket does, so the
     /// floor adds no load to an outage.
     ///
     /// Default: [`RetryBudget::MIN_RETRIES_PER_SEC`] (10).
@@ -639,8 +651,8 @@ impl RetryBudgetBuilder {
         self
     }
 
-    /// Reads the time for the refill, the ratio's history and the send-rate limiter from
-    /// `clock`. Waits sleep on tokio's timer.
+    /// Reads the time for the refill and the ratio's history from `clock`. Waits sleep on the
+    /// runtime's timer.
     ///
     /// Default: [`TokioClock`].
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
@@ -674,34 +686,16 @@ impl RetryBudgetBuilder {
             bucket: Some(Arc::new(BudgetState {
                 config,
                 clock: self.clock,
-                state: Mutex::new(State {
-                    tokens: config.capacity,
-                    refilled_at: now,
-                    window: Window::new(now),
-                    limiter: Limiter::default(),
-                    probes: Probes {
-                        sent: 0,
-                        next_at: now,
-                        sent_at: None,
-                        result: None,
-                    },
-                    down_since: None,
-                    ramp_from: None,
-                    floor: Floor {
-                        retries: f64::from(config.min_retries_per_sec),
-                        at: now,
-                    },
-                    rng: match config.seed {
-                        Some(seed) => SmallRng::seed_from_u64(seed),
-                        None => SmallRng::from_os_rng(),
-                    },
-                }),
+                bucket: Mutex::new(Bucket::full(
+                    config.capacity,
+                    config.min_retries_per_sec,
+                    now,
+                )),
+                services: Mutex::new(HashMap::new()),
                 full: AtomicBool::new(true),
-                calm: AtomicBool::new(true),
                 in_flight: AtomicU64::new(0),
                 waiting: AtomicU64::new(0),
                 local_rejections: AtomicU64::new(0),
-                news: Notify::new(),
                 tokens_back: Notify::new(),
             })),
         })
@@ -717,115 +711,32 @@ impl Default for RetryBudgetBuilder {
 struct BudgetState {
     config: Config,
     clock: Arc<dyn Clock>,
-    state: Mutex<State>,
+    bucket: Mutex<Bucket>,
+    services: Mutex<HashMap<ServiceKey, Arc<Service>>>,
     /// Whether the bucket is full, so a first-attempt success (the common case) need not lock.
     full: AtomicBool,
-    /// Whether a first attempt may go without locking: not down, and no send-rate limit.
-    calm: AtomicBool,
-    /// Attempts admitted and not yet answered.
+    /// Attempts admitted and not yet answered, of every service: their successes may bring
+    /// tokens back.
     in_flight: AtomicU64,
-    /// Calls waiting for a token, a probe or a send slot.
+    /// Calls waiting for a token or a probe.
     waiting: AtomicU64,
     local_rejections: AtomicU64,
-    /// A probe's result, the service going down or up, or no attempt left in flight.
-    news: Notify,
-    /// Tokens came back.
+    /// Tokens came back, or no attempt is left in flight.
     tokens_back: Notify,
-}
-
-struct State {
-    tokens: u32,
-    /// The instant up to which the refill has been counted.
-    refilled_at: Instant,
-    window: Window,
-    limiter: Limiter,
-    probes: Probes,
-    /// Since when the service has been down, as last seen by an answer.
-    down_since: Option<Instant>,
-    /// Since when an accepted probe has been releasing the held attempts, share by share.
-    ramp_from: Option<Instant>,
-    floor: Floor,
-    /// The ramp's draws.
-    rng: SmallRng,
-}
-
-/// The retries a second that go with the bucket empty: a bucket of its own, refilled
-/// continuously, holding one second's worth.
-struct Floor {
-    retries: f64,
-    at: Instant,
-}
-
-impl Floor {
-    /// Takes one retry if one is left by `now`, else says how long until one is.
-    fn take(&mut self, now: Instant, per_sec: u32) -> Result<(), Duration> {
-        if per_sec == 0 {
-            return Err(Duration::MAX);
-        }
-        let rate = f64::from(per_sec);
-        let since = now.saturating_duration_since(self.at).as_secs_f64();
-        self.retries = (self.retries + since * rate).min(rate);
-        self.at = now;
-        if self.retries >= 1.0 {
-            self.retries -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - self.retries) / rate))
-        }
-    }
-}
-
-/// The probes sent while the service is down, and the latest one's result.
-struct Probes {
-    /// Probes sent so far; a probe's number is the count after it was sent.
-    sent: u64,
-    /// When the newest probe went.
-    sent_at: Option<Instant>,
-    /// When the next probe may go.
-    next_at: Instant,
-    /// The number of the newest probe answered, and whether it was accepted.
-    result: Option<(u64, bool)>,
-}
-
-impl State {
-    fn down(&mut self, now: Instant) -> bool {
-        self.window.ratio(now) >= RetryBudget::DOWN_AT
-    }
-
-    /// How long the service has been down by `now`.
-    fn down_for(&self, now: Instant) -> Duration {
-        self.down_since
-            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
-    }
-
-    /// The ramp's step now (0 at the accepted probe, one more each probe interval), if it runs.
-    fn ramp_step(&self, now: Instant) -> Option<u32> {
-        let from = self.ramp_from?;
-        let steps =
-            now.saturating_duration_since(from).as_nanos() / RetryBudget::PROBE_INTERVAL.as_nanos();
-        Some(u32::try_from(steps).unwrap_or(u32::MAX))
-    }
-
-    /// The ramp released everyone: the service is up, and the outage's history is forgotten, so
-    /// the calls after it are not held by answers from before the heal.
-    fn declare_up(&mut self, now: Instant) {
-        self.window = Window::new(now);
-        self.down_since = None;
-        self.ramp_from = None;
-    }
-}
-
-/// The wait before the next probe, once the service has been down for `down_for`: a tenth of
-/// that after [`RetryBudget::PROBES_SLOW_AFTER`], within the probe interval's bounds.
-fn probe_interval(down_for: Duration) -> Duration {
-    if down_for < RetryBudget::PROBES_SLOW_AFTER {
-        return RetryBudget::PROBE_INTERVAL;
-    }
-    (down_for / 10).clamp(RetryBudget::PROBE_INTERVAL, RetryBudget::PROBE_INTERVAL_MAX)
 }
 
 /// The ramp's steps before every held attempt goes: an eighth, a quarter, a half, then all.
 const RAMP_STEPS: u32 = 3;
+
+/// What one admission asks, for its passes.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    cost: u32,
+    first: bool,
+    /// A retry with no attempt left after it: not spent as a probe while its hold lasts.
+    final_retry: bool,
+    limits: Limits,
+}
 
 /// One pass of an admission: go, refuse, or wait at most this long.
 enum Step {
@@ -851,63 +762,83 @@ impl Drop for Waiting<'_> {
 }
 
 impl BudgetState {
-    /// The state, with the refill due by now already added.
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        let mut state = self
-            .state
+    /// The bucket, with the refill due by now already added.
+    fn bucket(&self) -> std::sync::MutexGuard<'_, Bucket> {
+        let mut bucket = self
+            .bucket
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(every) = self.config.refill_every {
-            let now = self.clock.now();
-            let elapsed = now.saturating_duration_since(state.refilled_at);
-            let due = elapsed.as_nanos() / every.as_nanos();
-            let due = u32::try_from(due).unwrap_or(u32::MAX);
-            if state.tokens.saturating_add(due) >= self.config.capacity {
-                state.tokens = self.config.capacity;
-                state.refilled_at = now;
-            } else {
-                state.tokens += due;
-                // `due` intervals fit in `elapsed`, so this stays at or before `now`.
-                let counted = every.saturating_mul(due);
-                state.refilled_at = state.refilled_at.checked_add(counted).unwrap_or(now);
-            }
+            bucket.refill(every, self.config.capacity, self.clock.now());
         }
-        state
+        bucket
     }
 
-    fn ticket(self: &Arc<Self>, cost: u32, probe: Option<u64>, at: Instant) -> Ticket {
+    fn services(&self) -> std::sync::MutexGuard<'_, HashMap<ServiceKey, Arc<Service>>> {
+        self.services
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The throttle of `key`, made on first use.
+    fn service(&self, key: ServiceKey) -> Arc<Service> {
+        let mut services = self.services();
+        if let Some(service) = services.get(&key) {
+            return Arc::clone(service);
+        }
+        if services.len() >= KEEP_SERVICES {
+            services.retain(|_, service| {
+                Arc::strong_count(service) > 1 || !service.calm.load(Ordering::Acquire)
+            });
+        }
+        let service = Arc::new(Service::new(key, self.clock.now(), self.config.seed));
+        services.insert(key, Arc::clone(&service));
+        service
+    }
+
+    /// `read` of every service's throttle.
+    fn each_service<T>(&self, mut read: impl FnMut(&mut Throttle) -> T) -> Vec<T> {
+        let services: Vec<Arc<Service>> = self.services().values().cloned().collect();
+        services
+            .iter()
+            .map(|service| read(&mut service.lock()))
+            .collect()
+    }
+
+    fn ticket(self: &Arc<Self>, service: Arc<Service>, cost: u32, probe: Option<u64>) -> Ticket {
+        service.in_flight.fetch_add(1, Ordering::AcqRel);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         Ticket {
             admitted: Some(Admitted {
                 shared: Arc::clone(self),
+                service,
                 cost,
                 probe,
-                at,
+                at: self.clock.now(),
             }),
         }
     }
 
-    /// An admitted attempt was answered or dropped.
-    fn left_flight(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.waiting.load(Ordering::Relaxed) > 0
-        {
+    /// An admitted attempt of `service` was answered or dropped.
+    fn left_flight(&self, service: &Service) {
+        let waiting = self.waiting.load(Ordering::Relaxed) > 0;
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && waiting {
             // Token waiters wait only while an attempt in flight may bring tokens back.
-            self.news.notify_waiters();
+            self.tokens_back.notify_waiters();
         }
+        service.left_flight(waiting);
     }
 
     async fn admit_slow(
         self: &Arc<Self>,
-        cost: u32,
-        first: bool,
-        limits: Limits,
-    ) -> Result<Ticket, Refusal> {
+        service: Arc<Service>,
+        ask: Asked,
+    ) -> std::result::Result<Ticket, Refusal> {
         let started = self.clock.now();
         let mut hold = Hold::default();
         let mut waiting = None;
         loop {
-            let news = self.news.notified();
+            let news = service.news.notified();
             let back = self.tokens_back.notified();
             tokio::pin!(news, back);
             news.as_mut().enable();
@@ -916,7 +847,7 @@ impl BudgetState {
                 .waiting
                 .load(Ordering::Relaxed)
                 .saturating_sub(u64::from(waiting.is_some()));
-            let wait = match self.step(cost, first, started, limits, &mut hold, waiting_too) {
+            let wait = match self.step(&service, ask, started, &mut hold, waiting_too) {
                 Step::Go(ticket) => return Ok(ticket),
                 Step::Refuse(refusal) => {
                     self.local_rejections.fetch_add(1, Ordering::Relaxed);
@@ -932,30 +863,25 @@ impl BudgetState {
                 biased;
                 () = &mut news => {}
                 () = &mut back => {}
-                () = tokio::time::sleep(wait.min(RECHECK)) => {}
+                () = runtime::sleep(wait.min(RECHECK)) => {}
             }
         }
     }
 
-    /// Decides one pass of an admission, under the lock.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one pass of an admission, all of it"
-    )]
+    /// Decides one pass of an admission, under the service's lock (and the bucket's after it).
     fn step(
         self: &Arc<Self>,
-        cost: u32,
-        first: bool,
+        service: &Arc<Service>,
+        ask: Asked,
         started: Instant,
-        limits: Limits,
         hold: &mut Hold,
         // Other calls waiting here besides this one.
         waiting_too: u64,
     ) -> Step {
-        let mut state = self.lock();
+        let mut throttle = service.lock();
         let now = self.clock.now();
         let waited = now.saturating_duration_since(started);
-        let left = limits.max_wait.saturating_sub(waited);
+        let left = ask.limits.max_wait.saturating_sub(waited);
         // What is admissible now goes now; only a wait needs time left.
         let wait = |wait: Duration| {
             if left.is_zero() {
@@ -967,46 +893,44 @@ impl BudgetState {
         // First attempts that arrive in the first probe interval of an outage still go: they
         // left with the burst whose answers declared it, and a blip counted in requests is
         // then met by them, not by the probes.
-        let young = state
+        let young = throttle
             .down_since
             .is_none_or(|since| now.saturating_duration_since(since) < RetryBudget::PROBE_INTERVAL);
-        if first && young && !hold.holding {
+        if ask.first && young && !hold.holding {
             hold.released = true;
         }
-        if !hold.released && state.down(now) {
-            match self.hold(&mut state, now, waited, limits, hold) {
+        if !hold.released && throttle.down(now) {
+            match self.hold(service, &mut throttle, now, waited, ask, hold) {
                 Held::Released => {}
                 Held::Probe => {
-                    state.probes.sent += 1;
-                    let interval = probe_interval(state.down_for(now));
-                    state.probes.next_at = now.checked_add(interval).unwrap_or(now);
-                    state.probes.sent_at = Some(now);
-                    let probe = state.probes.sent;
-                    drop(state);
-                    return Step::Go(self.ticket(0, Some(probe), now));
+                    throttle.probes.sent += 1;
+                    let interval = probe_interval(throttle.down_for(now));
+                    throttle.probes.next_at = now.checked_add(interval).unwrap_or(now);
+                    throttle.probes.sent_at = Some(now);
+                    let probe = throttle.probes.sent;
+                    drop(throttle);
+                    return Step::Go(self.ticket(Arc::clone(service), 0, Some(probe)));
                 }
                 Held::Refuse(refusal) => return Step::Refuse(refusal),
                 Held::Wait(until) => return wait(until),
             }
         }
-        // After a 429 without `Retry-After`, every attempt waits for a send slot.
-        let slot = state.limiter.wait(now);
-        if !slot.is_zero() {
-            return wait(slot);
-        }
-        let mut cost = cost;
-        if cost > 0 && state.tokens < cost {
+        drop(throttle);
+        let mut cost = ask.cost;
+        let mut bucket = self.bucket();
+        if cost > 0 && bucket.tokens < cost {
             // The floor: a few retries a second go whatever the bucket holds, so a client with
             // little traffic is not refused the lone retry a blip left it.
             let floor = match self.config.adaptive {
-                true => state.floor.take(now, self.config.min_retries_per_sec),
+                true => bucket.floor.take(now, self.config.min_retries_per_sec),
                 false => Err(Duration::MAX),
             };
+            let in_flight = self.in_flight.load(Ordering::Acquire) != 0;
             match floor {
                 Ok(()) => cost = 0,
-                Err(_) if self.in_flight.load(Ordering::Acquire) != 0 => return wait(left),
+                Err(_) if in_flight => return wait(left),
                 Err(_) if !self.config.adaptive => {
-                    let left = state.tokens;
+                    let left = bucket.tokens;
                     return Step::Refuse(Refusal::Tokens { left, cost });
                 }
                 Err(refill) if self.config.min_retries_per_sec > 0 => return wait(refill),
@@ -1014,63 +938,69 @@ impl BudgetState {
                 // when other retries wait here too (every call of a worker pool such a retry),
                 // one goes for what is left and the others wait for its answer.
                 Err(_) if waiting_too == 0 => {
-                    let left = state.tokens;
+                    let left = bucket.tokens;
                     return Step::Refuse(Refusal::Tokens { left, cost });
                 }
-                Err(_) => cost = state.tokens,
+                Err(_) => cost = bucket.tokens,
             }
         }
-        state.limiter.take(now);
         if cost > 0 {
-            state.tokens -= cost;
+            bucket.tokens -= cost;
             self.full.store(false, Ordering::Release);
         }
-        drop(state);
-        Step::Go(self.ticket(cost, None, now))
+        drop(bucket);
+        Step::Go(self.ticket(Arc::clone(service), cost, None))
     }
 
-    /// One pass of an attempt held while the service is down: released by the ramp, sent as the
+    /// One pass of an attempt held while its service is down: released by the ramp, sent as the
     /// probe, refused by time, or held until the next news.
     fn hold(
         &self,
-        state: &mut State,
+        service: &Service,
+        throttle: &mut Throttle,
         now: Instant,
         waited: Duration,
-        limits: Limits,
+        ask: Asked,
         hold: &mut Hold,
     ) -> Held {
         hold.holding = true;
+        let limits = ask.limits;
         // An accepted probe started the ramp: each step releases a larger share of the held
         // attempts, each drawing once a step, and after the last step the service is up.
-        if let Some(step) = state.ramp_step(now) {
+        if let Some(step) = throttle.ramp_step(now) {
             if step >= RAMP_STEPS {
-                state.declare_up(now);
-                self.calm
-                    .store(!state.limiter.is_engaged(now), Ordering::Release);
-                self.news.notify_waiters();
+                throttle.declare_up(now);
+                service.calm.store(true, Ordering::Release);
+                service.news.notify_waiters();
                 hold.released = true;
                 return Held::Released;
             }
             if hold.drawn.is_none_or(|drawn| drawn < step) {
                 hold.drawn = Some(step);
                 let share = RetryBudget::RAMP_FIRST_SHARE * f64::from(1u32 << step);
-                if state.rng.random_bool(share.clamp(0.0, 1.0)) {
+                if throttle.rng.random_bool(share.clamp(0.0, 1.0)) {
                     hold.released = true;
                     return Held::Released;
                 }
             }
         }
-        // A probe goes only when nothing else is in flight: answers still on their way are
-        // evidence too, and a probe sent among them would meet the same blip. Any held attempt
-        // may be the probe, a call's final attempt included: a refused probe does not spend
-        // the call's attempt (the engine does not count it), so a sequential sender, or a pool
-        // whose calls are all on their final attempt, still sees the heal.
-        if now >= state.probes.next_at && self.in_flight.load(Ordering::Acquire) == 0 {
+        let held_left = limits.hold.saturating_sub(waited);
+        let nothing_in_flight = service.in_flight.load(Ordering::Acquire) == 0;
+        // A probe goes only when nothing else of the service is in flight: answers still on
+        // their way are evidence too, and a probe sent among them would meet the same blip. A
+        // call's final retry keeps its attempt for after the outage while its hold lasts; any
+        // other held attempt may be the probe. After a quiet spell the evidence is stale, and
+        // the next attempt probes at once.
+        let may_probe = !ask.final_retry || held_left.is_zero();
+        if may_probe && nothing_in_flight && (now >= throttle.probes.next_at || throttle.stale(now))
+        {
             return Held::Probe;
         }
-        let down_for = state.down_for(now);
-        let newest_refused = state.probes.result.is_some_and(|(_, accepted)| !accepted);
-        if down_for >= limits.rides_out && newest_refused && state.ramp_from.is_none() {
+        let down_for = throttle.down_for(now);
+        if down_for >= limits.rides_out
+            && throttle.newest_probe_refused(now)
+            && throttle.ramp_from.is_none()
+        {
             return Held::Refuse(Refusal::Outlived {
                 down_for,
                 budget: limits.rides_out,
@@ -1080,9 +1010,8 @@ impl BudgetState {
         // when its turn comes (above), at the probes' pace for the outage's age, and is refused
         // only when its time runs out first: a wave that began holding together spends one
         // request a probe interval, not one each.
-        let held_left = limits.hold.saturating_sub(waited);
         if held_left.is_zero() {
-            let due_at = state.probes.next_at;
+            let due_at = throttle.probes.next_at;
             let due_left = limits.due.saturating_sub(waited);
             if due_left.is_zero() {
                 return Held::Refuse(Refusal::Down {
@@ -1099,9 +1028,12 @@ impl BudgetState {
             return Held::Wait(until.min(due_left));
         }
         // Until the next probe time or the ramp's next step, or until the attempts in flight
-        // are answered (the last answer wakes the waiters).
-        let mut until = state.probes.next_at.saturating_duration_since(now);
-        if let Some(from) = state.ramp_from {
+        // are answered (the last answer wakes the waiters), or the evidence goes stale.
+        let mut until = throttle.probes.next_at.saturating_duration_since(now);
+        if let Some(at) = throttle.last_answer {
+            until = until.min((at + STALE_AFTER).saturating_duration_since(now));
+        }
+        if let Some(from) = throttle.ramp_from {
             let steps = hold.drawn.map_or(0, |drawn| drawn + 1);
             let next_step = from + RetryBudget::PROBE_INTERVAL * steps;
             until = until.min(next_step.saturating_duration_since(now));
@@ -1112,64 +1044,55 @@ impl BudgetState {
         Held::Wait(until.min(held_left))
     }
 
-    /// The answer to the attempt of `ticket`: counted in the window; a probe's result, which may
-    /// start the ramp; a 429 without `Retry-After` cuts the send rate.
-    fn answered(
-        &self,
-        mut ticket: Ticket,
-        status: Option<StatusCode>,
-        retry_after: Option<Duration>,
-    ) {
+    /// The answer to the attempt of `ticket`: counted in its service's ratio; a probe's result,
+    /// which may start the ramp.
+    fn answered(&self, mut ticket: Ticket, status: Option<StatusCode>) {
         let Some(admitted) = ticket.admitted.take() else {
             return;
         };
-        self.left_flight();
+        let service = &admitted.service;
+        self.left_flight(service);
         if !self.config.adaptive {
             return;
         }
         let accepted = accepted(status);
-        let throttled = status == Some(StatusCode::TOO_MANY_REQUESTS) && retry_after.is_none();
-        let mut state = self.lock();
+        let mut throttle = service.lock();
         let now = self.clock.now();
-        let was_down = state.down(now);
-        state.window.record(now, accepted);
-        if throttled {
-            let measured = state.window.rate(now);
-            state.limiter.throttled(now, admitted.at, measured);
-        }
+        let was_down = throttle.down(now);
+        throttle.record(now, accepted);
         let mut news = false;
         if let Some(number) = admitted.probe
-            && state
+            && throttle
                 .probes
                 .result
-                .is_none_or(|(newest, _)| newest < number)
+                .is_none_or(|(newest, _, _)| newest < number)
         {
-            state.probes.result = Some((number, accepted));
+            throttle.probes.result = Some((number, accepted, now));
             news = true;
         }
-        let down = state.down(now);
+        let down = throttle.down(now);
         news |= down != was_down;
-        state.down_since = match (down, state.down_since) {
+        throttle.down_since = match (down, throttle.down_since) {
             (true, Some(since)) => Some(since),
-            (true, None) => Some(now),
+            // The outage began with the first refusal of the run that took it down.
+            (true, None) => Some(throttle.refusing_since.unwrap_or(now)),
             (false, _) => None,
         };
-        match state.ramp_from {
+        match throttle.ramp_from {
             // An accepted probe while down starts the ramp.
-            None if down && accepted && admitted.probe.is_some() => state.ramp_from = Some(now),
+            None if down && accepted && admitted.probe.is_some() => throttle.ramp_from = Some(now),
             // A refusal of an attempt sent during the ramp ends it: back to holding.
             Some(from) if !accepted && admitted.at >= from => {
-                state.ramp_from = None;
+                throttle.ramp_from = None;
                 news = true;
             }
-            Some(_) if !down => state.ramp_from = None,
+            Some(_) if !down => throttle.ramp_from = None,
             _ => {}
         }
-        let calm = !down && !state.limiter.is_engaged(now);
-        drop(state);
-        self.calm.store(calm, Ordering::Release);
+        drop(throttle);
+        service.calm.store(!down, Ordering::Release);
         if news {
-            self.news.notify_waiters();
+            service.news.notify_waiters();
         }
     }
 }
@@ -1192,7 +1115,7 @@ enum Held {
     Wait(Duration),
 }
 
-/// Where a held attempt stands while the service is down.
+/// Where a held attempt stands while its service is down.
 #[derive(Debug, Default)]
 struct Hold {
     /// It has begun holding.
@@ -1206,6 +1129,7 @@ struct Hold {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::runtime::ManualClock;
 
     const RETRY: Admission = Admission::Retry {
         after_timeout: false,
@@ -1219,23 +1143,25 @@ mod tests {
     const OK: Option<StatusCode> = Some(StatusCode::ACCEPTED);
     const DOWN: Option<StatusCode> = Some(StatusCode::SERVICE_UNAVAILABLE);
 
-    #[derive(Debug, Clone)]
-    struct ManualClock(Arc<Mutex<Instant>>);
+    /// The service every test's attempts go to.
+    const SERVICE: ServiceKey = ServiceKey {
+        endpoint: 1,
+        name: "test",
+    };
 
-    impl ManualClock {
-        fn new() -> Self {
-            Self(Arc::new(Mutex::new(Instant::now())))
-        }
-
-        fn advance(&self, by: Duration) {
-            *self.0.lock().unwrap() += by;
+    impl RetryBudget {
+        /// An attempt to the test's service, with attempts to spare.
+        async fn admit(
+            &self,
+            admission: Admission,
+            limits: Limits,
+        ) -> std::result::Result<Ticket, Refusal> {
+            self.admit_to(SERVICE, admission, u32::MAX, limits).await
         }
     }
 
-    impl Clock for ManualClock {
-        fn now(&self) -> Instant {
-            *self.0.lock().unwrap()
-        }
+    fn manual_clock() -> ManualClock {
+        ManualClock::new(std::time::SystemTime::UNIX_EPOCH)
     }
 
     /// Takes a retry's tokens without waiting, as a plain bucket would.
@@ -1254,7 +1180,7 @@ mod tests {
         };
         for _ in 0..count {
             let ticket = budget.admit(free, Limits::of(LONG)).await.unwrap();
-            budget.answered(ticket, status, None);
+            budget.answered(ticket, status);
         }
     }
 
@@ -1266,7 +1192,6 @@ mod tests {
         assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
         assert_eq!(budget.tokens(), Some(485));
         assert_eq!(budget.throttle_ratio(), Some(0.0));
-        assert_eq!(budget.send_rate(), None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1376,7 +1301,7 @@ mod tests {
         );
         assert_eq!(budget.waiting(), 1);
         let spent = first.cost();
-        budget.answered(first, OK, None);
+        budget.answered(first, OK);
         budget.succeeded(spent);
         assert_eq!(waiter.await.unwrap(), Ok(5), "the refund paid for it");
         assert_eq!(budget.waiting(), 0);
@@ -1484,7 +1409,7 @@ mod tests {
                 }
             }
             for ticket in tickets {
-                budget.answered(ticket, DOWN, None);
+                budget.answered(ticket, DOWN);
             }
             if started.elapsed() == Duration::from_secs(15) {
                 assert!(refused.is_empty(), "{refused:?}");
@@ -1527,7 +1452,7 @@ mod tests {
         let probe = budget.admit(retry, call).await.expect("the probe");
         assert_eq!(started.elapsed(), Duration::ZERO, "a probe was due");
         assert!(probe.is_probe());
-        budget.answered(probe, DOWN, None);
+        budget.answered(probe, DOWN);
         let next = budget.admit(retry, call).await.expect("the next probe");
         assert_eq!(
             started.elapsed(),
@@ -1566,7 +1491,7 @@ mod tests {
         let refused = loop {
             let asked = Instant::now();
             match budget.admit(Admission::First, limits(call, call)).await {
-                Ok(probe) => budget.answered(probe, DOWN, None),
+                Ok(probe) => budget.answered(probe, DOWN),
                 Err(refusal) => break (asked.elapsed(), refusal),
             }
         };
@@ -1596,12 +1521,12 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!patient.is_finished());
         // The server healed: the next probe is accepted and the patient call goes.
-        budget.answered(probe, OK, None);
+        budget.answered(probe, OK);
         let released = patient
             .await
             .unwrap()
             .expect("released by the ramp or as the probe");
-        budget.answered(released, OK, None);
+        budget.answered(released, OK);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1637,7 +1562,7 @@ mod tests {
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(10)).await;
-        budget.answered(probe, OK, None);
+        budget.answered(probe, OK);
         let mut released_per_probe = Vec::new();
         while !held.is_empty() {
             tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
@@ -1650,7 +1575,7 @@ mod tests {
                     .await
                     .unwrap()
                     .expect("never refused: the server healed");
-                budget.answered(ticket, OK, None);
+                budget.answered(ticket, OK);
             }
         }
         println!("released per probe interval: {released_per_probe:?}");
@@ -1678,57 +1603,9 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_429_without_retry_after_paces_first_attempts_too() {
-        let budget = RetryBudget::new();
-        let ticket = budget
-            .admit(Admission::First, Limits::of(LONG))
-            .await
-            .unwrap();
-        budget.answered(ticket, Some(StatusCode::TOO_MANY_REQUESTS), None);
-        let rate = budget.send_rate().expect("engaged");
-        assert!(
-            (rate - 0.7).abs() < 0.05,
-            "0.7 of one answer a second: {rate}"
-        );
-        budget
-            .admit(Admission::First, Limits::of(LONG))
-            .await
-            .unwrap();
-        let started = Instant::now();
-        budget
-            .admit(Admission::First, Limits::of(LONG))
-            .await
-            .unwrap();
-        assert!(
-            started.elapsed() >= Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-        let limited = budget
-            .admit(Admission::First, Limits::of(Duration::from_millis(10)))
-            .await;
-        assert!(
-            matches!(limited, Err(Refusal::NoTime { .. })),
-            "{limited:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_429_with_retry_after_leaves_the_pacing_to_the_gate() {
-        let budget = RetryBudget::new();
-        let ticket = budget
-            .admit(Admission::First, Limits::of(LONG))
-            .await
-            .unwrap();
-        let limited = Some(StatusCode::TOO_MANY_REQUESTS);
-        budget.answered(ticket, limited, Some(Duration::from_secs(1)));
-        assert_eq!(budget.send_rate(), None);
-    }
-
     #[tokio::test]
     async fn refills_one_token_per_interval_on_the_injected_clock() {
-        let clock = ManualClock::new();
+        let clock = manual_clock();
         let budget = RetryBudget::builder()
             .capacity(10)
             .refill_every(Duration::from_secs(2))
@@ -1755,7 +1632,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_ratio_runs_on_the_injected_clock_and_forgets_an_outage_after_two_minutes() {
-        let clock = ManualClock::new();
+        let clock = manual_clock();
         let budget = RetryBudget::builder().clock(clock.clone()).build().unwrap();
         answer(&budget, 30, DOWN).await;
         assert!(budget.throttle_ratio().unwrap() > 0.9);
@@ -1770,7 +1647,7 @@ mod tests {
 
     #[tokio::test]
     async fn never_refills_without_a_refill_interval() {
-        let clock = ManualClock::new();
+        let clock = manual_clock();
         let budget = RetryBudget::builder().clock(clock.clone()).build().unwrap();
         take(&budget, RETRY).await.unwrap();
         clock.advance(Duration::from_secs(86_400));
@@ -1807,5 +1684,85 @@ mod tests {
             let error = builder.build().expect_err("invalid");
             assert_eq!(error.kind(), crate::core::error::ErrorKind::InvalidInput);
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_service_down_never_holds_another() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        assert!(budget.service_down_for(SERVICE).is_some());
+        let api = ServiceKey {
+            endpoint: 1,
+            name: "api",
+        };
+        let started = Instant::now();
+        let ticket = budget
+            .admit_to(api, Admission::First, 5, Limits::of(LONG))
+            .await
+            .expect("the API is not down");
+        assert!(!ticket.is_probe());
+        assert_eq!(started.elapsed(), Duration::ZERO, "not held");
+        assert_eq!(budget.service_down_for(api), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_is_measured_from_its_first_refusal() {
+        let budget = RetryBudget::new();
+        answer(&budget, 1, DOWN).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        answer(&budget, 5, DOWN).await;
+        let down_for = budget.service_down_for(SERVICE).expect("down");
+        assert_eq!(down_for, Duration::from_secs(2), "from the first refusal");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_quiet_spell_the_next_attempt_probes_instead_of_being_refused() {
+        let budget = RetryBudget::new();
+        let call = Duration::from_secs(3);
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        // Down for longer than a call's budget, the newest probe refused: refused at once.
+        let refused = loop {
+            match budget.admit(Admission::First, limits(call, call)).await {
+                Ok(probe) => budget.answered(probe, DOWN),
+                Err(refusal) => break refusal,
+            }
+        };
+        assert!(matches!(refused, Refusal::Outlived { .. }), "{refused:?}");
+        // A minute of silence: what the service said is stale, and the next call probes.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let asked = Instant::now();
+        let probe = budget
+            .admit(Admission::First, limits(call, call))
+            .await
+            .expect("sent as a probe, not refused on old evidence");
+        assert!(probe.is_probe());
+        assert_eq!(asked.elapsed(), Duration::ZERO);
+        budget.answered(probe, OK);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_final_retry_is_not_spent_as_a_probe_while_its_hold_lasts() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let hold = Duration::from_secs(10);
+        let started = Instant::now();
+        let last = budget
+            .admit_to(SERVICE, RETRY, 1, limits(hold, Duration::from_secs(40)))
+            .await
+            .expect("due once its hold is over");
+        assert!(last.is_probe());
+        assert!(started.elapsed() >= hold, "{:?}", started.elapsed());
+        // A call with attempts to spare probes at once.
+        budget.answered(last, DOWN);
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL_MAX).await;
+        let started = Instant::now();
+        let spare = budget
+            .admit_to(SERVICE, RETRY, 3, limits(hold, Duration::from_secs(40)))
+            .await
+            .unwrap();
+        assert!(spare.is_probe());
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 }

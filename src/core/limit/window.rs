@@ -25,17 +25,16 @@
 //! a larger quota adds permits; a smaller one forgets the free permits and owes the rest, each
 //! forgotten as its slot comes back, so the permits out plus the permits free never exceed the
 //! new quota once the held slots are back. A slot's hold is read again when it would end, so a
-//! window that grew holds the slots already out for the longer window too. And a `RateLimit:
-//! "trigger";r=0;t=…` (the server's window is spent, by this sender or another) holds the
-//! trigger's next slot until the reset.
+//! window that grew holds the slots already out for the longer window too. (A `RateLimit:
+//! "trigger";r=0;t=…`, the server's window spent by this sender or another, closes the
+//! trigger's route at the gate until the reset: `gate.rs`.)
 //!
 //! # The budget
 //!
-//! A call's first attempt waits for its slot before the call's budget starts: that wait is a
-//! place in a queue, not retrying, and a call queued behind a paced burst must not reach its
-//! first send with its budget spent. It waits at most one `max_elapsed` for it, then stops with
-//! `budget_exhausted`, nothing sent. A retry's wait counts against the budget. (An outbox
-//! worker's calls count every wait: its lease measures one call.)
+//! A wait for a slot is part of the call's budget, the first attempt's included: the call's
+//! `max_elapsed` bounds it from `send()` to its result. A sender with more events than a window
+//! takes (a batch, the outbox) queues the events and starts a call when a slot is near, not a
+//! call that waits minutes for its slot.
 //!
 //! Why not `governor`? Its GCRA counts send times: with a burst of `requests` it lets up to
 //! twice that into one window, and paced one at a time it admits exactly `requests` by send
@@ -44,32 +43,18 @@
 //! use `futures-timer`, which tokio's paused test clock does not drive.
 
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
 
-use crate::core::clock;
 use crate::core::error::Result;
-pub use crate::core::limit::{PacingSource, TriggerLimit, TriggerPacing};
+pub use crate::core::limit::figures::{PacingSource, TriggerLimit, TriggerPacing};
+use crate::core::limit::scope::{RouteKey, Signal};
+use crate::core::limit::{Ask, Limiter, Refusal};
 use crate::core::rate_limit_field::TriggerWindow;
+use crate::core::runtime;
 use crate::core::stats::Hold;
-
-/// A trigger, by a hash of its token: the token itself is never kept here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct TriggerKey(u64);
-
-impl TriggerKey {
-    /// The key of the trigger with `token`.
-    pub(crate) fn of(token: &str) -> Self {
-        let mut hasher = DefaultHasher::new();
-        token.hash(&mut hasher);
-        Self(hasher.finish())
-    }
-}
 
 /// The triggers seen with a limit (or with learned figures); idle ones are forgotten past this
 /// many.
@@ -78,11 +63,11 @@ const KEEP_IDLE_TRIGGERS: usize = 1024;
 /// Paces the deliveries of one client, trigger by trigger, and keeps what the server said of
 /// each trigger's window.
 #[derive(Debug)]
-pub(crate) struct TriggerLimiter {
+pub(crate) struct Windows {
     /// The caller's limit for every trigger.
     every: Option<TriggerLimit>,
     /// The caller's limit for some triggers.
-    overrides: HashMap<TriggerKey, TriggerLimit>,
+    overrides: HashMap<RouteKey, TriggerLimit>,
     /// Paces the triggers the caller set no limit for: at the server's figures, `until_told`
     /// until it has sent them.
     learn: bool,
@@ -93,10 +78,10 @@ pub(crate) struct TriggerLimiter {
 
 #[derive(Debug, Default)]
 struct State {
-    lanes: HashMap<TriggerKey, Lane>,
+    lanes: HashMap<RouteKey, Lane>,
     /// The server's figures per trigger, whether or not the trigger is paced here (an outbox's
     /// shared windows read them too).
-    learned: HashMap<TriggerKey, TriggerLimit>,
+    learned: HashMap<RouteKey, TriggerLimit>,
 }
 
 /// A paced trigger: its limit now, and the semaphore its slots are taken from.
@@ -118,8 +103,6 @@ struct LaneState {
     owed: usize,
     /// How long a slot stays out after its answer.
     per: Duration,
-    /// No slot before this: the server said its window is spent.
-    closed_until: Option<Instant>,
 }
 
 /// A slot of a trigger's window, held from before an attempt until `per` after its answer.
@@ -139,12 +122,12 @@ impl WindowSlot {
             return;
         };
         let lane = Arc::clone(&self.lane);
-        let answered = clock::now();
+        let answered = runtime::now();
         tokio::spawn(async move {
             loop {
                 let until = answered.checked_add(lane.per());
                 match until {
-                    Some(until) if until > clock::now() => tokio::time::sleep_until(until).await,
+                    Some(until) if until > runtime::now() => runtime::sleep_until(until).await,
                     Some(_) => break,
                     // A window past any instant: the slot never frees.
                     None => std::future::pending().await,
@@ -170,7 +153,6 @@ impl LaneShared {
             state: Mutex::new(LaneState {
                 owed: 0,
                 per: limit.per(),
-                closed_until: None,
             }),
         }
     }
@@ -213,13 +195,13 @@ impl LaneShared {
     }
 }
 
-impl TriggerLimiter {
+impl Windows {
     /// `every` for each trigger without an entry in `overrides`; when both are empty, the
     /// server's figures (`until_told`, the vendor's documented default, until known) if `learn`,
     /// else no pacing.
     pub(crate) fn new(
         every: Option<TriggerLimit>,
-        overrides: HashMap<TriggerKey, TriggerLimit>,
+        overrides: HashMap<RouteKey, TriggerLimit>,
         learn: bool,
         until_told: TriggerLimit,
     ) -> Self {
@@ -237,12 +219,12 @@ impl TriggerLimiter {
     }
 
     /// The limit `trigger` is paced at here, and its source; `None` when it is not paced.
-    pub(crate) fn pacing(&self, trigger: TriggerKey) -> Option<TriggerPacing> {
+    pub(crate) fn pacing(&self, trigger: RouteKey) -> Option<TriggerPacing> {
         let state = self.lock();
         self.pacing_in(&state, trigger)
     }
 
-    fn pacing_in(&self, state: &State, trigger: TriggerKey) -> Option<TriggerPacing> {
+    fn pacing_in(&self, state: &State, trigger: RouteKey) -> Option<TriggerPacing> {
         if let Some(limit) = self.overrides.get(&trigger).or(self.every.as_ref()) {
             return Some(TriggerPacing::new(*limit, PacingSource::Caller));
         }
@@ -252,13 +234,13 @@ impl TriggerLimiter {
     /// The server's figures for `trigger`, or the vendor's default when it has sent none:
     /// the limit of a trigger the caller set none for, here or in an outbox's shared window.
     #[cfg(any(feature = "outbox", test))]
-    pub(crate) fn learned_or_documented(&self, trigger: TriggerKey) -> TriggerPacing {
+    pub(crate) fn learned_or_documented(&self, trigger: RouteKey) -> TriggerPacing {
         self.learned_or_told(&self.lock(), trigger)
     }
 
     /// What an answer of `trigger` said of its window: its figures are kept (and pace it, when
     /// the caller set none), and a spent window holds its next slot until the reset.
-    pub(crate) fn heard(&self, trigger: TriggerKey, window: TriggerWindow) {
+    pub(crate) fn heard_window(&self, trigger: RouteKey, window: TriggerWindow) {
         if window == TriggerWindow::default() {
             return;
         }
@@ -280,13 +262,6 @@ impl TriggerLimiter {
                 lane.pacing = pacing;
             }
         }
-        if let Some(reset) = window.spent_for
-            && let Some(lane) = state.lanes.get(&trigger)
-            && let Some(until) = clock::now().checked_add(reset)
-        {
-            let mut lane = lane.shared.lock();
-            lane.closed_until = lane.closed_until.max(Some(until));
-        }
     }
 
     /// Waits for a slot of `trigger`'s window, at most `max_wait`, counted in `hold` while it
@@ -294,49 +269,35 @@ impl TriggerLimiter {
     /// The wait is returned with the slot.
     pub(crate) async fn acquire(
         &self,
-        trigger: TriggerKey,
+        trigger: RouteKey,
         max_wait: Duration,
         hold: &Hold,
     ) -> Result<Option<(WindowSlot, Duration)>, ()> {
         let Some((lane, pacing)) = self.lane(trigger) else {
             return Ok(None);
         };
-        let started = clock::now();
-        // Counted from the first wait to the slot.
-        let mut held = None;
         let permit = match Arc::clone(&lane.permits).try_acquire_owned() {
-            Ok(permit) => permit,
+            Ok(permit) => (permit, Duration::ZERO),
             Err(_) => {
-                held = Some(hold.begin(Some(pacing)));
-                match tokio::time::timeout(max_wait, Arc::clone(&lane.permits).acquire_owned())
-                    .await
-                {
-                    Ok(Ok(permit)) => permit,
+                // Counted from the first wait to the slot.
+                let started = runtime::now();
+                let _held = hold.begin(Some(pacing));
+                match runtime::timeout(max_wait, Arc::clone(&lane.permits).acquire_owned()).await {
+                    Some(Ok(permit)) => (permit, runtime::now().saturating_duration_since(started)),
                     // The semaphore is never closed; a timeout means the window stayed full.
-                    Ok(Err(_)) | Err(_) => return Err(()),
+                    Some(Err(_)) | None => return Err(()),
                 }
             }
         };
+        let (permit, waited) = permit;
         let slot = WindowSlot {
             permit: Some(permit),
             lane,
         };
-        let closed_until = slot.lane.lock().closed_until;
-        if let Some(until) = closed_until.filter(|until| *until > clock::now()) {
-            if until.duration_since(started) > max_wait {
-                return Err(());
-            }
-            held.get_or_insert_with(|| hold.begin(Some(pacing)));
-            tokio::time::sleep_until(until).await;
-        }
-        let wait = match held {
-            Some(_) => started.elapsed(),
-            None => Duration::ZERO,
-        };
-        Ok(Some((slot, wait)))
+        Ok(Some((slot, waited)))
     }
 
-    fn lane(&self, trigger: TriggerKey) -> Option<(Arc<LaneShared>, TriggerPacing)> {
+    fn lane(&self, trigger: RouteKey) -> Option<(Arc<LaneShared>, TriggerPacing)> {
         let mut state = self.lock();
         let pacing = self.pacing_in(&state, trigger)?;
         if !state.lanes.contains_key(&trigger) && state.lanes.len() >= KEEP_IDLE_TRIGGERS {
@@ -352,8 +313,8 @@ impl TriggerLimiter {
     }
 }
 
-impl TriggerLimiter {
-    fn learned_or_told(&self, state: &State, trigger: TriggerKey) -> TriggerPacing {
+impl Windows {
+    fn learned_or_told(&self, state: &State, trigger: RouteKey) -> TriggerPacing {
         match state.learned.get(&trigger) {
             Some(limit) => TriggerPacing::new(*limit, PacingSource::Server),
             None => TriggerPacing::new(self.until_told, PacingSource::Documented),
@@ -361,16 +322,61 @@ impl TriggerLimiter {
     }
 }
 
+impl Limiter for Windows {
+    type Permit = Option<WindowSlot>;
+
+    /// Waits for a slot of the attempt's route, when the route is paced, within its time.
+    async fn admit(&self, ask: &Ask<'_>) -> std::result::Result<Option<WindowSlot>, Refusal> {
+        let Some(route) = ask.route else {
+            return Ok(None);
+        };
+        let max_wait = ask.max_wait();
+        match self
+            .acquire(route, max_wait, &ask.counters.trigger_hold)
+            .await
+        {
+            Ok(None) => Ok(None),
+            Ok(Some((slot, waited))) => {
+                if !waited.is_zero() {
+                    ask.counters.waited_for_trigger(waited);
+                    tracing::debug!(
+                        wait_ms = waited.as_millis() as u64,
+                        "waited for a slot of the trigger's window"
+                    );
+                }
+                Ok(Some(slot))
+            }
+            Err(()) => Err(Refusal::past_budget(format!(
+                "the trigger's window had no free slot within the {:.1}s this call has left to wait",
+                max_wait.as_secs_f64()
+            ))),
+        }
+    }
+
+    /// Learns what the answer said of the route's window, then lets its slot go one window
+    /// after the answer.
+    async fn heard(&self, slot: Option<WindowSlot>, ask: &Ask<'_>, signal: &Signal<'_>) {
+        if let Some(route) = ask.route {
+            self.heard_window(route, signal.window);
+        }
+        if let Some(slot) = slot {
+            slot.release_after_window();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use tokio::time::Instant;
+
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
     /// A vendor's documented default, as Hodoflow's: 100 per 60 s.
     const UNTIL_TOLD: TriggerLimit = TriggerLimit::from_parts(100, Duration::from_secs(60));
 
-    fn limiter(requests: u32, per: Duration) -> TriggerLimiter {
-        TriggerLimiter::new(
+    fn limiter(requests: u32, per: Duration) -> Windows {
+        Windows::new(
             Some(TriggerLimit::new(requests, per).unwrap()),
             HashMap::new(),
             false,
@@ -378,8 +384,8 @@ mod tests {
         )
     }
 
-    fn learning() -> TriggerLimiter {
-        TriggerLimiter::new(None, HashMap::new(), true, UNTIL_TOLD)
+    fn learning() -> Windows {
+        Windows::new(None, HashMap::new(), true, UNTIL_TOLD)
     }
 
     fn policy(requests: u32, per: Duration) -> TriggerWindow {
@@ -389,7 +395,7 @@ mod tests {
         }
     }
 
-    async fn take(limiter: &TriggerLimiter, trigger: TriggerKey, max_wait: Duration) -> WindowSlot {
+    async fn take(limiter: &Windows, trigger: RouteKey, max_wait: Duration) -> WindowSlot {
         limiter
             .acquire(trigger, max_wait, &Hold::default())
             .await
@@ -398,7 +404,7 @@ mod tests {
             .0
     }
 
-    async fn refused(limiter: &TriggerLimiter, trigger: TriggerKey) -> bool {
+    async fn refused(limiter: &Windows, trigger: RouteKey) -> bool {
         limiter
             .acquire(trigger, Duration::ZERO, &Hold::default())
             .await
@@ -413,9 +419,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unpaced_trigger_never_waits() {
-        let limiter = TriggerLimiter::new(None, HashMap::new(), false, UNTIL_TOLD);
+        let limiter = Windows::new(None, HashMap::new(), false, UNTIL_TOLD);
         let slot = limiter
-            .acquire(TriggerKey::of("t"), Duration::ZERO, &Hold::default())
+            .acquire(RouteKey::of("t"), Duration::ZERO, &Hold::default())
             .await
             .unwrap();
         assert!(slot.is_none());
@@ -424,7 +430,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_slot_frees_one_window_after_its_answer() {
         let limiter = limiter(2, 10 * SECOND);
-        let trigger = TriggerKey::of("t");
+        let trigger = RouteKey::of("t");
         let hold = Hold::default();
         let start = Instant::now();
         let (first, wait) = limiter
@@ -460,17 +466,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn triggers_are_paced_apart_and_overrides_win() {
-        let slow = TriggerKey::of("slow");
-        let limiter = TriggerLimiter::new(
+        let slow = RouteKey::of("slow");
+        let limiter = Windows::new(
             Some(TriggerLimit::new(1, SECOND).unwrap()),
             HashMap::from([(slow, TriggerLimit::new(3, SECOND).unwrap())]),
             false,
             UNTIL_TOLD,
         );
-        let a = take(&limiter, TriggerKey::of("a"), Duration::ZERO).await;
-        assert!(refused(&limiter, TriggerKey::of("a")).await);
+        let a = take(&limiter, RouteKey::of("a"), Duration::ZERO).await;
+        assert!(refused(&limiter, RouteKey::of("a")).await);
         assert!(
-            !refused(&limiter, TriggerKey::of("b")).await,
+            !refused(&limiter, RouteKey::of("b")).await,
             "another trigger has its own window"
         );
         let mut held = Vec::new();
@@ -484,7 +490,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiters_are_served_in_order() {
         let limiter = Arc::new(limiter(1, SECOND));
-        let trigger = TriggerKey::of("t");
+        let trigger = RouteKey::of("t");
         let held = take(&limiter, trigger, Duration::ZERO).await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
@@ -507,7 +513,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn learning_paces_at_document_001_s_default_then_at_the_server_s_figures() {
         let limiter = learning();
-        let trigger = TriggerKey::of("t");
+        let trigger = RouteKey::of("t");
         assert_eq!(
             limiter.pacing(trigger),
             Some(TriggerPacing::new(UNTIL_TOLD, PacingSource::Documented))
@@ -517,7 +523,7 @@ mod tests {
             held.push(take(&limiter, trigger, Duration::ZERO).await);
         }
         assert!(refused(&limiter, trigger).await, "100 per 60 s until told");
-        limiter.heard(trigger, policy(1000, 60 * SECOND));
+        limiter.heard_window(trigger, policy(1000, 60 * SECOND));
         assert_eq!(
             limiter
                 .pacing(trigger)
@@ -532,14 +538,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_caller_s_limit_wins_over_the_server_s_figures() {
-        let trigger = TriggerKey::of("t");
-        let limiter = TriggerLimiter::new(
+        let trigger = RouteKey::of("t");
+        let limiter = Windows::new(
             Some(TriggerLimit::new(2, SECOND).unwrap()),
             HashMap::new(),
             true,
             UNTIL_TOLD,
         );
-        limiter.heard(trigger, policy(1000, 60 * SECOND));
+        limiter.heard_window(trigger, policy(1000, 60 * SECOND));
         assert_eq!(
             limiter
                 .pacing(trigger)
@@ -557,7 +563,7 @@ mod tests {
             "the figures are still kept, for an outbox's shared window"
         );
         assert_eq!(
-            TriggerLimiter::new(None, HashMap::new(), false, UNTIL_TOLD).pacing(trigger),
+            Windows::new(None, HashMap::new(), false, UNTIL_TOLD).pacing(trigger),
             None,
             "without learning nor a limit, nothing paces"
         );
@@ -566,14 +572,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_smaller_quota_forgets_free_permits_and_owes_the_held_ones() {
         let limiter = learning();
-        let trigger = TriggerKey::of("t");
-        limiter.heard(trigger, policy(10, SECOND));
+        let trigger = RouteKey::of("t");
+        limiter.heard_window(trigger, policy(10, SECOND));
         let mut held: Vec<WindowSlot> = Vec::new();
         for _ in 0..6 {
             held.push(take(&limiter, trigger, Duration::ZERO).await);
         }
         // 6 out, 4 free; down to 3: the 4 free are forgotten and 3 of the 6 out are owed.
-        limiter.heard(trigger, policy(3, SECOND));
+        limiter.heard_window(trigger, policy(3, SECOND));
         assert!(refused(&limiter, trigger).await);
         for slot in held.drain(..3) {
             drop(slot);
@@ -592,7 +598,7 @@ mod tests {
         ];
         assert!(refused(&limiter, trigger).await, "exactly the new quota");
         // Back up to 5 with 3 out: 2 more now.
-        limiter.heard(trigger, policy(5, SECOND));
+        limiter.heard_window(trigger, policy(5, SECOND));
         let more = vec![
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
@@ -604,16 +610,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_larger_quota_pays_what_is_owed_first() {
         let limiter = learning();
-        let trigger = TriggerKey::of("t");
-        limiter.heard(trigger, policy(4, SECOND));
+        let trigger = RouteKey::of("t");
+        limiter.heard_window(trigger, policy(4, SECOND));
         let held: Vec<WindowSlot> = vec![
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
             take(&limiter, trigger, Duration::ZERO).await,
         ];
-        limiter.heard(trigger, policy(1, SECOND)); // owes 3
-        limiter.heard(trigger, policy(2, SECOND)); // owes 2
+        limiter.heard_window(trigger, policy(1, SECOND)); // owes 3
+        limiter.heard_window(trigger, policy(2, SECOND)); // owes 2
         drop(held);
         let a = take(&limiter, trigger, Duration::ZERO).await;
         let b = take(&limiter, trigger, Duration::ZERO).await;
@@ -624,13 +630,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_window_that_grew_holds_the_slots_already_out_for_it() {
         let limiter = learning();
-        let trigger = TriggerKey::of("t");
-        limiter.heard(trigger, policy(1, SECOND));
+        let trigger = RouteKey::of("t");
+        limiter.heard_window(trigger, policy(1, SECOND));
         let start = Instant::now();
         take(&limiter, trigger, Duration::ZERO)
             .await
             .release_after_window();
-        limiter.heard(trigger, policy(1, 5 * SECOND));
+        limiter.heard_window(trigger, policy(1, 5 * SECOND));
         take(&limiter, trigger, 60 * SECOND).await;
         assert_eq!(
             start.elapsed(),
@@ -640,42 +646,10 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_spent_window_holds_the_next_slot_until_its_reset() {
-        let limiter = learning();
-        let trigger = TriggerKey::of("t");
-        let hold = Hold::default();
-        take(&limiter, trigger, Duration::ZERO).await;
-        limiter.heard(
-            trigger,
-            TriggerWindow {
-                limit: None,
-                spent_for: Some(3 * SECOND),
-            },
-        );
-        assert!(
-            limiter.acquire(trigger, 2 * SECOND, &hold).await.is_err(),
-            "3 s does not fit a 2 s wait"
-        );
-        let start = Instant::now();
-        let (_, waited) = limiter
-            .acquire(trigger, 60 * SECOND, &hold)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(waited, 3 * SECOND);
-        assert_eq!(start.elapsed(), 3 * SECOND);
-        assert_eq!(hold.held_for(Instant::now()), None, "nothing holds now");
-        assert_eq!(
-            hold.by().map(|pacing| pacing.source),
-            Some(PacingSource::Documented)
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn a_wait_is_counted_while_it_lasts() {
         let limiter = Arc::new(limiter(1, 10 * SECOND));
         let hold = Arc::new(Hold::default());
-        let trigger = TriggerKey::of("t");
+        let trigger = RouteKey::of("t");
         take(&limiter, trigger, Duration::ZERO)
             .await
             .release_after_window();

@@ -54,7 +54,7 @@ impl Counts {
 
 /// A ring of [`BUCKETS`] buckets of [`BUCKET`] each.
 #[derive(Debug)]
-pub(super) struct Window {
+pub(super) struct History {
     origin: Instant,
     /// The absolute index (buckets since `origin`) of the newest bucket.
     newest: u64,
@@ -62,7 +62,7 @@ pub(super) struct Window {
     total: Counts,
 }
 
-impl Window {
+impl History {
     pub(super) fn new(origin: Instant) -> Self {
         Self {
             origin,
@@ -125,20 +125,6 @@ impl Window {
     pub(super) fn ratio(&mut self, now: Instant) -> f64 {
         self.long(now).ratio().max(self.short(now).ratio())
     }
-
-    /// Attempts answered per second over about the last second: the current bucket, and the
-    /// part of the previous one that is less than a second old.
-    pub(super) fn rate(&mut self, now: Instant) -> f64 {
-        self.advance(now);
-        let current = self.buckets[(self.newest % BUCKETS as u64) as usize].requests;
-        let previous = match self.newest.checked_sub(1) {
-            Some(index) => self.buckets[(index % BUCKETS as u64) as usize].requests,
-            None => 0,
-        };
-        let into = now.saturating_duration_since(self.origin).as_secs_f64() % BUCKET.as_secs_f64();
-        let share = 1.0 - into / BUCKET.as_secs_f64();
-        f64::from(current) + f64::from(previous) * share
-    }
 }
 
 #[cfg(test)]
@@ -166,7 +152,7 @@ mod tests {
     #[test]
     fn forgets_what_is_older_than_two_minutes_at_a_cost_bounded_by_the_buckets() {
         let t0 = Instant::now();
-        let mut window = Window::new(t0);
+        let mut window = History::new(t0);
         for _ in 0..1000 {
             window.record(t0, true);
         }
@@ -197,7 +183,7 @@ mod tests {
     #[test]
     fn an_outage_after_long_health_shows_in_the_short_horizon_first() {
         let t0 = Instant::now();
-        let mut window = Window::new(t0);
+        let mut window = History::new(t0);
         for second in 0..110 {
             for _ in 0..100 {
                 window.record(t0 + Duration::from_secs(second), true);
@@ -214,20 +200,5 @@ mod tests {
         );
         assert!(window.short(outage).ratio() > 0.99);
         assert!(window.ratio(outage) > 0.99);
-    }
-
-    #[test]
-    fn the_rate_counts_about_the_last_second() {
-        let t0 = Instant::now();
-        let mut window = Window::new(t0);
-        for _ in 0..60 {
-            window.record(t0 + Duration::from_millis(900), false);
-        }
-        let rate = window.rate(t0 + Duration::from_millis(1500));
-        assert!(
-            (rate - 30.0).abs() < 1e-6,
-            "half of the previous second: {rate}"
-        );
-        assert_eq!(window.rate(t0 + Duration::from_secs(3)), 0.0);
     }
 }

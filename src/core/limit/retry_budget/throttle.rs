@@ -1,0 +1,182 @@
+//! The SRE throttle of one service: whether it is down, by the ratio of its own answers, and
+//! the probes and the ramp that see it heal.
+//!
+//! One per service behind an endpoint ([`ServiceKey`]): webhook ingestion apart from the
+//! JSON:API apart from another vendor's API, so one service's outage never holds the calls of
+//! another that answers. Its evidence is its own answers, and evidence goes stale: once no
+//! answer came for [`STALE_AFTER`], the next attempt goes as a probe instead of being held or
+//! refused on what the service did before a quiet spell.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::RetryBudget;
+use super::history::History;
+use crate::core::limit::scope::ServiceKey;
+
+/// How old the newest answer may be and still say the service is down: the short horizon of
+/// the ratio. Past it, an attempt goes as a probe.
+pub(super) const STALE_AFTER: Duration = Duration::from_secs(super::history::SHORT as u64);
+
+/// One service's throttle, shared by the calls of every client of the budget.
+#[derive(Debug)]
+pub(super) struct Service {
+    pub(super) state: Mutex<Throttle>,
+    /// Whether a first attempt may go without locking: the service is not down.
+    pub(super) calm: AtomicBool,
+    /// Attempts of this service admitted and not yet answered.
+    pub(super) in_flight: AtomicU64,
+    /// A probe's result, the service going down or up, or no attempt left in flight.
+    pub(super) news: Notify,
+}
+
+impl Service {
+    pub(super) fn new(key: ServiceKey, now: Instant, seed: Option<u64>) -> Self {
+        let seed = seed.map(|seed| seed ^ hash(key));
+        Self {
+            state: Mutex::new(Throttle {
+                history: History::new(now),
+                probes: Probes {
+                    sent: 0,
+                    next_at: now,
+                    sent_at: None,
+                    result: None,
+                },
+                down_since: None,
+                refusing_since: None,
+                last_answer: None,
+                ramp_from: None,
+                rng: match seed {
+                    Some(seed) => SmallRng::seed_from_u64(seed),
+                    None => SmallRng::from_os_rng(),
+                },
+            }),
+            calm: AtomicBool::new(true),
+            in_flight: AtomicU64::new(0),
+            news: Notify::new(),
+        }
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Throttle> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An admitted attempt was answered or dropped.
+    pub(super) fn left_flight(&self, waiting: bool) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && waiting {
+            // Held attempts wait while an attempt in flight may still bring news.
+            self.news.notify_waiters();
+        }
+    }
+}
+
+/// A stable mix of the service's key into a budget's seed, so each service draws its own ramp.
+fn hash(key: ServiceKey) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.name.hash(&mut hasher);
+    key.endpoint.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What a service's answers have said.
+#[derive(Debug)]
+pub(super) struct Throttle {
+    pub(super) history: History,
+    pub(super) probes: Probes,
+    /// Since when the service has been down: the first refused answer of the run of refusals
+    /// that took it down, so an outage is measured from its onset, not from when the ratio
+    /// crossed [`RetryBudget::DOWN_AT`].
+    pub(super) down_since: Option<Instant>,
+    /// Since when every answer has been refused, without an accept between.
+    pub(super) refusing_since: Option<Instant>,
+    /// When the newest answer came.
+    pub(super) last_answer: Option<Instant>,
+    /// Since when an accepted probe has been releasing the held attempts, share by share.
+    pub(super) ramp_from: Option<Instant>,
+    /// The ramp's draws.
+    pub(super) rng: SmallRng,
+}
+
+/// The probes sent while the service is down, and the latest one's result.
+#[derive(Debug)]
+pub(super) struct Probes {
+    /// Probes sent so far; a probe's number is the count after it was sent.
+    pub(super) sent: u64,
+    /// When the newest probe went.
+    pub(super) sent_at: Option<Instant>,
+    /// When the next probe may go.
+    pub(super) next_at: Instant,
+    /// The number of the newest probe answered, whether it was accepted, and when.
+    pub(super) result: Option<(u64, bool, Instant)>,
+}
+
+impl Throttle {
+    pub(super) fn down(&mut self, now: Instant) -> bool {
+        self.history.ratio(now) >= RetryBudget::DOWN_AT
+    }
+
+    /// Whether what the service said is too old to hold an attempt on: no answer for
+    /// [`STALE_AFTER`].
+    pub(super) fn stale(&self, now: Instant) -> bool {
+        self.last_answer
+            .is_none_or(|at| now.saturating_duration_since(at) >= STALE_AFTER)
+    }
+
+    /// How long the service has been down by `now`.
+    pub(super) fn down_for(&self, now: Instant) -> Duration {
+        self.down_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    /// Whether the newest probe was refused, recently enough to say the outage goes on.
+    pub(super) fn newest_probe_refused(&self, now: Instant) -> bool {
+        self.probes.result.is_some_and(|(_, accepted, at)| {
+            !accepted && now.saturating_duration_since(at) < STALE_AFTER
+        })
+    }
+
+    /// The ramp's step now (0 at the accepted probe, one more each probe interval), if it runs.
+    pub(super) fn ramp_step(&self, now: Instant) -> Option<u32> {
+        let from = self.ramp_from?;
+        let steps =
+            now.saturating_duration_since(from).as_nanos() / RetryBudget::PROBE_INTERVAL.as_nanos();
+        Some(u32::try_from(steps).unwrap_or(u32::MAX))
+    }
+
+    /// The ramp released everyone: the service is up, and the outage's history is forgotten, so
+    /// the calls after it are not held by answers from before the heal.
+    pub(super) fn declare_up(&mut self, now: Instant) {
+        self.history = History::new(now);
+        self.down_since = None;
+        self.ramp_from = None;
+    }
+
+    /// Counts an answer (`accepted` or not) that came at `now`.
+    pub(super) fn record(&mut self, now: Instant, accepted: bool) {
+        self.history.record(now, accepted);
+        self.last_answer = Some(now);
+        self.refusing_since = match (accepted, self.refusing_since) {
+            (true, _) => None,
+            (false, Some(since)) => Some(since),
+            (false, None) => Some(now),
+        };
+    }
+}
+
+/// The wait before the next probe, once the service has been down for `down_for`: a tenth of
+/// that after [`RetryBudget::PROBES_SLOW_AFTER`], within the probe interval's bounds.
+pub(super) fn probe_interval(down_for: Duration) -> Duration {
+    if down_for < RetryBudget::PROBES_SLOW_AFTER {
+        return RetryBudget::PROBE_INTERVAL;
+    }
+    (down_for / 10).clamp(RetryBudget::PROBE_INTERVAL, RetryBudget::PROBE_INTERVAL_MAX)
+}
