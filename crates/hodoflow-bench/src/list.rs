@@ -92,6 +92,7 @@ async fn fill(outbox: &Outbox, jobs: usize) -> Result<()> {
                     run_id: None,
                     last_error: None,
                     finished_at: state.is_final().then_some(now),
+                    may_have_run: false,
                 };
                 Some((job.id, job.claim, record))
             })

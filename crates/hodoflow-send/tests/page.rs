@@ -257,6 +257,7 @@ async fn hostile_job(outbox: &Outbox) {
             message: HOSTILE_MESSAGE.to_owned(),
         }),
         finished_at: Some(now),
+        may_have_run: false,
     };
     let job = &claimed[0];
     assert!(

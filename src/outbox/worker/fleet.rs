@@ -161,7 +161,8 @@ impl Fleet for StoreFleet {
                 let known = cached.and_then(|(_, until)| until);
                 *cached = Some((tokio::time::Instant::now(), known.max(Some(until))));
             }
-            if let Err(error) = self.store.pause(&self.credential, until).await {
+            let why = "the server asked to slow down";
+            if let Err(error) = self.store.pause(&self.credential, until, why, now).await {
                 tracing::warn!(error = %error, "the shared pause could not be written");
             }
         })

@@ -493,6 +493,7 @@ pub(super) fn ended(
         run_id: None,
         last_error,
         finished_at: Some(now),
+        may_have_run: false,
     }
 }
 
