@@ -85,6 +85,7 @@ on_both_stores!(
     scopes_are_opaque_text_of_at_most_200_bytes,
     a_learned_window_is_the_latest_stated_and_a_store_opened_later_reads_it,
     may_have_run_is_kept_across_calls_and_an_operator_requeue,
+    a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure,
     a_store_of_the_previous_schema_migrates_in_place,
 );
 
@@ -1770,6 +1771,78 @@ async fn may_have_run_is_kept_across_calls_and_an_operator_requeue(backend: Back
         (counts.pending, counts.in_flight, counts.total()),
         (1, 0, 1)
     );
+}
+
+async fn a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure(
+    backend: Backend,
+) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    // One call of one attempt each: the first call's answer decides what the job is marked.
+    let run = || async {
+        outbox
+            .workers(client(&server, 1))
+            .lease(LEASE)
+            .run_until_idle()
+            .await
+            .unwrap()
+    };
+    let due_again = |event_id: &'static str| {
+        let (outbox, clock) = (outbox.clone(), clock.clone());
+        async move {
+            let job = outbox.job(event_id).await.unwrap().unwrap();
+            assert_eq!(job.state, JobState::Pending, "{event_id}");
+            clock.advance(job.next_at.duration_since(clock.now()).unwrap_or_default());
+            job
+        }
+    };
+
+    // The request was sent and its connection closed before any answer: it may have run.
+    outbox
+        .enqueue("unanswered", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    server.inject(Fault::close_before_execute().on("POST", WEBHOOKS).times(1));
+    run().await;
+    let job = due_again("unanswered").await;
+    assert!(job.may_have_run, "{:?}", job.last_error);
+    server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
+    let report = run().await;
+    let job = outbox.job("unanswered").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::NeedsReconciliation);
+    assert!(job.may_have_run);
+    assert_eq!((job.calls, job.attempts), (2, 2));
+    assert_eq!(job.last_error.as_ref().and_then(|e| e.status), Some(422));
+    assert_eq!((report.needs_reconciliation, report.failed), (1, 0));
+    assert!(
+        outbox
+            .reconciliation(10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|job| job.event_id == "unanswered")
+    );
+
+    // The same permanent answer after a definite 503: nothing ran, the job fails.
+    outbox
+        .enqueue("answered", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(1));
+    run().await;
+    assert!(!due_again("answered").await.may_have_run);
+    server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
+    let report = run().await;
+    let job = outbox.job("answered").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert!(!job.may_have_run);
+    assert_eq!((report.needs_reconciliation, report.failed), (0, 1));
+
+    assert_eq!(server.ledger().requests_to("POST", WEBHOOKS).len(), 4);
+    assert_eq!(server.ledger().total_runs(), 0, "no call ran anything");
+    let counts = outbox.may_have_run_counts().await.unwrap();
+    assert_eq!((counts.needs_reconciliation, counts.total()), (1, 1));
 }
 
 /// SQLite's schema at version 2, as the migrations of the release before wrote it.
