@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
-use hodoflow_retry::outbox::{Cursor, Job, JobState, Outbox, Record, Target};
+use hodoflow_retry::outbox::{Cursor, Job, JobState, MAX_SCOPE, Outbox, Pause, Record, Target};
 use hodoflow_retry::{
     Budget, Clock, ErrorKind, ManualClock, ModulifyClient, RetryingClient, TriggerLimit,
 };
@@ -65,7 +65,7 @@ on_both_stores!(
     lost_answers_end_accepted_or_duplicate_with_one_run_each,
     writes_and_modulify_calls_go_through_the_same_job_shape,
     a_call_that_ends_retryable_is_rescheduled_on_the_long_schedule,
-    a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses_the_credential,
+    a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses_the_trigger,
     a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_again,
     a_job_whose_worker_died_is_reclaimed_after_its_lease,
     a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
@@ -81,6 +81,12 @@ on_both_stores!(
     the_backlog_counts_the_jobs_not_final_at_each_time,
     paging_through_1_050_jobs_lists_each_once_in_order_across_states,
     paging_lists_a_job_that_moves_between_pages_as_the_cursor_documents,
+    pauses_keep_the_later_end_with_its_reason_and_list_every_scope_paused,
+    scopes_are_opaque_text_of_at_most_200_bytes,
+    a_learned_window_is_the_latest_stated_and_a_store_opened_later_reads_it,
+    may_have_run_is_kept_across_calls_and_an_operator_requeue,
+    a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure,
+    a_store_of_the_previous_schema_migrates_in_place,
 );
 
 /// The PostgreSQL server of the suite, if any.
@@ -509,7 +515,7 @@ async fn a_call_that_ends_retryable_is_rescheduled_on_the_long_schedule(backend:
     );
 }
 
-async fn a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses_the_credential(
+async fn a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses_the_trigger(
     backend: Backend,
 ) {
     let server = support::server().await;
@@ -546,24 +552,23 @@ async fn a_retry_after_past_the_budget_reschedules_at_least_that_late_and_pauses
         "{:?}",
         job.next_at
     );
-    let paused = outbox
-        .store()
-        .paused_until(&credential_of(&server), start())
-        .await
-        .unwrap();
+    // The trigger's 429 closed that trigger, for every worker of the store, and nothing else.
+    let pauses = outbox.pauses().await.unwrap();
+    assert_eq!(pauses.len(), 1, "{pauses:?}");
+    let pause = &pauses[0];
     assert!(
-        paused.is_some_and(|until| until >= start() + Duration::from_secs(120)),
-        "every worker of the credential pauses: {paused:?}"
+        pause.scope.starts_with("webhooks http://127.0.0.1:") && pause.scope.contains(" trigger "),
+        "{pause:?}"
     );
-}
-
-/// The scope name the workers share their pause under (derived from the base URL).
-fn credential_of(server: &MockServer) -> String {
-    let base = reqwest::Url::parse(&server.base_url()).unwrap();
-    format!(
-        "credential:{}",
-        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, base.as_str().as_bytes())
-    )
+    assert!(
+        !pause.scope.contains(DEMO_TRIGGER_TOKEN),
+        "a trigger is named by a hash of its token"
+    );
+    assert!(
+        pause.until >= start() + Duration::from_secs(120),
+        "{pause:?}"
+    );
+    assert_eq!(pause.why, "the server's 429 with Retry-After");
 }
 
 async fn a_job_failing_past_its_horizon_needs_reconciliation_and_is_never_sent_again(
@@ -683,6 +688,7 @@ async fn a_job_whose_worker_died_is_reclaimed_after_its_lease(backend: Backend) 
         run_id: None,
         last_error: None,
         finished_at: None,
+        may_have_run: false,
     };
     assert!(
         !outbox
@@ -1246,6 +1252,7 @@ fn final_record(state: JobState, now: SystemTime) -> Record {
         run_id: None,
         last_error: None,
         finished_at: Some(now),
+        may_have_run: false,
     }
 }
 
@@ -1403,5 +1410,686 @@ async fn paging_lists_a_job_that_moves_between_pages_as_the_cursor_documents(bac
     assert!(
         read.windows(2).all(|w| page_key(&w[0]) < page_key(&w[1])),
         "a walk along the order"
+    );
+}
+
+/// A fresh store on `backend`, and where it is (a SQLite file's path, a PostgreSQL URL), to
+/// open it again as a restarted process would ([`reopen`]).
+async fn fresh_at(backend: Backend) -> (Outbox, String) {
+    match backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(format!(
+                "hodoflow-outbox-{}-{}",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("outbox.db").display().to_string();
+            (Outbox::sqlite(&path).await.unwrap(), path)
+        }
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => {
+            let db = pg::database("reopen").await.expect("checked by the caller");
+            (Outbox::postgres(&db.url).await.unwrap(), db.url.clone())
+        }
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    }
+}
+
+/// The store at `at` ([`fresh_at`]), opened anew.
+async fn reopen(backend: Backend, at: &str) -> Outbox {
+    match backend {
+        Backend::Sqlite => Outbox::sqlite(at).await.unwrap(),
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => Outbox::postgres(at).await.unwrap(),
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    }
+}
+
+/// Scopes as workers name them: a credential, one of its triggers, a Modulify endpoint.
+const CREDENTIAL: &str = "hodoflow http://127.0.0.1:8080";
+const TRIGGER_A: &str = "hodoflow http://127.0.0.1:8080 trigger 1a2b3c4d";
+const MODULIFY: &str = "modulify http://127.0.0.1:8081 token 9f8e7d6c";
+
+async fn pauses_keep_the_later_end_with_its_reason_and_list_every_scope_paused(backend: Backend) {
+    let (first, second) = fresh_pair(backend).await;
+    let clock = ManualClock::new(start());
+    let first = first.with_clock(clock.clone());
+    let (store, other) = (first.store(), second.store());
+    let at = |secs: u64| start() + Duration::from_secs(secs);
+    assert_eq!(store.pauses(at(0)).await.unwrap(), []);
+    assert_eq!(store.paused_until(TRIGGER_A, at(0)).await.unwrap(), None);
+
+    store
+        .pause(TRIGGER_A, at(60), "429 from trigger 1a2b3c4d", at(0))
+        .await
+        .unwrap();
+    store
+        .pause(TRIGGER_A, at(30), "a shorter one", at(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        other.pauses(at(0)).await.unwrap(),
+        [Pause::new(TRIGGER_A, at(60), "429 from trigger 1a2b3c4d")],
+        "a shorter pause neither shortens a longer one nor replaces its reason"
+    );
+    store
+        .pause(TRIGGER_A, at(90), "429 again", at(0))
+        .await
+        .unwrap();
+    store
+        .pause(
+            CREDENTIAL,
+            at(10),
+            "429 rate_limited from the JSON:API",
+            at(0),
+        )
+        .await
+        .unwrap();
+    store
+        .pause(MODULIFY, at(45), "Modulify 429 for this token", at(0))
+        .await
+        .unwrap();
+
+    // Every scope, seen by another handle (on PostgreSQL, another connection), by its text.
+    let all = vec![
+        Pause::new(CREDENTIAL, at(10), "429 rate_limited from the JSON:API"),
+        Pause::new(TRIGGER_A, at(90), "429 again"),
+        Pause::new(MODULIFY, at(45), "Modulify 429 for this token"),
+    ];
+    assert_eq!(other.pauses(at(0)).await.unwrap(), all);
+    assert_eq!(first.pauses().await.unwrap(), all, "on the outbox's clock");
+    assert_eq!(
+        other.paused_until(CREDENTIAL, at(9)).await.unwrap(),
+        Some(at(10))
+    );
+    // One scope closed says nothing of another.
+    assert_eq!(
+        other
+            .paused_until("hodoflow http://127.0.0.1:8080 trigger 5e6f7a8b", at(0))
+            .await
+            .unwrap(),
+        None
+    );
+    // A pause ends at its time.
+    assert_eq!(other.paused_until(CREDENTIAL, at(10)).await.unwrap(), None);
+    assert_eq!(other.pauses(at(10)).await.unwrap(), all[1..]);
+    clock.advance(Duration::from_secs(50));
+    assert_eq!(first.pauses().await.unwrap(), [all[1].clone()]);
+
+    // Writing a pause removes those ended (of any scope): the credential's, ended at 10 s, is
+    // gone even when read as of before its end.
+    let trigger_b = "hodoflow http://127.0.0.1:8080 trigger 5e6f7a8b";
+    store
+        .pause(trigger_b, at(100), "429 from trigger 5e6f7a8b", at(30))
+        .await
+        .unwrap();
+    let kept = other.pauses(at(0)).await.unwrap();
+    let scopes: Vec<&str> = kept.iter().map(|pause| pause.scope.as_str()).collect();
+    assert_eq!(scopes, [TRIGGER_A, trigger_b, MODULIFY], "{kept:?}");
+
+    // A long reason is cut at a character's start; the pause is kept.
+    let long = "é".repeat(150);
+    store
+        .pause(CREDENTIAL, at(120), &long, at(30))
+        .await
+        .unwrap();
+    let kept = other.pauses(at(30)).await.unwrap();
+    assert_eq!(kept[0].scope, CREDENTIAL);
+    assert_eq!(kept[0].why, "é".repeat(100), "200 bytes");
+}
+
+async fn scopes_are_opaque_text_of_at_most_200_bytes(backend: Backend) {
+    let outbox = fresh(backend).await;
+    let store = outbox.store();
+    let t0 = start();
+    let later = t0 + Duration::from_secs(60);
+    let minute = Duration::from_secs(60);
+    // Quotes, markup, a non-ASCII character: kept and returned as written.
+    let odd = "hodoflow http://h.example/ trigger 'ab' <b>ü</b> \"q\"";
+    store.pause(odd, later, "why", t0).await.unwrap();
+    store.learn_window(odd, 5, minute, t0).await.unwrap();
+    assert_eq!(store.paused_until(odd, t0).await.unwrap(), Some(later));
+    assert_eq!(store.window(odd).await.unwrap(), Some((5, minute)));
+    let longest = "s".repeat(MAX_SCOPE);
+    store.pause(&longest, later, "why", t0).await.unwrap();
+    store.learn_window(&longest, 5, minute, t0).await.unwrap();
+    assert_eq!(store.paused_until(&longest, t0).await.unwrap(), Some(later));
+
+    for refused in ["".to_owned(), "s".repeat(MAX_SCOPE + 1)] {
+        let errors = [
+            store.pause(&refused, later, "why", t0).await.unwrap_err(),
+            store.paused_until(&refused, t0).await.unwrap_err(),
+            store
+                .learn_window(&refused, 5, minute, t0)
+                .await
+                .unwrap_err(),
+            store.window(&refused).await.unwrap_err(),
+        ];
+        for error in errors {
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        }
+    }
+    let scopes: Vec<String> = store
+        .pauses(t0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|pause| pause.scope)
+        .collect();
+    assert_eq!(
+        scopes,
+        [odd.to_owned(), longest],
+        "nothing refused was kept"
+    );
+}
+
+async fn a_learned_window_is_the_latest_stated_and_a_store_opened_later_reads_it(backend: Backend) {
+    let (outbox, at) = fresh_at(backend).await;
+    let store = outbox.store();
+    let t = |secs: u64| start() + Duration::from_secs(secs);
+    let secs = Duration::from_secs;
+    assert_eq!(store.window(TRIGGER_A).await.unwrap(), None);
+
+    store
+        .learn_window(TRIGGER_A, 10_000, secs(60), t(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.window(TRIGGER_A).await.unwrap(),
+        Some((10_000, secs(60)))
+    );
+    // A worker that read the server earlier writes after: the later reading stays.
+    store
+        .learn_window(TRIGGER_A, 100, secs(60), t(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.window(TRIGGER_A).await.unwrap(),
+        Some((10_000, secs(60)))
+    );
+    store
+        .learn_window(TRIGGER_A, 20_000, Duration::from_millis(30_500), t(9))
+        .await
+        .unwrap();
+    store
+        .learn_window(MODULIFY, 60, secs(60), t(9))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.window(CREDENTIAL).await.unwrap(),
+        None,
+        "never stated"
+    );
+
+    // Nothing a window could be.
+    for (requests, per) in [
+        (0, secs(60)),
+        (10, Duration::ZERO),
+        (10, Duration::from_micros(900)),
+    ] {
+        let error = store
+            .learn_window(TRIGGER_A, requests, per, t(20))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    }
+
+    // A worker started later, on a store opened anew, reads what the server stated.
+    drop(outbox);
+    let restarted = reopen(backend, &at).await;
+    assert_eq!(
+        restarted.store().window(TRIGGER_A).await.unwrap(),
+        Some((20_000, Duration::from_millis(30_500)))
+    );
+    assert_eq!(
+        restarted.store().window(MODULIFY).await.unwrap(),
+        Some((60, secs(60)))
+    );
+}
+
+async fn may_have_run_is_kept_across_calls_and_an_operator_requeue(backend: Backend) {
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    let store = outbox.store();
+    for event_id in ["unanswered", "answered"] {
+        outbox
+            .enqueue(event_id, Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+            .await
+            .unwrap();
+    }
+    assert!(
+        !outbox
+            .job("unanswered")
+            .await
+            .unwrap()
+            .unwrap()
+            .may_have_run
+    );
+    let pending = |may_have_run: bool| Record {
+        state: JobState::Pending,
+        next_at: start(),
+        finished_at: None,
+        may_have_run,
+        ..final_record(JobState::Pending, start())
+    };
+    let claim = |at: SystemTime| async move {
+        let mut jobs = store.claim("w", at, LEASE, 10).await.unwrap();
+        jobs.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        jobs
+    };
+
+    // A call sent and unanswered marks its job; one answered does not.
+    let jobs = claim(start()).await;
+    let (answered, unanswered) = (&jobs[0], &jobs[1]);
+    assert!(!unanswered.may_have_run);
+    let written = store
+        .record_many(vec![
+            (unanswered.id, unanswered.claim, pending(true)),
+            (
+                answered.id,
+                answered.claim,
+                final_record(JobState::Done, start()),
+            ),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(written, [true, true]);
+    assert!(
+        outbox
+            .job("unanswered")
+            .await
+            .unwrap()
+            .unwrap()
+            .may_have_run
+    );
+    assert!(!outbox.job("answered").await.unwrap().unwrap().may_have_run);
+    let counts = outbox.may_have_run_counts().await.unwrap();
+    assert_eq!((counts.pending, counts.total()), (1, 1));
+
+    // A later call with a definite answer does not clear it, nor does the job's end.
+    clock.advance(Duration::from_secs(1));
+    let jobs = claim(clock.wall()).await;
+    assert_eq!(jobs.len(), 1);
+    assert!(jobs[0].may_have_run, "a claim reads it");
+    assert!(
+        store
+            .record(jobs[0].id, jobs[0].claim, pending(false))
+            .await
+            .unwrap()
+    );
+    assert!(
+        outbox
+            .job("unanswered")
+            .await
+            .unwrap()
+            .unwrap()
+            .may_have_run
+    );
+    clock.advance(Duration::from_secs(1));
+    let jobs = claim(clock.wall()).await;
+    let failed = Record {
+        may_have_run: false,
+        ..final_record(JobState::Failed, clock.wall())
+    };
+    assert!(
+        store
+            .record(jobs[0].id, jobs[0].claim, failed)
+            .await
+            .unwrap()
+    );
+    let job = outbox.job("unanswered").await.unwrap().unwrap();
+    assert_eq!(
+        job.state,
+        JobState::Failed,
+        "the store writes what the worker decided"
+    );
+    assert!(job.may_have_run);
+    assert_eq!(job.calls, 3);
+
+    // An operator's requeue keeps it, and every listing shows it.
+    let requeued = outbox.retry("unanswered").await.unwrap().unwrap();
+    assert_eq!(requeued.state, JobState::Pending);
+    assert!(requeued.may_have_run);
+    let (page, _) = outbox.list_page(None, None, 10).await.unwrap();
+    let marked: Vec<(&str, bool)> = page
+        .iter()
+        .map(|job| (job.event_id.as_str(), job.may_have_run))
+        .collect();
+    assert!(marked.contains(&("unanswered", true)), "{marked:?}");
+    assert!(marked.contains(&("answered", false)), "{marked:?}");
+    assert!(
+        outbox
+            .list(None, 10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|job| job.may_have_run),
+        "list reads it too"
+    );
+    let counts = outbox.may_have_run_counts().await.unwrap();
+    assert_eq!(
+        (counts.pending, counts.in_flight, counts.total()),
+        (1, 0, 1)
+    );
+}
+
+async fn a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure(
+    backend: Backend,
+) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    // One call of one attempt each: the first call's answer decides what the job is marked.
+    let run = || async {
+        outbox
+            .workers(client(&server, 1))
+            .lease(LEASE)
+            .run_until_idle()
+            .await
+            .unwrap()
+    };
+    let due_again = |event_id: &'static str| {
+        let (outbox, clock) = (outbox.clone(), clock.clone());
+        async move {
+            let job = outbox.job(event_id).await.unwrap().unwrap();
+            assert_eq!(job.state, JobState::Pending, "{event_id}");
+            clock.advance(job.next_at.duration_since(clock.wall()).unwrap_or_default());
+            job
+        }
+    };
+
+    // The request was sent and its connection closed before any answer: it may have run.
+    outbox
+        .enqueue("unanswered", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    server.inject(Fault::close_before_execute().on("POST", WEBHOOKS).times(1));
+    run().await;
+    let job = due_again("unanswered").await;
+    assert!(job.may_have_run, "{:?}", job.last_error);
+    server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
+    let report = run().await;
+    let job = outbox.job("unanswered").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::NeedsReconciliation);
+    assert!(job.may_have_run);
+    assert_eq!((job.calls, job.attempts), (2, 2));
+    assert_eq!(job.last_error.as_ref().and_then(|e| e.status), Some(422));
+    assert_eq!((report.needs_reconciliation, report.failed), (1, 0));
+    assert!(
+        outbox
+            .reconciliation(10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|job| job.event_id == "unanswered")
+    );
+
+    // The same permanent answer after a definite 503: nothing ran, the job fails.
+    outbox
+        .enqueue("answered", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).times(1));
+    run().await;
+    assert!(!due_again("answered").await.may_have_run);
+    server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
+    let report = run().await;
+    let job = outbox.job("answered").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert!(!job.may_have_run);
+    assert_eq!((report.needs_reconciliation, report.failed), (0, 1));
+
+    assert_eq!(server.ledger().requests_to("POST", WEBHOOKS).len(), 4);
+    assert_eq!(server.ledger().total_runs(), 0, "no call ran anything");
+    let counts = outbox.may_have_run_counts().await.unwrap();
+    assert_eq!((counts.needs_reconciliation, counts.total()), (1, 1));
+}
+
+/// SQLite's schema at version 2, as the migrations of the release before wrote it.
+const SQLITE_SCHEMA_2: &str = r#"
+    CREATE TABLE outbox_schema (version INTEGER NOT NULL);
+    CREATE TABLE outbox_jobs (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id        TEXT NOT NULL UNIQUE,
+        kind            TEXT NOT NULL,
+        method          TEXT NOT NULL,
+        route           TEXT NOT NULL,
+        body            BLOB NOT NULL,
+        identity        TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        calls           INTEGER NOT NULL DEFAULT 0,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_at         INTEGER NOT NULL,
+        created_at      INTEGER NOT NULL,
+        first_sent_at   INTEGER,
+        finished_at     INTEGER,
+        lease_owner     TEXT,
+        lease_until     INTEGER,
+        claim           INTEGER NOT NULL DEFAULT 0,
+        run_id          TEXT,
+        last_kind       TEXT,
+        last_status     INTEGER,
+        last_request_id TEXT,
+        last_message    TEXT
+    );
+    CREATE INDEX outbox_jobs_due ON outbox_jobs (state, next_at);
+    CREATE TABLE outbox_pauses (
+        scope    TEXT PRIMARY KEY,
+        until_ms INTEGER NOT NULL
+    );
+    CREATE TABLE outbox_slots (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope      TEXT NOT NULL,
+        busy_until INTEGER NOT NULL
+    );
+    CREATE INDEX outbox_slots_scope ON outbox_slots (scope, busy_until);
+    UPDATE outbox_jobs SET next_at = lease_until WHERE state = 'in_flight';
+    CREATE INDEX outbox_jobs_claimable ON outbox_jobs (next_at, id)
+        WHERE state IN ('pending', 'in_flight');
+    INSERT INTO outbox_schema (version) VALUES (1), (2);
+"#;
+
+/// PostgreSQL's schema at version 4, as the migrations of the release before wrote it.
+#[cfg(feature = "outbox-postgres")]
+const POSTGRES_SCHEMA_4: &str = "
+    CREATE TABLE outbox_schema (version INTEGER PRIMARY KEY);
+    CREATE TABLE outbox_jobs (
+        id              BIGSERIAL PRIMARY KEY,
+        event_id        TEXT NOT NULL UNIQUE,
+        kind            TEXT NOT NULL,
+        method          TEXT NOT NULL,
+        route           TEXT NOT NULL,
+        body            BYTEA NOT NULL,
+        identity        TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        calls           BIGINT NOT NULL DEFAULT 0,
+        attempts        BIGINT NOT NULL DEFAULT 0,
+        next_at         BIGINT NOT NULL,
+        created_at      BIGINT NOT NULL,
+        first_sent_at   BIGINT,
+        finished_at     BIGINT,
+        lease_owner     TEXT,
+        lease_until     BIGINT,
+        claim           BIGINT NOT NULL DEFAULT 0,
+        run_id          TEXT,
+        last_kind       TEXT,
+        last_status     INTEGER,
+        last_request_id TEXT,
+        last_message    TEXT
+    );
+    CREATE TABLE outbox_pauses (
+        scope    TEXT PRIMARY KEY,
+        until_ms BIGINT NOT NULL
+    );
+    CREATE TABLE outbox_slots (
+        id         BIGSERIAL PRIMARY KEY,
+        scope      TEXT NOT NULL,
+        busy_until BIGINT NOT NULL
+    );
+    CREATE INDEX outbox_slots_scope_busy_until ON outbox_slots (scope, busy_until);
+    CREATE INDEX outbox_jobs_claimable ON outbox_jobs (next_at, id)
+        WHERE state IN ('pending', 'in_flight');
+    CREATE FUNCTION outbox_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('outbox_jobs', TG_TABLE_SCHEMA);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER outbox_jobs_inserted AFTER INSERT ON outbox_jobs
+        FOR EACH STATEMENT EXECUTE FUNCTION outbox_jobs_notify();
+    CREATE TRIGGER outbox_jobs_pending AFTER UPDATE OF state ON outbox_jobs
+        FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION outbox_jobs_notify();
+    CREATE INDEX outbox_jobs_page ON outbox_jobs (state, next_at, id);
+    INSERT INTO outbox_schema (version) VALUES (1), (2), (3), (4);
+";
+
+/// What a store of the previous schema holds: a failed job, a pending one and a pause, as
+/// that release wrote them (`$1`: the pending job's identity; `$2`: now in milliseconds).
+const OLD_ROWS: [&str; 3] = [
+    "INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, calls, \
+     attempts, next_at, created_at, first_sent_at, finished_at, last_kind, last_status, \
+     last_message) VALUES ('old-failed', 'webhook', 'POST', 'trg_old', '{}', $1, 'failed', 1, 1, \
+     $2, $2, $2, $2, 'not_found', 404, 'webhook trigger not found')",
+    "INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, next_at, \
+     created_at) VALUES ('old-pending', 'webhook', 'POST', 'trg_old', '{}', $1, 'pending', $2, $2)",
+    "INSERT INTO outbox_pauses (scope, until_ms) VALUES ('credential:old', CAST($2 AS BIGINT) + 60000)",
+];
+
+async fn a_store_of_the_previous_schema_migrates_in_place(backend: Backend) {
+    let identity = hodoflow_retry::IdempotencyKey::from_operation_id("old");
+    let now = start();
+    let now_ms = i64::try_from(
+        now.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    // The previous schema and rows, written by hand; then opened by this build.
+    let (outbox, versions) = match backend {
+        Backend::Sqlite => {
+            let (_, at) = fresh_at(backend).await;
+            let path = format!("{at}.old");
+            let connection = rusqlite::Connection::open(&path).unwrap();
+            connection.execute_batch(SQLITE_SCHEMA_2).unwrap();
+            for row in OLD_ROWS {
+                // A statement's parameters count to its highest number: both fit every row.
+                let row = row.replace('$', "?").replace("'{}'", "X'7B7D'");
+                connection
+                    .execute(&row, rusqlite::params![identity.as_str(), now_ms])
+                    .unwrap();
+            }
+            drop(connection);
+            let outbox = Outbox::sqlite(&path).await.unwrap();
+            let connection = rusqlite::Connection::open(&path).unwrap();
+            let versions: Vec<i64> = connection
+                .prepare("SELECT version FROM outbox_schema ORDER BY version")
+                .unwrap()
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            (outbox, versions)
+        }
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => {
+            let db = pg::database("old_schema")
+                .await
+                .expect("checked by the caller");
+            let client = db.client().await;
+            client.batch_execute(POSTGRES_SCHEMA_4).await.unwrap();
+            for row in OLD_ROWS {
+                if row.contains("$1") {
+                    client
+                        .execute(row, &[&identity.as_str(), &now_ms])
+                        .await
+                        .unwrap();
+                } else {
+                    client
+                        .execute(&row.replace("$2", "$1"), &[&now_ms])
+                        .await
+                        .unwrap();
+                }
+            }
+            let outbox = Outbox::postgres(&db.url).await.unwrap();
+            let versions: Vec<i64> = client
+                .query("SELECT version FROM outbox_schema ORDER BY version", &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| i64::from(row.get::<_, i32>(0)))
+                .collect();
+            (outbox, versions)
+        }
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    };
+    let latest = match backend {
+        Backend::Sqlite => vec![1, 2, 3],
+        Backend::Postgres => vec![1, 2, 3, 4, 5],
+    };
+    assert_eq!(versions, latest, "migrated once, in place");
+
+    // What was stored reads as before: no job was run before, no reason was kept.
+    let outbox = outbox.with_clock(ManualClock::new(now));
+    let failed = outbox.job("old-failed").await.unwrap().unwrap();
+    assert_eq!(failed.state, JobState::Failed);
+    assert_eq!(failed.last_error.as_ref().and_then(|e| e.status), Some(404));
+    assert!(!failed.may_have_run);
+    assert_eq!(outbox.counts().await.unwrap().total(), 2);
+    assert_eq!(outbox.may_have_run_counts().await.unwrap().total(), 0);
+    assert_eq!(
+        outbox.pauses().await.unwrap(),
+        [Pause::new(
+            "credential:old",
+            now + Duration::from_secs(60),
+            ""
+        )]
+    );
+
+    // And the new columns and table work on it.
+    let store = outbox.store();
+    let claimed = store.claim("w", now, LEASE, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let record = Record {
+        state: JobState::Pending,
+        finished_at: None,
+        may_have_run: true,
+        ..final_record(JobState::Pending, now)
+    };
+    assert!(
+        store
+            .record(claimed[0].id, claimed[0].claim, record)
+            .await
+            .unwrap()
+    );
+    assert!(
+        outbox
+            .job("old-pending")
+            .await
+            .unwrap()
+            .unwrap()
+            .may_have_run
+    );
+    assert_eq!(outbox.may_have_run_counts().await.unwrap().pending, 1);
+    store
+        .pause(
+            "credential:old",
+            now + Duration::from_secs(90),
+            "a reason",
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outbox.pauses().await.unwrap()[0].why, "a reason");
+    store
+        .learn_window(TRIGGER_A, 10_000, Duration::from_secs(60), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.window(TRIGGER_A).await.unwrap(),
+        Some((10_000, Duration::from_secs(60)))
     );
 }

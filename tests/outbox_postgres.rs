@@ -1,6 +1,7 @@
 //! The PostgreSQL store against a real database (`OUTBOX_DATABASE_URL`; `.ci/run` starts a
-//! throwaway cluster): enqueue, claims under concurrency, leases, records, the fleet state and
-//! the migrations. Each test works in a schema of its own, so they run in parallel.
+//! throwaway cluster): enqueue, claims under concurrency, leases, records, the trigger windows'
+//! slots and the migrations (pauses, learned windows and the rest: the shared suite of
+//! `tests/outbox.rs`, on both stores). Each test works in a schema of its own, so they run in parallel.
 //!
 //! Run with: `cargo test --features outbox-postgres --test outbox_postgres`
 
@@ -59,6 +60,7 @@ fn record(state: JobState, next_at: SystemTime, attempts: u32) -> Record {
         run_id: None,
         last_error: None,
         finished_at: state.is_final().then_some(next_at),
+        may_have_run: false,
     }
 }
 
@@ -417,39 +419,6 @@ async fn record_requeue_counts_and_list_read_back_what_was_written() {
     db.drop_schema().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pause_keeps_the_later_of_two_times() {
-    let Some(db) = pg::database("pause_later").await else {
-        return;
-    };
-    let store = open(&db).await;
-    assert_eq!(store.paused_until("cred", t0()).await.unwrap(), None);
-    store.pause("cred", t0() + secs(60)).await.unwrap();
-    store.pause("cred", t0() + secs(30)).await.unwrap();
-    assert_eq!(
-        store.paused_until("cred", t0()).await.unwrap(),
-        Some(t0() + secs(60)),
-        "a shorter pause does not shorten a longer one"
-    );
-    assert_eq!(store.paused_until("other", t0()).await.unwrap(), None);
-    assert_eq!(
-        store.paused_until("cred", t0() + secs(60)).await.unwrap(),
-        None
-    );
-    store.pause("cred", t0() + secs(90)).await.unwrap();
-    assert_eq!(
-        store.paused_until("cred", t0() + secs(60)).await.unwrap(),
-        Some(t0() + secs(90))
-    );
-    // Seen from a second process.
-    let other = open(&db).await;
-    assert_eq!(
-        other.paused_until("cred", t0()).await.unwrap(),
-        Some(t0() + secs(90))
-    );
-    db.drop_schema().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn take_slot_grants_at_most_the_limit_across_8_concurrent_tasks() {
     let Some(db) = pg::database("take_slot").await else {
@@ -552,7 +521,7 @@ async fn migrations_run_once_under_4_concurrent_connects_and_again_on_reopen() {
     let query = "SELECT version FROM outbox_schema ORDER BY version";
     assert_eq!(
         versions(client.query(query, &[]).await.unwrap()),
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
 
     // Reopen: nothing to do, the data stays.
@@ -563,7 +532,7 @@ async fn migrations_run_once_under_4_concurrent_connects_and_again_on_reopen() {
     assert!(store.get("kept").await.unwrap().is_some());
     assert_eq!(
         versions(client.query(query, &[]).await.unwrap()),
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
 
     // A database migrated by a newer version is refused, not misread.
@@ -607,11 +576,7 @@ async fn a_page_reads_one_range_of_the_page_index_and_sorts_nothing() {
     let Some(db) = pg::database("page_plan").await else {
         return;
     };
-    let store = open(&db).await;
-    let jobs: Vec<NewJob> = (0..20_000)
-        .map(|n| webhook(&format!("plan-{n:05}")))
-        .collect();
-    store.enqueue_many(jobs).await.unwrap();
+    let store = filled(&db, "plan").await;
     let (first, next) = store.list_page(None, None, 50).await.unwrap();
     assert_eq!(first.len(), 50);
     let next = next.expect("more pages");
@@ -625,18 +590,13 @@ async fn a_page_reads_one_range_of_the_page_index_and_sorts_nothing() {
         ("failed", i64::MIN, i64::MIN),
         ("failed", 0, 10_000),
     ] {
-        let plan: Vec<String> = client
-            .query(
-                "EXPLAIN SELECT * FROM outbox_jobs WHERE state = $1 AND (next_at, id) > ($2, $3) \
-                 ORDER BY next_at, id LIMIT $4",
-                &[&state, &next_at, &id, &51_i64],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get::<_, String>(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = explain(
+            &client,
+            "SELECT * FROM outbox_jobs WHERE state = $1 AND (next_at, id) > ($2, $3) \
+             ORDER BY next_at, id LIMIT $4",
+            &[&state, &next_at, &id, &51_i64],
+        )
+        .await;
         let index = if state == "failed" {
             "Index Scan using outbox_jobs_page"
         } else {
@@ -647,4 +607,60 @@ async fn a_page_reads_one_range_of_the_page_index_and_sorts_nothing() {
         assert!(!plan.contains("Sort"), "{plan}");
     }
     db.drop_schema().await;
+}
+
+/// The jobs that may have run are counted from their partial index, however many jobs there
+/// are (the statement is the store's, written out here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn may_have_run_counts_read_their_partial_index() {
+    let Some(db) = pg::database("may_have_run_plan").await else {
+        return;
+    };
+    let store = filled(&db, "ran").await;
+    let claimed = store.claim("w", t0(), secs(60), 3).await.unwrap();
+    let marked = Record {
+        may_have_run: true,
+        ..record(JobState::Pending, t0(), 1)
+    };
+    let records = claimed
+        .iter()
+        .map(|job| (job.id, job.claim, marked.clone()))
+        .collect();
+    assert_eq!(store.record_many(records).await.unwrap(), [true; 3]);
+    assert_eq!(store.may_have_run_counts().await.unwrap().pending, 3);
+    let client = db.client().await;
+    client.batch_execute("ANALYZE outbox_jobs").await.unwrap();
+    let plan = explain(
+        &client,
+        "SELECT state, COUNT(*) FROM outbox_jobs WHERE may_have_run GROUP BY state",
+        &[],
+    )
+    .await;
+    assert!(plan.contains("outbox_jobs_may_have_run"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    db.drop_schema().await;
+}
+
+/// A store in `db` holding 20,000 pending webhook jobs, `<prefix>-00000` and on.
+async fn filled(db: &pg::TestDb, prefix: &str) -> PostgresStore {
+    let store = open(db).await;
+    let jobs: Vec<NewJob> = (0..20_000)
+        .map(|n| webhook(&format!("{prefix}-{n:05}")))
+        .collect();
+    store.enqueue_many(jobs).await.unwrap();
+    store
+}
+
+/// The plan PostgreSQL chooses for `sql`, one line a node.
+async fn explain(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> String {
+    let rows = client
+        .query(&format!("EXPLAIN {sql}"), params)
+        .await
+        .unwrap();
+    let lines: Vec<String> = rows.iter().map(|row| row.get::<_, String>(0)).collect();
+    lines.join("\n")
 }

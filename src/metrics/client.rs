@@ -21,7 +21,10 @@ pub(super) struct ClientFigures {
     /// The `client` label's value, for a client added by name.
     name: Option<String>,
     stats: Stats,
-    gate_closed: Duration,
+    /// Time the credential was closed, and routes (triggers) were, each route's time added.
+    gate_closed: (Duration, Duration),
+    /// How long the trigger closed the longest stays closed from now.
+    route_closed_for: Option<Duration>,
     classes: [u64; 6],
     rate_limited: u64,
     /// Each series, its status code as text (empty without one), and its durations.
@@ -51,6 +54,14 @@ impl ClientFigures {
             name: name.map(str::to_owned),
             stats: engine.stats(),
             gate_closed: engine.limits.gate.closed_time(runtime::now()),
+            route_closed_for: engine
+                .limits
+                .gate
+                .closed(runtime::now())
+                .into_iter()
+                .filter(|(scope, ..)| *scope != crate::core::limit::Scope::Credential)
+                .map(|(_, left, _)| left)
+                .max(),
             classes: engine.meter.classes(),
             rate_limited: engine.meter.rate_limited(),
             durations,
@@ -68,6 +79,15 @@ impl ClientFigures {
     /// One series without labels of its own: `value` of this client.
     fn one<V>(&self, value: V) -> Vec<(Vec<Label<'_>>, V)> {
         vec![(self.labels(&[]), value)]
+    }
+
+    /// Two series by the scope a server closed: the credential's `credential`, the triggers'
+    /// `trigger`.
+    fn by_scope<V>(&self, credential: V, trigger: V) -> Vec<(Vec<Label<'_>>, V)> {
+        vec![
+            (self.labels(&[("scope", "credential")]), credential),
+            (self.labels(&[("scope", "trigger")]), trigger),
+        ]
     }
 
     /// The duration series: method, status or error type, server address and port.
@@ -169,17 +189,21 @@ pub(super) fn encode(clients: &[ClientFigures], out: &mut DescriptorEncoder<'_>)
         out,
         seconds(
             "hodoflow_client_gate_closed",
-            "Time the credential's gate was closed, as servers asked with 429 or 503 and Retry-After or an exhausted RateLimit field.",
+            "Time a scope was closed, as servers asked with a 429 and Retry-After or an exhausted RateLimit field: the credential (overlaps once), or triggers (each trigger's time added).",
         ),
-        across(clients, |c| c.one(c.gate_closed.as_secs_f64())),
+        across(clients, |c| {
+            c.by_scope(c.gate_closed.0.as_secs_f64(), c.gate_closed.1.as_secs_f64())
+        }),
     )?;
     gauge(
         out,
         seconds(
             "hodoflow_client_gate_closed_remaining",
-            "How long the credential's gate stays closed from now; 0 while it is open.",
+            "How long the credential, or the trigger closed longest, stays closed from now; 0 while open.",
         ),
-        across(clients, |c| c.one(secs(c.stats.gate_closed_for))),
+        across(clients, |c| {
+            c.by_scope(secs(c.stats.gate_closed_for), secs(c.route_closed_for))
+        }),
     )?;
     counter(
         out,

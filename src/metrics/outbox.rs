@@ -1,5 +1,6 @@
-//! An outbox's figures: the store's (jobs by state, the oldest due job), read at scrape time
-//! with two short queries, and this process's (deliveries, enqueues) from the outbox's meter.
+//! An outbox's figures: the store's (jobs by state, those a call may have run by state, the
+//! oldest due job), read at scrape time with three short queries, and this process's
+//! (deliveries, enqueues) from the outbox's meter.
 
 use std::fmt;
 use std::time::Duration;
@@ -27,6 +28,8 @@ const RECORDED: [JobState; 6] = [
 #[derive(Debug)]
 pub(super) struct OutboxFigures {
     counts: Counts,
+    /// The jobs a call may have run, by state.
+    may_have_run: Counts,
     oldest_due_age: Duration,
     recorded: [u64; RECORDED.len()],
     claims_lost: u64,
@@ -45,10 +48,12 @@ impl OutboxFigures {
     pub(super) async fn read(outbox: &Outbox) -> Result<Self> {
         let now = outbox.clock.wall();
         let counts = outbox.store.counts().await?;
+        let may_have_run = outbox.store.may_have_run_counts().await?;
         let oldest = outbox.store.oldest_due(now).await?;
         let meter = &outbox.meter;
         Ok(Self {
             counts,
+            may_have_run,
             oldest_due_age: oldest
                 .and_then(|due| now.duration_since(due).ok())
                 .unwrap_or_default(),
@@ -77,6 +82,18 @@ impl OutboxFigures {
                 "Jobs in the store, by state (every process's).",
             ),
             jobs,
+        )?;
+        let may_have_run = JobState::ALL
+            .into_iter()
+            .map(|state| (vec![("state", state.as_str())], self.may_have_run.of(state)))
+            .collect();
+        gauge(
+            out,
+            plain(
+                "hodoflow_outbox_jobs_may_have_run",
+                "Jobs in the store a call may have run (sent and unanswered, or in progress), by state.",
+            ),
+            may_have_run,
         )?;
         gauge(
             out,

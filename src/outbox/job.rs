@@ -129,6 +129,11 @@ pub struct Job {
     pub lease_until: Option<SystemTime>,
     /// How many times the job was claimed: a record for an older claim is refused.
     pub claim: u64,
+    /// Whether a call of the job may have run it without saying so: an attempt was sent and
+    /// not answered, or the server said the job's key was in progress. Sticky: once set, it
+    /// stays set through later calls and an operator's requeue, so a job that may have run is
+    /// never shown as one that did not, and never ends plain [`JobState::Failed`].
+    pub may_have_run: bool,
 }
 
 impl fmt::Debug for Job {
@@ -145,6 +150,7 @@ impl fmt::Debug for Job {
             .field("next_at", &self.next_at)
             .field("run_id", &self.run_id)
             .field("last_error", &self.last_error)
+            .field("may_have_run", &self.may_have_run)
             .finish_non_exhaustive()
     }
 }
@@ -191,6 +197,9 @@ pub struct Record {
     pub last_error: Option<LastError>,
     /// When the job reached a final state.
     pub finished_at: Option<SystemTime>,
+    /// The call may have run the job ([`Error::may_have_run`](crate::Error::may_have_run)): sets [`Job::may_have_run`],
+    /// which no record clears.
+    pub may_have_run: bool,
 }
 
 /// How many jobs are in each state.
@@ -266,6 +275,33 @@ impl Due {
     /// Nothing is due and nothing is in flight: a run until idle may stop.
     pub fn is_idle(&self) -> bool {
         self.due == 0 && self.in_flight == 0
+    }
+}
+
+/// A scope a server's signal closed, shared by every worker of the store: which one, until
+/// when, and why ([`Store::pauses`](super::Store::pauses)).
+///
+/// The scope is the worker's name for what the signal closed (a credential, one trigger, one
+/// vendor endpoint), never a secret; the reason is the worker's sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Pause {
+    /// What is paused, as the worker named it.
+    pub scope: String,
+    /// Until when.
+    pub until: SystemTime,
+    /// Why, in the worker's words (the reason of the pause whose end was kept).
+    pub why: String,
+}
+
+impl Pause {
+    /// A pause of `scope` until `until`, for `why`.
+    pub fn new(scope: impl Into<String>, until: SystemTime, why: impl Into<String>) -> Self {
+        Self {
+            scope: scope.into(),
+            until,
+            why: why.into(),
+        }
     }
 }
 

@@ -16,9 +16,16 @@
 //! still without a definite answer then stops as [`JobState::NeedsReconciliation`] (see
 //! [`schedule`](LongSchedule)).
 //!
-//! Fleet state lives in the same store: a 429 or `Retry-After` seen by one worker pauses every
-//! worker of that credential, and a trigger's window (100 per 60 s by default) is shared, so
-//! four workers do not send 400 a minute to one trigger.
+//! Fleet state lives in the same store, by scope: a server's signal pauses what it names (a
+//! credential, a trigger, a vendor endpoint) for every worker, with the reason
+//! ([`Outbox::pauses`] lists them), and a trigger's window (100 per 60 s by default) is shared
+//! with the limit the server stated for it, so four workers do not send 400 a minute to one
+//! trigger, and a worker started later paces as the server said.
+//!
+//! A job a call may have run (an attempt sent and unanswered, or its key in progress) keeps
+//! that mark ([`Job::may_have_run`]) across later calls: if a later call ends on a permanent
+//! answer, the job needs reconciliation, not a plain failure, since the earlier call may have
+//! done what it asked.
 //!
 //! # Backends, and why these drivers
 //!
@@ -56,7 +63,7 @@ use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::runtime::{Clock, TokioClock};
 
-pub use job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
+pub use job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 pub use page::Cursor;
 #[cfg(feature = "outbox-postgres")]
 pub use postgres::{PostgresStore, StoreTimeouts};
@@ -71,7 +78,7 @@ pub use worker::{
 };
 
 pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};
-pub(crate) use store::Sealed;
+pub(crate) use store::{Sealed, check_scope, pause_reason, window_of, window_row};
 
 /// The largest body a job may hold: the webhook and JSON:API limit of documents 000 and 001 and
 /// Modulify's (1,048,576 bytes).
@@ -79,6 +86,14 @@ pub const MAX_BODY: usize = crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// The longest event ID.
 pub const MAX_EVENT_ID: usize = 1024;
+
+/// The longest scope a store keeps a pause or a window for, in bytes: a scope names what a
+/// server's signal closed (a credential, a trigger, a vendor endpoint) and is shown on the
+/// status page, so it is a short name, never a secret.
+pub const MAX_SCOPE: usize = 200;
+
+/// The longest reason a store keeps with a pause, in bytes; a longer one is cut.
+pub const MAX_PAUSE_REASON: usize = 200;
 
 /// A durable outbox over a [`Store`]. Cheap to clone.
 ///
@@ -303,6 +318,24 @@ impl Outbox {
     /// The store's error.
     pub async fn counts(&self) -> Result<Counts> {
         self.store.counts().await
+    }
+
+    /// How many jobs in each state a call may have run ([`Job::may_have_run`]).
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn may_have_run_counts(&self) -> Result<Counts> {
+        self.store.may_have_run_counts().await
+    }
+
+    /// Every scope paused now, with its end and its reason ([`Store::pauses`]).
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn pauses(&self) -> Result<Vec<Pause>> {
+        self.store.pauses(self.clock.wall()).await
     }
 
     /// What is due now, of every job or of the jobs of `events` only: the pending jobs due, the

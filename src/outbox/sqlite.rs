@@ -18,11 +18,14 @@ use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 
 use super::Sealed;
-use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
+use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
 use super::wake::{Waker, Wakeups};
-use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
+use super::{
+    check_record, check_scope, claim_bounds, from_millis, millis, pause_reason, stored_millis,
+    window_of, window_row,
+};
 
 /// How long a statement waits for another process's lock on the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -71,12 +74,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_jobs_claimable ON outbox_jobs (next_at, id)
         WHERE state IN ('pending', 'in_flight');
 "#,
+    // Scopes and ambiguity (store.rs): the job's sticky mark, a pause's reason, the windows'
+    // stated limits. Added columns with a constant default: no row is rewritten.
+    r#"
+    ALTER TABLE outbox_jobs ADD COLUMN may_have_run INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX outbox_jobs_may_have_run ON outbox_jobs (state) WHERE may_have_run;
+    ALTER TABLE outbox_pauses ADD COLUMN why TEXT NOT NULL DEFAULT '';
+    CREATE TABLE outbox_windows (
+        scope      TEXT PRIMARY KEY,
+        requests   INTEGER NOT NULL,
+        per_ms     INTEGER NOT NULL,
+        learned_at INTEGER NOT NULL
+    );
+"#,
 ];
 
 /// The columns of a job, in the order [`job_of`] reads them.
 const COLUMNS: &str = "id, event_id, kind, method, route, body, identity, state, calls, attempts, \
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
-    last_kind, last_status, last_request_id, last_message";
+    last_kind, last_status, last_request_id, last_message, may_have_run";
 
 /// `?1` worker, `?2` lease end, `?3` now, `?4` limit, `?5` the latest lease end a worker can
 /// hold (now plus `MAX_LEASE`): the due jobs are one range of the partial index
@@ -91,7 +107,7 @@ const CLAIM: &str = "UPDATE outbox_jobs SET state = 'in_flight', lease_owner = ?
         ORDER BY next_at, id LIMIT ?4) \
     RETURNING id, event_id, kind, method, route, body, identity, state, calls, attempts, \
     next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, run_id, \
-    last_kind, last_status, last_request_id, last_message";
+    last_kind, last_status, last_request_id, last_message, may_have_run";
 
 /// `?1` now: the pending jobs due, the jobs in flight, the next due time; each a range of an
 /// index (`outbox_jobs_due` for the counts, `outbox_jobs_claimable` for the minimum).
@@ -112,7 +128,7 @@ const DUE_AMONG: &str = "SELECT \
 /// the order is the index's and no sort runs (`EXPLAIN QUERY PLAN`, checked in the tests below).
 const PAGE: &str = "SELECT id, event_id, kind, method, route, body, identity, state, calls, \
     attempts, next_at, created_at, first_sent_at, finished_at, lease_owner, lease_until, claim, \
-    run_id, last_kind, last_status, last_request_id, last_message \
+    run_id, last_kind, last_status, last_request_id, last_message, may_have_run \
     FROM outbox_jobs WHERE state = ?1 AND (next_at, id) > (?2, ?3) \
     ORDER BY next_at, id LIMIT ?4";
 
@@ -121,7 +137,8 @@ const RECORD: &str = "UPDATE outbox_jobs SET state = ?3, next_at = ?4, \
     attempts = attempts + ?5, calls = calls + 1, \
     first_sent_at = COALESCE(first_sent_at, ?6), run_id = ?7, \
     last_kind = ?8, last_status = ?9, last_request_id = ?10, last_message = ?11, \
-    finished_at = ?12, lease_owner = NULL, lease_until = NULL \
+    finished_at = ?12, lease_owner = NULL, lease_until = NULL, \
+    may_have_run = may_have_run OR ?13 \
     WHERE id = ?1 AND claim = ?2 AND state = 'in_flight'";
 
 /// Writes one record with the cached [`RECORD`] statement.
@@ -146,6 +163,7 @@ fn write_record(
         error.and_then(|e| e.request_id.clone()),
         error.map(|e| e.message.clone()),
         record.finished_at.map(millis),
+        record.may_have_run,
     ])?;
     Ok(updated == 1)
 }
@@ -361,7 +379,24 @@ fn job_of(row: &Row<'_>) -> rusqlite::Result<Job> {
         claim: u64::try_from(row.get::<_, i64>(16)?).unwrap_or(0),
         run_id: row.get(17)?,
         last_error,
+        may_have_run: row.get(22)?,
     })
+}
+
+/// The counts of `sql`'s rows of state and count.
+fn counts_by_state(connection: &Connection, sql: &str) -> rusqlite::Result<Counts> {
+    let mut statement = connection.prepare_cached(sql)?;
+    let rows = statement.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })?;
+    let mut counts = Counts::default();
+    for row in rows {
+        let (state, count) = row?;
+        if let Some(state) = JobState::parse(&state) {
+            counts.add(state, u64::try_from(count).unwrap_or(0));
+        }
+    }
+    Ok(counts)
 }
 
 fn select_job(connection: &Connection, event_id: &str) -> rusqlite::Result<Option<Job>> {
@@ -373,6 +408,28 @@ fn select_job(connection: &Connection, event_id: &str) -> rusqlite::Result<Optio
         )
         .optional()
 }
+
+/// `?1` scope, `?2` end, `?3` reason: the later end wins, with its reason (the right-hand
+/// sides read the row as it was).
+const PAUSE: &str = "INSERT INTO outbox_pauses (scope, until_ms, why) VALUES (?1, ?2, ?3) \
+    ON CONFLICT (scope) DO UPDATE SET \
+    why = CASE WHEN excluded.until_ms > until_ms THEN excluded.why ELSE why END, \
+    until_ms = MAX(until_ms, excluded.until_ms)";
+
+/// `?1` scope, `?2` requests, `?3` window in milliseconds, `?4` when stated: the latest
+/// statement wins.
+const LEARN_WINDOW: &str = "INSERT INTO outbox_windows (scope, requests, per_ms, learned_at) \
+    VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope) DO UPDATE SET requests = excluded.requests, \
+    per_ms = excluded.per_ms, learned_at = excluded.learned_at \
+    WHERE excluded.learned_at >= outbox_windows.learned_at";
+
+/// The jobs by state.
+const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
+
+/// The jobs a call may have run, by state: one read of the partial index
+/// `outbox_jobs_may_have_run`.
+const MAY_HAVE_RUN_COUNTS: &str =
+    "SELECT state, COUNT(*) FROM outbox_jobs WHERE may_have_run GROUP BY state";
 
 /// A job, unless its event ID is stored.
 const INSERT: &str = "INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, \
@@ -493,21 +550,11 @@ impl Store for SqliteStore {
     }
 
     fn counts(&self) -> StoreFuture<'_, Counts> {
-        self.run(|connection| {
-            let mut statement =
-                connection.prepare("SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state")?;
-            let mut counts = Counts::default();
-            let rows = statement.query_map([], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-            })?;
-            for row in rows {
-                let (state, count) = row?;
-                if let Some(state) = JobState::parse(&state) {
-                    counts.add(state, u64::try_from(count).unwrap_or(0));
-                }
-            }
-            Ok(counts)
-        })
+        self.run(|connection| counts_by_state(connection, COUNTS))
+    }
+
+    fn may_have_run_counts(&self) -> StoreFuture<'_, Counts> {
+        self.run(|connection| counts_by_state(connection, MAY_HAVE_RUN_COUNTS))
     }
 
     fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
@@ -609,33 +656,103 @@ impl Store for SqliteStore {
         Wakeups::new(self.waker.subscribe(), false)
     }
 
-    fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
-        let scope = scope.to_owned();
-        let until = match stored_millis(until, "pause end") {
+    fn pause(
+        &self,
+        scope: &str,
+        until: SystemTime,
+        why: &str,
+        now: SystemTime,
+    ) -> StoreFuture<'_, ()> {
+        let checked = check_scope(scope).and_then(|()| stored_millis(until, "pause end"));
+        let until = match checked {
             Ok(until) => until,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
+        let (scope, why, now) = (scope.to_owned(), pause_reason(why).to_owned(), millis(now));
         self.run(move |connection| {
-            connection.execute(
-                "INSERT INTO outbox_pauses (scope, until_ms) VALUES (?1, ?2) \
-                 ON CONFLICT (scope) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms)",
-                params![scope, until],
-            )?;
-            Ok(())
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            transaction
+                .prepare_cached("DELETE FROM outbox_pauses WHERE until_ms <= ?1")?
+                .execute(params![now])?;
+            transaction
+                .prepare_cached(PAUSE)?
+                .execute(params![scope, until, why])?;
+            transaction.commit()
         })
     }
 
     fn paused_until(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
+        if let Err(error) = check_scope(scope) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         let scope = scope.to_owned();
         self.run(move |connection| {
             let until: Option<i64> = connection
-                .query_row(
+                .prepare_cached(
                     "SELECT until_ms FROM outbox_pauses WHERE scope = ?1 AND until_ms > ?2",
-                    params![scope, millis(now)],
-                    |row| row.get(0),
-                )
+                )?
+                .query_row(params![scope, millis(now)], |row| row.get(0))
                 .optional()?;
             Ok(until.map(from_millis))
+        })
+    }
+
+    fn pauses(&self, now: SystemTime) -> StoreFuture<'_, Vec<Pause>> {
+        self.run(move |connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT scope, until_ms, why FROM outbox_pauses WHERE until_ms > ?1 ORDER BY scope",
+            )?;
+            statement
+                .query_map(params![millis(now)], |row| {
+                    Ok(Pause::new(
+                        row.get::<_, String>(0)?,
+                        from_millis(row.get(1)?),
+                        row.get::<_, String>(2)?,
+                    ))
+                })?
+                .collect()
+        })
+    }
+
+    fn learn_window(
+        &self,
+        scope: &str,
+        requests: u32,
+        per: Duration,
+        now: SystemTime,
+    ) -> StoreFuture<'_, ()> {
+        let checked = check_scope(scope).and_then(|()| {
+            Ok((
+                window_row(requests, per)?,
+                stored_millis(now, "time the window was stated")?,
+            ))
+        });
+        let ((requests, per_ms), now) = match checked {
+            Ok(row) => row,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            connection
+                .prepare_cached(LEARN_WINDOW)?
+                .execute(params![scope, requests, per_ms, now])?;
+            Ok(())
+        })
+    }
+
+    fn window(&self, scope: &str) -> StoreFuture<'_, Option<(u32, Duration)>> {
+        if let Err(error) = check_scope(scope) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            connection
+                .prepare_cached("SELECT requests, per_ms FROM outbox_windows WHERE scope = ?1")?
+                .query_row(params![scope], |row| {
+                    Ok(window_of(row.get(0)?, row.get(1)?))
+                })
+                .optional()
         })
     }
 
@@ -755,5 +872,25 @@ mod tests {
         );
         assert!(!plan.contains("SCAN"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
+
+    /// The jobs that may have run are counted from their partial index, not the table.
+    #[test]
+    fn may_have_run_counts_read_the_partial_index() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        migrate(&mut connection, sqlite_error).unwrap();
+        let plan: Vec<String> = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {MAY_HAVE_RUN_COUNTS}"))
+            .unwrap()
+            .query_map([], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        // A scan of the partial index: only the jobs that may have run.
+        assert!(
+            plan.contains("SCAN outbox_jobs USING INDEX outbox_jobs_may_have_run"),
+            "{plan}"
+        );
     }
 }

@@ -4,7 +4,18 @@
 //! outbox consistent: a job is pending, in flight under a lease, or final. Times are milliseconds
 //! since the Unix epoch on the outbox's clock (injected in tests), stored as 64-bit integers.
 //!
-//! # Schema (version 1), the same columns in both backends
+//! # Why the fleet's state is kept by scope
+//!
+//! A server's signal closes exactly what it names: one trigger's window, one credential's rate
+//! budget, one vendor endpoint. Each pause and each learned window is therefore a row of its own,
+//! keyed by a *scope*, the workers' name for what the signal closed (`hodoflow
+//! http://127.0.0.1:8080` for a credential, the same and `trigger 1a2b3c4d` for one trigger). The
+//! store treats a scope as opaque text of at most [`MAX_SCOPE`](super::MAX_SCOPE) bytes, never a
+//! secret: it is shown on the status page and by `outbox status`. A window's figures learned from
+//! the server (`RateLimit-Policy`) are kept beside its slots, so a worker that starts later paces
+//! as the server said, not as the documents' defaults.
+//!
+//! # Schema (SQLite version 3, PostgreSQL version 5), the same columns in both backends
 //!
 //! ```sql
 //! outbox_schema (version)                          -- the migrations applied
@@ -12,18 +23,27 @@
 //!     id, event_id UNIQUE, kind, method, route, body, identity, state,
 //!     calls, attempts, next_at, created_at, first_sent_at, finished_at,
 //!     lease_owner, lease_until, claim, run_id,
-//!     last_kind, last_status, last_request_id, last_message
+//!     last_kind, last_status, last_request_id, last_message,
+//!     may_have_run                                 -- sticky: set by a record, never cleared
 //! )                                                -- index (state, next_at): keyset pages
 //!                                                  -- (PostgreSQL version 4: (state, next_at,
 //!                                                  -- id); SQLite's index ends in the rowid)
-//! outbox_pauses (scope PRIMARY KEY, until_ms)      -- a credential's pause, shared by workers
-//! outbox_slots (id, scope, busy_until)             -- a trigger's window, shared by workers
+//! outbox_pauses (scope PRIMARY KEY, until_ms, why) -- a closed scope, shared by workers
+//! outbox_slots (id, scope, busy_until)             -- a window's busy slots, shared by workers
+//! outbox_windows (scope PRIMARY KEY, requests, per_ms, learned_at)
+//!                                                  -- a window's limit the server stated
 //! ```
 //!
 //! Version 2 adds the partial index `outbox_jobs_claimable (next_at, id)` of the pending and
 //! in-flight jobs (a job in flight is due at its lease's end). Version 3, PostgreSQL only:
 //! triggers that `NOTIFY outbox_jobs` with the table's schema when a job is inserted or made
-//! pending (`wake.rs`).
+//! pending (`wake.rs`). Version 4, PostgreSQL only: the page index on `(state, next_at, id)`.
+//!
+//! SQLite version 3 and PostgreSQL version 5, the same change: `outbox_jobs.may_have_run`
+//! (false for the jobs stored before) with the partial index `outbox_jobs_may_have_run (state)`
+//! of the jobs that have it, `outbox_pauses.why` (empty for the pauses written before), and the
+//! table `outbox_windows`. Each runs in place on open, in the transaction of the migrations; a
+//! pause written before under a `credential:` scope stays until it ends.
 
 use std::fmt;
 use std::future::Future;
@@ -31,9 +51,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::core::error::Result;
+use crate::core::error::{Error, Result};
 
-use super::job::{Counts, Due, Job, JobState, NewJob, Record, Slot};
+use super::job::{Counts, Due, Job, JobState, NewJob, Pause, Record, Slot};
 use super::page::Cursor;
 use super::wake::Wakeups;
 
@@ -92,6 +112,10 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     /// How many jobs are in each state.
     fn counts(&self) -> StoreFuture<'_, Counts>;
 
+    /// How many jobs in each state a call may have run ([`Job::may_have_run`]): one read of a
+    /// partial index of those jobs only, so it costs no more with a million other jobs.
+    fn may_have_run_counts(&self) -> StoreFuture<'_, Counts>;
+
     /// What is due at `now`: the pending jobs due, the jobs in flight, and when the next one
     /// is due; of every job, or of the jobs of `events` only. Read from the indexes: no job is
     /// listed, and the count for every job costs no more with a backlog of a million.
@@ -130,11 +154,50 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     /// when it was first sent, so its horizon starts again. `None` when there is no such job.
     fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>>;
 
-    /// Pauses `scope` (a credential) until `until`, or later if it is paused longer already.
-    fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()>;
+    /// Pauses `scope` until `until` for `why`, or keeps a pause of it that ends later (and that
+    /// pause's reason): a pause is never shortened. Pauses ended at `now` are removed (of every
+    /// scope). `why` is cut to [`MAX_PAUSE_REASON`](super::MAX_PAUSE_REASON) bytes.
+    ///
+    /// `invalid_input` for a blank scope or one over [`MAX_SCOPE`](super::MAX_SCOPE) bytes, or
+    /// an end past the year 9999.
+    fn pause(
+        &self,
+        scope: &str,
+        until: SystemTime,
+        why: &str,
+        now: SystemTime,
+    ) -> StoreFuture<'_, ()>;
 
     /// Until when `scope` is paused, if past `now`.
+    ///
+    /// `invalid_input` for a scope no pause can have (blank, over
+    /// [`MAX_SCOPE`](super::MAX_SCOPE) bytes).
     fn paused_until(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>>;
+
+    /// Every scope paused past `now`, with its end and its reason, in the order of the scopes'
+    /// text. One read of a table of one row per scope paused lately.
+    fn pauses(&self, now: SystemTime) -> StoreFuture<'_, Vec<Pause>>;
+
+    /// Keeps the limit the server stated for the window `scope` (`requests` per `per`, to the
+    /// millisecond) at `now`, in place of what was kept before, unless that was stated later
+    /// (two workers writing what they read at once: the later reading wins). A worker that
+    /// starts later reads it with [`window`](Self::window) and paces as the server said.
+    ///
+    /// `invalid_input` for a scope as for [`pause`](Self::pause), no request, a window shorter
+    /// than a millisecond, or a time past the year 9999.
+    fn learn_window(
+        &self,
+        scope: &str,
+        requests: u32,
+        per: Duration,
+        now: SystemTime,
+    ) -> StoreFuture<'_, ()>;
+
+    /// The limit last stated for the window `scope`: `requests` per `per`; `None` when none
+    /// was kept.
+    ///
+    /// `invalid_input` for a scope as for [`paused_until`](Self::paused_until).
+    fn window(&self, scope: &str) -> StoreFuture<'_, Option<(u32, Duration)>>;
 
     /// Takes a slot of `scope`'s window: at most `limit` slots busy at once, a slot busy until
     /// `now + hold` (then [`release_slot`](Self::release_slot) moves that to the answer's time
@@ -156,6 +219,50 @@ pub trait Store: Sealed + Send + Sync + fmt::Debug {
     /// operator counts from its creation, as it is not final now). `step` is at least 1 ms.
     fn backlog(&self, from: SystemTime, step: Duration, points: usize)
     -> StoreFuture<'_, Vec<u64>>;
+}
+
+/// `scope` if a store may keep it: not blank, at most [`MAX_SCOPE`](super::MAX_SCOPE) bytes.
+pub(crate) fn check_scope(scope: &str) -> Result<()> {
+    if scope.is_empty() {
+        return Err(Error::invalid_input("a scope is blank"));
+    }
+    if scope.len() > super::MAX_SCOPE {
+        return Err(Error::invalid_input(format!(
+            "a scope is {} bytes long; at most {} are kept",
+            scope.len(),
+            super::MAX_SCOPE
+        )));
+    }
+    Ok(())
+}
+
+/// `why` cut to [`MAX_PAUSE_REASON`](super::MAX_PAUSE_REASON) bytes, at a character's start.
+pub(crate) fn pause_reason(why: &str) -> &str {
+    let mut end = why.len().min(super::MAX_PAUSE_REASON);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    &why[..end]
+}
+
+/// The stored figures of a window `requests` per `per`: `invalid_input` for no request or a
+/// window shorter than a millisecond.
+pub(crate) fn window_row(requests: u32, per: Duration) -> Result<(i64, i64)> {
+    let per_ms = i64::try_from(per.as_millis()).unwrap_or(i64::MAX);
+    if requests == 0 || per_ms == 0 {
+        return Err(Error::invalid_input(format!(
+            "a window of {requests} requests per {per:?}: at least one request per millisecond or more is kept"
+        )));
+    }
+    Ok((i64::from(requests), per_ms))
+}
+
+/// The figures of a stored window row.
+pub(crate) fn window_of(requests: i64, per_ms: i64) -> (u32, Duration) {
+    (
+        u32::try_from(requests).unwrap_or(u32::MAX),
+        Duration::from_millis(u64::try_from(per_ms).unwrap_or(0)),
+    )
 }
 
 /// The statement of [`Store::backlog`], the same in both backends (`?1`/`$1`: `from` in stored
@@ -202,7 +309,32 @@ pub(crate) fn backlog_counts(
 
 #[cfg(test)]
 mod tests {
-    use super::backlog_counts;
+    use super::{backlog_counts, check_scope, pause_reason, window_row};
+    use crate::ErrorKind;
+
+    #[test]
+    fn a_scope_is_kept_up_to_200_bytes_and_a_reason_is_cut_at_a_character() {
+        assert!(check_scope(&"s".repeat(200)).is_ok());
+        for refused in [String::new(), "s".repeat(201)] {
+            let error = check_scope(&refused).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        }
+        // 199 ASCII bytes, then a two-byte character across the 200th byte: cut before it.
+        let why = format!("{}é and more", "w".repeat(199));
+        assert_eq!(pause_reason(&why), "w".repeat(199));
+        assert_eq!(pause_reason("slow down"), "slow down");
+    }
+
+    #[test]
+    fn a_window_needs_a_request_and_a_millisecond() {
+        use std::time::Duration;
+        assert_eq!(
+            window_row(10_000, Duration::from_secs(60)).unwrap(),
+            (10_000, 60_000)
+        );
+        assert!(window_row(0, Duration::from_secs(60)).is_err());
+        assert!(window_row(1, Duration::from_micros(999)).is_err());
+    }
 
     #[test]
     fn a_job_counts_from_its_creation_until_its_end() {

@@ -16,7 +16,7 @@
 //! timed whole (start, open and migration check, the page, exit), when the binary is built next
 //! to this one (`cargo build --release -p hodoflow-send`); and the status page of
 //! `hodoflow-send outbox serve` on that store: its first load (counts, the backlog chart over the
-//! last hour, the failed and needs-reconciliation listings, the credential's pause), then
+//! last hour, the failed and needs-reconciliation listings, the paused scopes), then
 //! `calls` loads more (the chart is reused for 15 s, so these read the rest), and `calls` loads
 //! of a deep page of pending jobs (`/?state=pending&after=CURSOR`), each one GET over loopback
 //! timed to the last byte.
@@ -92,6 +92,7 @@ async fn fill(outbox: &Outbox, jobs: usize) -> Result<()> {
                     run_id: None,
                     last_error: None,
                     finished_at: state.is_final().then_some(now),
+                    may_have_run: false,
                 };
                 Some((job.id, job.claim, record))
             })

@@ -427,7 +427,9 @@ pub(crate) enum OutboxCommand {
     /// A trigger token is read from its job and never printed. On a terminal, standard error
     /// shows the counts every second; with --json, one JSON line per job finished.
     Worker(Worker),
-    /// Print how many jobs are in each state (--json: one object).
+    /// Print how many jobs are in each state, and every paused scope: which credential,
+    /// trigger or endpoint a server's 429 or Retry-After closed, until when, the time left and
+    /// why (--json: one object, the scopes under `pauses`).
     Status,
     /// Store the jobs of a JSON-lines file, one a line naming its kind: webhook deliveries,
     /// JSON:API writes and Modulify calls. The whole file is checked first (exit 2 and nothing
@@ -436,8 +438,8 @@ pub(crate) enum OutboxCommand {
     /// nothing new. Deliver them with `outbox worker`.
     Enqueue(Enqueue),
     /// Print a page of jobs, by state (pending first), then next attempt time, then ID: event
-    /// ID, state, calls, attempts, next attempt time and the last error's kind and status
-    /// (never a trigger token nor a body). When more jobs follow, standard error says the
+    /// ID, state, calls, attempts, next attempt time, the last error's kind and status, and
+    /// whether a call may have run the job (never a trigger token nor a body). When more jobs follow, standard error says the
     /// --after CURSOR of the next page (--json: `next`).
     List {
         /// Only jobs in this state: pending, in_flight, accepted, duplicate, done, failed or
@@ -457,8 +459,8 @@ pub(crate) enum OutboxCommand {
         /// The job's event ID.
         event_id: String,
     },
-    /// Serve the outbox's status page: counts, the backlog over the last hour, the credential's
-    /// pause, the failed jobs with a retry button, each job's history, and /ready. Loopback by
+    /// Serve the outbox's status page: counts, the backlog over the last hour, every paused
+    /// scope, the failed jobs with a retry button, each job's history, and /ready. Loopback by
     /// default; the bound address is printed on standard output. A retry needs the admin token.
     Serve {
         /// The address to listen on, IP:PORT (port 0: a free one). Any address but loopback

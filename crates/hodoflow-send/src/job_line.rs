@@ -7,12 +7,14 @@
 //!
 //! ```text
 //! {"event_id":"…","delivery_id":"…","state":"accepted","workflow_run_id":"…"|null,"calls":1,
-//!  "attempts":2,"next_attempt_at":"2025-01-01T12:00:05Z"|null,
+//!  "attempts":2,"next_attempt_at":"2025-01-01T12:00:05Z"|null,"may_have_run":false,
 //!  "error":null|{"kind":"transport","status":null|503,"request_id":…,"message":…}}
 //! ```
 //!
 //! `next_attempt_at` is set only while the job is pending (when it is due) or in flight (when it
-//! was claimed); it is `null` once the job is final.
+//! was claimed); it is `null` once the job is final. `may_have_run` is true once a call of the
+//! job may have run it without saying so (an attempt sent and unanswered, or its key in
+//! progress), and stays true: such a job is reconciled by a person, never taken as not run.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,6 +31,7 @@ pub(crate) struct JobLine {
     pub(crate) calls: u32,
     pub(crate) attempts: u32,
     pub(crate) next_attempt_at: Option<String>,
+    pub(crate) may_have_run: bool,
     pub(crate) error: Option<ErrorLine>,
 }
 
@@ -53,11 +56,13 @@ impl JobLine {
             calls: job.calls,
             attempts: job.attempts,
             next_attempt_at: (!job.state.is_final()).then(|| rfc3339(job.next_at)),
+            may_have_run: job.may_have_run,
             error: job.last_error.as_ref().map(ErrorLine::of),
         }
     }
 
-    /// `event_id  state  calls  attempts  next  error`, for `list` without `--json`.
+    /// `event_id  state  calls  attempts  next  error  may_have_run`, for `list` without
+    /// `--json`.
     pub(crate) fn text(&self) -> String {
         let error = self.error.as_ref().map_or_else(
             || "-".to_owned(),
@@ -71,18 +76,19 @@ impl JobLine {
         );
         // Stored text, from a batch file or a server: one field each, tabs included.
         format!(
-            "{}\t{}\t{}\t{}\t{}\t{error}",
+            "{}\t{}\t{}\t{}\t{}\t{error}\t{}",
             crate::sanitize::field(&self.event_id).replace('\t', " "),
             self.state,
             self.calls,
             self.attempts,
-            self.next_attempt_at.as_deref().unwrap_or("-")
+            self.next_attempt_at.as_deref().unwrap_or("-"),
+            if self.may_have_run { "yes" } else { "no" }
         )
     }
 
     /// The header of [`text`](Self::text) lines.
     pub(crate) const HEADER: &'static str =
-        "event_id\tstate\tcalls\tattempts\tnext_attempt_at\tlast_error";
+        "event_id\tstate\tcalls\tattempts\tnext_attempt_at\tlast_error\tmay_have_run";
 }
 
 impl ErrorLine {

@@ -28,6 +28,7 @@ mod modulify;
 mod outbox;
 mod pacing;
 mod page;
+mod pause_line;
 mod pool;
 mod redact;
 mod report;

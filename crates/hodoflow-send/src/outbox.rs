@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use crate::cli::{Cli, OutboxCommand, Pacing, PoolOptions};
 use crate::job_line::{JobLine, delivered};
 use crate::limit::TriggerLimitArg;
+use crate::pause_line::PauseLine;
 use crate::pool::{Pool, Until};
 use crate::report::finish;
 use crate::report::{Exit, Failure, Report};
@@ -232,11 +233,10 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         Ok(store) => store,
         Err(report) => return finish(report, started, json),
     };
-    let scope = cli.base_url.as_deref().and_then(crate::page::scope_of);
     let done = match (&outbox.command, worker) {
         (OutboxCommand::Worker(args), Some((plan, client, modulify))) => {
             let page = match admin {
-                Some(admin) => match Page::start(admin, &store, &client, scope).await {
+                Some(admin) => match Page::start(admin, &store, &client).await {
                     Ok(page) => Some(page),
                     Err(report) => return finish(report, started, json),
                 },
@@ -258,7 +258,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
             done
         }
         (OutboxCommand::Serve { .. }, _) => match admin {
-            Some(admin) => serve(admin, store, scope).await,
+            Some(admin) => serve(admin, store).await,
             None => unreachable!("serve's address is checked above"),
         },
         (OutboxCommand::Status, _) => status(&store, json).await,
@@ -303,15 +303,11 @@ fn admin_of(command: &OutboxCommand) -> Result<Option<crate::page::Admin>, Strin
 }
 
 /// `outbox serve`: the status page until SIGINT or SIGTERM.
-async fn serve(
-    admin: crate::page::Admin,
-    outbox: Outbox,
-    scope: Option<String>,
-) -> Result<Exit, Report> {
+async fn serve(admin: crate::page::Admin, outbox: Outbox) -> Result<Exit, Report> {
     let (listener, bound) = admin.bind().await.map_err(|m| usage(&m))?;
     crate::redact::print(&format!("listening on http://{bound}/"));
     admin
-        .serve(listener, outbox, None, scope, signalled())
+        .serve(listener, outbox, None, signalled())
         .await
         .map_err(|e| {
             Report::failure(Failure::permanent(
@@ -359,20 +355,13 @@ impl Page {
         admin: crate::page::Admin,
         outbox: &Outbox,
         client: &hodoflow_retry::RetryingClient,
-        scope: Option<String>,
     ) -> Result<Self, Report> {
         let (listener, bound) = admin.bind().await.map_err(|m| usage(&m))?;
         crate::redact::eprint(&format!("status page listening on http://{bound}/"));
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let serving = admin.serve(
-            listener,
-            outbox.clone(),
-            Some(client.clone()),
-            scope,
-            async move {
-                let _ = stopped.await;
-            },
-        );
+        let serving = admin.serve(listener, outbox.clone(), Some(client.clone()), async move {
+            let _ = stopped.await;
+        });
         let task = tokio::spawn(serving);
         Ok(Self { stop, task })
     }
@@ -414,17 +403,27 @@ async fn work(pool: Pool, until_idle: bool, json: bool) -> Result<Exit, Report> 
     Ok(Exit::Success)
 }
 
-/// `outbox status`.
+/// `outbox status`: the counts by state, and every paused scope (`pause_line.rs`).
 async fn status(outbox: &Outbox, json: bool) -> Result<Exit, Report> {
     let counts = outbox.counts().await.map_err(|e| Report::failed(&e))?;
+    let pauses = outbox.pauses().await.map_err(|e| Report::failed(&e))?;
+    let now = std::time::SystemTime::now();
+    let pauses: Vec<PauseLine> = pauses
+        .iter()
+        .map(|pause| PauseLine::of(pause, now))
+        .collect();
     if json {
-        crate::redact::print_json(&counts_object(&counts));
+        let mut object = counts_object(&counts);
+        object["pauses"] = serde_json::json!(pauses);
+        crate::redact::print_json(&object);
     } else {
         let mut text: Vec<String> = JobState::ALL
             .iter()
             .map(|state| format!("{:<22}{:>8}", state.as_str(), counts.of(*state)))
             .collect();
         text.push(format!("{:<22}{:>8}", "total", counts.total()));
+        text.push(format!("{:<22}{:>8}", "paused scopes", pauses.len()));
+        text.extend(pauses.iter().map(|pause| format!("  {}", pause.text())));
         crate::redact::print(&text.join("\n"));
     }
     Ok(Exit::Success)

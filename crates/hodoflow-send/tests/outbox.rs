@@ -24,7 +24,7 @@ fn events(prefix: &str, count: usize) -> String {
         .collect()
 }
 
-/// `outbox --outbox <db> status --json`, as an object of counts.
+/// `outbox --outbox <db> status --json`, as an object of counts (the paused scopes aside).
 fn status(contract: &Contract, outbox: &str) -> HashMap<String, u64> {
     let ran = run(contract
         .send()
@@ -35,6 +35,7 @@ fn status(contract: &Contract, outbox: &str) -> HashMap<String, u64> {
         .as_object()
         .unwrap()
         .iter()
+        .filter(|(name, _)| *name != "pauses")
         .map(|(state, count)| (state.clone(), count.as_u64().unwrap()))
         .collect()
 }
@@ -325,11 +326,8 @@ fn status_list_and_retry_show_jobs_without_a_token_and_requeue_a_failed_one() {
     let rows: Vec<&str> = table.stdout.lines().collect();
     assert_eq!(rows.len(), 5, "{table:?}");
     assert!(rows[0].starts_with("event_id\tstate"), "{}", rows[0]);
-    assert!(
-        rows[4].starts_with("late-0\tfailed\t1\t1\t-\tnot_found 404"),
-        "{}",
-        rows[4]
-    );
+    assert_eq!(rows[4], "late-0\tfailed\t1\t1\t-\tnot_found 404\tno");
+    assert_eq!(job["may_have_run"], false, "a 404 is a definite answer");
 
     // retry: none such, and a delivered job, are refused with exit 1.
     let none = keep(run(contract.send().args([
@@ -391,6 +389,154 @@ fn status_list_and_retry_show_jobs_without_a_token_and_requeue_a_failed_one() {
             assert!(!text.contains(token), "a trigger token was printed: {text}");
         }
         assert!(!text.contains("\"order\""), "a body was printed: {text}");
+    }
+}
+
+/// `outbox status` lists every paused scope with its end, time left and reason, and `outbox
+/// list` says which job a call may have run: the pauses written through the SDK's store (as
+/// workers write them), the job marked by a real call whose connection closed unanswered.
+#[test]
+fn status_lists_every_paused_scope_and_list_says_which_job_may_have_run() {
+    use hodoflow_retry::outbox::Outbox;
+    use std::time::SystemTime;
+
+    let contract = Contract::start();
+    let dir = TempDir::new("scopes");
+    let outbox = dir.file("outbox.db");
+    let lost = TempFile::new("lost.ndjson", events("lost", 1).as_bytes());
+    let good = TempFile::new("good.ndjson", events("good", 1).as_bytes());
+    let batch = |file: &TempFile| {
+        run(contract.send().args([
+            "--max-attempts",
+            "1",
+            "batch",
+            TRIGGER,
+            "--events",
+            &file.arg(),
+            "--outbox",
+            &outbox,
+            "--trigger-limit",
+            "off",
+        ]))
+    };
+    assert_eq!(batch(&good).code, 0);
+    // The request is sent and its connection closed before an answer: it may have run.
+    contract
+        .server
+        .inject(Fault::close_before_execute().on("POST", WEBHOOKS).times(1));
+    let ran = batch(&lost);
+    assert_eq!(ran.code, 3, "pending, to be sent again: {ran:?}");
+    assert_eq!(ran.json_lines()[0]["may_have_run"], true, "{ran:?}");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let now = SystemTime::now();
+    let credential = "hodoflow http://127.0.0.1:8080";
+    let trigger = "hodoflow http://127.0.0.1:8080 trigger 1a2b3c4d";
+    runtime.block_on(async {
+        let store = Outbox::sqlite(&outbox).await.unwrap();
+        let store = store.store();
+        let minutes = |n: u64| now + Duration::from_secs(60 * n);
+        store
+            .pause(trigger, minutes(10), "429 from the trigger\u{1b}[2J", now)
+            .await
+            .unwrap();
+        store
+            .pause(
+                credential,
+                minutes(2),
+                "429 rate_limited from the JSON:API",
+                now,
+            )
+            .await
+            .unwrap();
+        let ended = now - Duration::from_secs(5);
+        store.pause("ended", ended, "over", ended).await.unwrap();
+    });
+
+    let json = run(contract
+        .send()
+        .args(["--json", "outbox", "--outbox", &outbox, "status"]));
+    assert_eq!(json.code, 0, "{json:?}");
+    let value = json.json();
+    assert_eq!(
+        (value["pending"].as_u64(), value["total"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let pauses = value["pauses"].as_array().unwrap();
+    let scopes: Vec<&str> = pauses
+        .iter()
+        .map(|p| p["scope"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        scopes,
+        [credential, trigger],
+        "every scope paused now, by name"
+    );
+    assert_eq!(pauses[0]["why"], "429 rate_limited from the JSON:API");
+    assert_eq!(
+        pauses[1]["why"], "429 from the trigger\u{1b}[2J",
+        "JSON keeps it exact"
+    );
+    let left = pauses[1]["remaining_ms"].as_u64().unwrap();
+    assert!(left > 0 && left <= 600_000, "{left}");
+    let until = pauses[1]["until"].as_str().unwrap();
+    assert!(until.ends_with('Z') && until.len() == 20, "{until}");
+
+    let text = run(contract
+        .send()
+        .args(["outbox", "--outbox", &outbox, "status"]));
+    assert_eq!(text.code, 0, "{text:?}");
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(
+        lines.contains(&"paused scopes                2"),
+        "{}",
+        text.stdout
+    );
+    let trigger_line = lines
+        .iter()
+        .find(|line| line.starts_with(&format!("  {trigger}: until {until} (")))
+        .unwrap_or_else(|| panic!("{}", text.stdout));
+    assert!(
+        trigger_line.ends_with(" left); 429 from the trigger"),
+        "the terminal sees no escape: {trigger_line:?}"
+    );
+    assert!(!text.stdout.contains("ended"), "{}", text.stdout);
+
+    let list = run(contract
+        .send()
+        .args(["--json", "outbox", "--outbox", &outbox, "list"]));
+    let jobs = list.json()["jobs"].as_array().unwrap().clone();
+    let marked: HashMap<&str, bool> = jobs
+        .iter()
+        .map(|job| {
+            let id = job["event_id"].as_str().unwrap();
+            (id, job["may_have_run"].as_bool().unwrap())
+        })
+        .collect();
+    assert_eq!(marked, HashMap::from([("lost-0", true), ("good-0", false)]));
+    let table = run(contract
+        .send()
+        .args(["outbox", "--outbox", &outbox, "list"]));
+    let rows: Vec<&str> = table.stdout.lines().collect();
+    assert!(
+        rows[0].ends_with("\tlast_error\tmay_have_run"),
+        "{}",
+        rows[0]
+    );
+    let lost_row = rows.iter().find(|row| row.starts_with("lost-0\t")).unwrap();
+    assert!(
+        lost_row.starts_with("lost-0\tpending\t1\t1\t"),
+        "{lost_row}"
+    );
+    assert!(lost_row.ends_with("\ttransport\tyes"), "{lost_row}");
+    for ran in [&json, &text, &list, &table] {
+        assert!(
+            !ran.all().contains(TRIGGER),
+            "a trigger token was printed: {ran:?}"
+        );
     }
 }
 

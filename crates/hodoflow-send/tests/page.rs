@@ -1,8 +1,8 @@
 //! The status page (`outbox serve`, `outbox worker --admin`) in a real browser: headless
 //! Chromium driven through chromedriver (WebDriver, the `fantoccini` crate), against the page
 //! served by the built binary on 127.0.0.1:0, over an outbox whose jobs the CLI delivered to the
-//! contract server (accepted, failed on a 404, paused by a 429), plus one job whose stored error
-//! holds markup. Only loopback traffic.
+//! contract server (accepted, failed on a 404, sent and unanswered so it may have run, paused by a
+//! 429), plus one job whose stored error holds markup. Only loopback traffic.
 //!
 //! Needs `chromedriver` and `chromium` on the PATH (Debian: `apt-get install chromium
 //! chromium-driver`; `.ci/chromium.sh` installs them). Without them the browser test prints why
@@ -205,7 +205,11 @@ async fn text(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// Clicks a link or a form's button, and waits until the browser has left the page it was
+/// on: a click returns before the navigation it starts ends, and the next read must see the
+/// new page (it once read the old one, now and then).
 async fn click(client: &Client, locator: Locator<'_>) {
+    let page = client.find(Locator::Css("html")).await.unwrap();
     client
         .find(locator)
         .await
@@ -213,6 +217,15 @@ async fn click(client: &Client, locator: Locator<'_>) {
         .click()
         .await
         .unwrap();
+    let started = Instant::now();
+    // The old page's root goes stale once the new page replaced it.
+    while page.tag_name().await.is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{locator:?} led to no other page"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Types `token` into the page's login form and submits it.
@@ -257,6 +270,7 @@ async fn hostile_job(outbox: &Outbox) {
             message: HOSTILE_MESSAGE.to_owned(),
         }),
         finished_at: Some(now),
+        may_have_run: false,
     };
     let job = &claimed[0];
     assert!(
@@ -279,10 +293,13 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
     let good = TempFile::new("good.ndjson", events("good", 3).as_bytes());
     let missing = TempFile::new("missing.ndjson", events("missing", 2).as_bytes());
     let slow = TempFile::new("slow.ndjson", events("slow", 1).as_bytes());
+    let lost = TempFile::new("lost.ndjson", events("lost", 1).as_bytes());
     let token = TempFile::new("admin-token", format!("{ADMIN_TOKEN}\n").as_bytes());
 
     let batch = |trigger: &str, file: &TempFile| {
         run(contract.send().args([
+            "--max-attempts",
+            "1",
             "batch",
             trigger,
             "--events",
@@ -295,6 +312,11 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
     };
     assert_eq!(batch(TRIGGER, &good).code, 0);
     assert_eq!(batch(MISSING, &missing).code, 1, "404: failed");
+    // Sent, and the connection closed before an answer: pending, and it may have run.
+    contract
+        .server
+        .inject(Fault::close_before_execute().on("POST", WEBHOOKS).times(1));
+    assert_eq!(batch(TRIGGER, &lost).code, 3, "pending: retry later");
     // A 429 asking for 10 minutes: the job waits, and the credential is paused.
     contract.server.inject(
         Fault::respond(429)
@@ -318,14 +340,14 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
     runtime.block_on(async {
         let client = browser(&driver_url, &profile.0).await;
 
-        // The counts, the pause, the chart.
+        // The counts, the paused scopes, the chart.
         client.goto(&format!("{base}/")).await.unwrap();
         for (state, count) in [
             ("accepted", "3"),
             ("failed", "3"),
-            ("pending", "1"),
+            ("pending", "2"),
             ("in_flight", "0"),
-            ("total", "7"),
+            ("total", "8"),
         ] {
             assert_eq!(
                 text(&client, &format!("#count-{state}")).await,
@@ -333,16 +355,52 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
                 "{state}"
             );
         }
-        let pause = text(&client, "#pause").await;
-        assert!(pause.starts_with("on, until "), "{pause}");
-        assert_eq!(
-            client
-                .find_all(Locator::Css("svg#backlog polyline"))
-                .await
-                .unwrap()
-                .len(),
-            1
+        // The 429's pause: one scope, its end, the time left and why.
+        let paused = client
+            .find_all(Locator::Css("table.pauses tr.pause"))
+            .await
+            .unwrap();
+        assert_eq!(paused.len(), 1);
+        let until = text(&client, "tr.pause td.until").await;
+        assert!(until.ends_with('Z') && until.len() == 20, "{until}");
+        let left = text(&client, "tr.pause td.left").await;
+        assert!(left.contains("min"), "about 10 minutes: {left}");
+        assert!(!text(&client, "tr.pause td.scope").await.is_empty());
+        assert!(!text(&client, "tr.pause td.why").await.is_empty());
+        // The chart, with its scales: what it counts, five times of day, a count at each step.
+        let count = |css: &'static str| {
+            let client = client.clone();
+            async move { client.find_all(Locator::Css(css)).await.unwrap().len() }
+        };
+        assert_eq!(count("svg#backlog polyline").await, 1);
+        assert_eq!(count("svg#backlog text.x-tick").await, 5);
+        assert!(count("svg#backlog text.y-tick").await >= 2);
+        let ticks = client
+            .find_all(Locator::Css("svg#backlog text.x-tick"))
+            .await
+            .unwrap();
+        let last = ticks.last().unwrap().text().await.unwrap();
+        assert!(
+            last.len() == 5 && last.as_bytes()[2] == b':',
+            "a time of day, HH:MM: {last}"
         );
+        assert_eq!(
+            text(&client, "#backlog-y-title").await,
+            "jobs not final (pending or in flight)"
+        );
+        assert!(
+            text(&client, "#backlog-x-title")
+                .await
+                .starts_with("time (UTC)")
+        );
+        // The failed jobs' rows say none may have run.
+        for cell in client
+            .find_all(Locator::Css("section#failed td.may-have-run"))
+            .await
+            .unwrap()
+        {
+            assert_eq!(cell.text().await.unwrap(), "no");
+        }
         let source = client.source().await.unwrap();
         for secret in [
             MISSING,
@@ -426,7 +484,20 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
         assert_eq!(state_of(&outbox, "missing-0").await, JobState::Pending);
         client.goto(&format!("{base}/")).await.unwrap();
         assert_eq!(text(&client, "#count-failed").await, "2");
-        assert_eq!(text(&client, "#count-pending").await, "2");
+        assert_eq!(text(&client, "#count-pending").await, "3");
+
+        // The job whose call went unanswered says it may have run.
+        client.goto(&format!("{base}/jobs/lost-0")).await.unwrap();
+        assert_eq!(text(&client, "#job-state").await, "pending");
+        assert!(
+            text(&client, "#job-may-have-run").await.starts_with("yes"),
+            "marked by the unanswered call"
+        );
+        client
+            .goto(&format!("{base}/jobs/missing-1"))
+            .await
+            .unwrap();
+        assert_eq!(text(&client, "#job-may-have-run").await, "no");
         assert!(!client.source().await.unwrap().contains(ADMIN_TOKEN));
 
         // Stored markup is text: shown literally, and no element of it exists.

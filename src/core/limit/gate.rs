@@ -100,6 +100,8 @@ struct State {
     closed: HashMap<Scope, Closed>,
     /// How long the credential was closed before the span of its current closure began.
     credential_closed_before: Duration,
+    /// How long routes were closed, route by route, in spans that ended.
+    routes_closed_before: Duration,
 }
 
 /// A scope closed until `until`; waiters are released over `spread` after it. It has been
@@ -271,21 +273,25 @@ impl Gate {
         closed
     }
 
-    /// How long the credential has been closed in all, up to `now`: every span a server's
-    /// "slow down" closed it for, overlaps counted once.
+    /// How long the credential has been closed in all, up to `now` (every span a server's
+    /// "slow down" closed it for, overlaps counted once), and how long routes have been, each
+    /// route's spans added up.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) fn closed_time(&self, now: Instant) -> Duration {
+    pub(crate) fn closed_time(&self, now: Instant) -> (Duration, Duration) {
         let state = self.lock();
-        let current = state
-            .closed
-            .get(&Scope::Credential)
-            .map_or(Duration::ZERO, |closed| {
-                closed
-                    .until
-                    .min(now)
-                    .saturating_duration_since(closed.since)
-            });
-        state.credential_closed_before + current
+        let (mut credential, mut routes) =
+            (state.credential_closed_before, state.routes_closed_before);
+        for (scope, closed) in &state.closed {
+            let span = closed
+                .until
+                .min(now)
+                .saturating_duration_since(closed.since);
+            match scope {
+                Scope::Credential => credential += span,
+                _ => routes += span,
+            }
+        }
+        (credential, routes)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -298,8 +304,10 @@ impl Gate {
 impl State {
     /// `scope` reopened after `ended`: its span is counted and the entry dropped.
     fn forget(&mut self, scope: Scope, ended: Closed) {
-        if scope == Scope::Credential {
-            self.credential_closed_before += ended.until - ended.since;
+        let span = ended.until - ended.since;
+        match scope {
+            Scope::Credential => self.credential_closed_before += span,
+            _ => self.routes_closed_before += span,
         }
         self.closed.remove(&scope);
     }
@@ -514,19 +522,23 @@ mod tests {
         let now = Instant::now();
         let gate = Gate::new(None, Jitter::new(Some(1)));
         let mut rng = rng();
-        assert_eq!(gate.closed_time(now), Duration::ZERO);
+        assert_eq!(gate.closed_time(now).0, Duration::ZERO);
         gate.close(closing(2 * SECOND), now);
-        assert_eq!(gate.closed_time(now + SECOND), SECOND, "counted as it goes");
+        assert_eq!(
+            gate.closed_time(now + SECOND).0,
+            SECOND,
+            "counted as it goes"
+        );
         // Closed again while closed: one span, to the later instant.
         gate.close(closing(3 * SECOND), now + SECOND);
-        assert_eq!(gate.closed_time(now + 10 * SECOND), 4 * SECOND);
+        assert_eq!(gate.closed_time(now + 10 * SECOND).0, 4 * SECOND);
         // Reopened (the first attempt after it clears the state), then closed again.
         assert_eq!(
             gate.reserve(Scope::Credential, now + 10 * SECOND, FOREVER, &mut rng),
             Ok(Duration::ZERO)
         );
         gate.close(closing(SECOND), now + 20 * SECOND);
-        assert_eq!(gate.closed_time(now + 30 * SECOND), 5 * SECOND);
+        assert_eq!(gate.closed_time(now + 30 * SECOND).0, 5 * SECOND);
         // With a rate budget the ended span is kept until the next close.
         let paced = Gate::new(
             Some(RateBudget::new(100, SECOND).unwrap()),
@@ -534,8 +546,8 @@ mod tests {
         );
         paced.close(closing(SECOND), now);
         paced.close(closing(2 * SECOND), now + 5 * SECOND);
-        assert_eq!(paced.closed_time(now + 6 * SECOND), 2 * SECOND);
-        assert_eq!(paced.closed_time(now + 60 * SECOND), 3 * SECOND);
+        assert_eq!(paced.closed_time(now + 6 * SECOND).0, 2 * SECOND);
+        assert_eq!(paced.closed_time(now + 60 * SECOND).0, 3 * SECOND);
     }
 
     #[test]

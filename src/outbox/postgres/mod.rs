@@ -62,11 +62,14 @@ mod pool;
 use pool::{CONNECTIONS, ConnectionPool};
 
 use super::Sealed;
-use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Record, Slot, Target};
+use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
 use super::wake::{Waker, Wakeups};
-use super::{check_record, claim_bounds, from_millis, millis, stored_millis};
+use super::{
+    check_record, check_scope, claim_bounds, from_millis, millis, pause_reason, stored_millis,
+    window_of, window_row,
+};
 
 /// The first key of the outbox's advisory locks (`"hodo"`), so that they do not meet an
 /// application's own; the second is [`MIGRATION_LOCK`] or a scope's hash.
@@ -144,6 +147,19 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_jobs_page ON outbox_jobs (state, next_at, id);
     DROP INDEX outbox_jobs_state_next_at;
 ",
+    // Scopes and ambiguity (store.rs): the job's sticky mark, a pause's reason, the windows'
+    // stated limits. A column added with a constant default rewrites no row (PostgreSQL 11+).
+    "
+    ALTER TABLE outbox_jobs ADD COLUMN may_have_run BOOLEAN NOT NULL DEFAULT false;
+    CREATE INDEX outbox_jobs_may_have_run ON outbox_jobs (state) WHERE may_have_run;
+    ALTER TABLE outbox_pauses ADD COLUMN why TEXT NOT NULL DEFAULT '';
+    CREATE TABLE outbox_windows (
+        scope      TEXT PRIMARY KEY,
+        requests   BIGINT NOT NULL,
+        per_ms     BIGINT NOT NULL,
+        learned_at BIGINT NOT NULL
+    );
+",
 ];
 
 const ENQUEUE: &str = "
@@ -196,16 +212,22 @@ const RECORD_MANY: &str = "
         calls = j.calls + 1, first_sent_at = COALESCE(j.first_sent_at, v.first_sent_at),
         run_id = v.run_id, last_kind = v.last_kind, last_status = v.last_status,
         last_request_id = v.last_request_id, last_message = v.last_message,
-        finished_at = v.finished_at, lease_owner = NULL, lease_until = NULL
+        finished_at = v.finished_at, lease_owner = NULL, lease_until = NULL,
+        may_have_run = j.may_have_run OR v.may_have_run
     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
                 $6::bigint[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[],
-                $12::bigint[])
+                $12::bigint[], $13::bool[])
         AS v(id, claim, state, next_at, added, first_sent_at, run_id, last_kind, last_status,
-             last_request_id, last_message, finished_at)
+             last_request_id, last_message, finished_at, may_have_run)
     WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'in_flight'
     RETURNING j.id, j.claim";
 
 const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
+
+/// The jobs a call may have run, by state: one read of the partial index
+/// `outbox_jobs_may_have_run`.
+const MAY_HAVE_RUN_COUNTS: &str =
+    "SELECT state, COUNT(*) FROM outbox_jobs WHERE may_have_run GROUP BY state";
 
 /// `$1` now: the pending jobs due, the jobs in flight, the next due time; each a range of an
 /// index (`outbox_jobs_page` on `(state, next_at, id)` for the counts, `outbox_jobs_claimable`
@@ -247,11 +269,30 @@ const REQUEUE: &str = "
     WHERE event_id = $1
     RETURNING *";
 
+/// `$1` scope, `$2` end, `$3` reason, `$4` now: removes the other scopes' ended pauses (not
+/// this scope's row, which the upsert may change in the same statement) and keeps the later
+/// end of this one, with its reason (the right-hand sides read the row as it was).
 const PAUSE: &str = "
-    INSERT INTO outbox_pauses (scope, until_ms) VALUES ($1, $2)
-    ON CONFLICT (scope) DO UPDATE SET until_ms = GREATEST(outbox_pauses.until_ms, EXCLUDED.until_ms)";
+    WITH ended AS (DELETE FROM outbox_pauses WHERE until_ms <= $4 AND scope <> $1)
+    INSERT INTO outbox_pauses (scope, until_ms, why) VALUES ($1, $2, $3)
+    ON CONFLICT (scope) DO UPDATE SET
+        why = CASE WHEN EXCLUDED.until_ms > outbox_pauses.until_ms
+                   THEN EXCLUDED.why ELSE outbox_pauses.why END,
+        until_ms = GREATEST(outbox_pauses.until_ms, EXCLUDED.until_ms)";
 
 const PAUSED_UNTIL: &str = "SELECT until_ms FROM outbox_pauses WHERE scope = $1 AND until_ms > $2";
+
+const PAUSES: &str = "SELECT scope, until_ms, why FROM outbox_pauses WHERE until_ms > $1 ORDER BY scope COLLATE \"C\"";
+
+/// `$1` scope, `$2` requests, `$3` window in milliseconds, `$4` when stated: the latest
+/// statement wins.
+const LEARN_WINDOW: &str = "
+    INSERT INTO outbox_windows (scope, requests, per_ms, learned_at) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (scope) DO UPDATE SET requests = EXCLUDED.requests, per_ms = EXCLUDED.per_ms,
+        learned_at = EXCLUDED.learned_at
+    WHERE EXCLUDED.learned_at >= outbox_windows.learned_at";
+
+const WINDOW: &str = "SELECT requests, per_ms FROM outbox_windows WHERE scope = $1";
 
 const SLOT_LOCK: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
 
@@ -504,6 +545,20 @@ impl PostgresStore {
             .map_err(store_error)
     }
 
+    /// The counts of a statement's rows of state and count.
+    async fn counts_by_state(&self, sql: &'static str) -> Result<Counts> {
+        let mut counts = Counts::default();
+        for row in self.query(sql, &[]).await? {
+            let name: &str = row.try_get(0).map_err(store_error)?;
+            let count: i64 = row.try_get(1).map_err(store_error)?;
+            let state = JobState::parse(name).ok_or_else(|| {
+                store_message(format!("a stored job has an unknown state {name:?}"))
+            })?;
+            counts.add(state, u64::try_from(count).unwrap_or(0));
+        }
+        Ok(counts)
+    }
+
     /// Runs the prepared statement `sql` once and returns its rows.
     async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let mut conn = self.pool.get().await?;
@@ -669,6 +724,7 @@ impl Store for PostgresStore {
             let mut request_ids = Vec::with_capacity(records.len());
             let mut messages = Vec::with_capacity(records.len());
             let mut finished = Vec::with_capacity(records.len());
+            let mut may_have_run = Vec::with_capacity(records.len());
             for (id, claim, record) in &records {
                 let last = record.last_error.as_ref();
                 ids.push(*id);
@@ -683,6 +739,7 @@ impl Store for PostgresStore {
                 request_ids.push(last.and_then(|last| last.request_id.as_deref()));
                 messages.push(last.map(|last| last.message.as_str()));
                 finished.push(record.finished_at.map(millis));
+                may_have_run.push(record.may_have_run);
             }
             let rows = self
                 .query(
@@ -700,6 +757,7 @@ impl Store for PostgresStore {
                         &request_ids,
                         &messages,
                         &finished,
+                        &may_have_run,
                     ],
                 )
                 .await?;
@@ -724,18 +782,11 @@ impl Store for PostgresStore {
     }
 
     fn counts(&self) -> StoreFuture<'_, Counts> {
-        self.boxed(async move {
-            let mut counts = Counts::default();
-            for row in self.query(COUNTS, &[]).await? {
-                let name: &str = row.try_get(0).map_err(store_error)?;
-                let count: i64 = row.try_get(1).map_err(store_error)?;
-                let state = JobState::parse(name).ok_or_else(|| {
-                    store_message(format!("a stored job has an unknown state {name:?}"))
-                })?;
-                counts.add(state, u64::try_from(count).unwrap_or(0));
-            }
-            Ok(counts)
-        })
+        self.boxed(async move { self.counts_by_state(COUNTS).await })
+    }
+
+    fn may_have_run_counts(&self) -> StoreFuture<'_, Counts> {
+        self.boxed(async move { self.counts_by_state(MAY_HAVE_RUN_COUNTS).await })
     }
 
     fn oldest_due(&self, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
@@ -840,11 +891,19 @@ impl Store for PostgresStore {
         Wakeups::new(self.waker.subscribe(), true)
     }
 
-    fn pause(&self, scope: &str, until: SystemTime) -> StoreFuture<'_, ()> {
-        let scope = scope.to_owned();
+    fn pause(
+        &self,
+        scope: &str,
+        until: SystemTime,
+        why: &str,
+        now: SystemTime,
+    ) -> StoreFuture<'_, ()> {
+        let (scope, why) = (scope.to_owned(), pause_reason(why).to_owned());
         self.boxed(async move {
+            check_scope(&scope)?;
             let until = stored_millis(until, "pause end")?;
-            self.execute(PAUSE, &[&scope, &until]).await?;
+            self.execute(PAUSE, &[&scope, &until, &why, &millis(now)])
+                .await?;
             Ok(())
         })
     }
@@ -852,9 +911,57 @@ impl Store for PostgresStore {
     fn paused_until(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, Option<SystemTime>> {
         let scope = scope.to_owned();
         self.boxed(async move {
+            check_scope(&scope)?;
             let rows = self.query(PAUSED_UNTIL, &[&scope, &millis(now)]).await?;
             match rows.first() {
                 Some(row) => Ok(Some(from_millis(row.try_get(0).map_err(store_error)?))),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn pauses(&self, now: SystemTime) -> StoreFuture<'_, Vec<Pause>> {
+        self.boxed(async move {
+            let rows = self.query(PAUSES, &[&millis(now)]).await?;
+            rows.iter()
+                .map(|row| {
+                    let scope: String = row.try_get(0).map_err(store_error)?;
+                    let until: i64 = row.try_get(1).map_err(store_error)?;
+                    let why: String = row.try_get(2).map_err(store_error)?;
+                    Ok(Pause::new(scope, from_millis(until), why))
+                })
+                .collect()
+        })
+    }
+
+    fn learn_window(
+        &self,
+        scope: &str,
+        requests: u32,
+        per: Duration,
+        now: SystemTime,
+    ) -> StoreFuture<'_, ()> {
+        let scope = scope.to_owned();
+        self.boxed(async move {
+            check_scope(&scope)?;
+            let (requests, per_ms) = window_row(requests, per)?;
+            let now = stored_millis(now, "time the window was stated")?;
+            self.execute(LEARN_WINDOW, &[&scope, &requests, &per_ms, &now])
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn window(&self, scope: &str) -> StoreFuture<'_, Option<(u32, Duration)>> {
+        let scope = scope.to_owned();
+        self.boxed(async move {
+            check_scope(&scope)?;
+            let rows = self.query(WINDOW, &[&scope]).await?;
+            match rows.first() {
+                Some(row) => Ok(Some(window_of(
+                    row.try_get(0).map_err(store_error)?,
+                    row.try_get(1).map_err(store_error)?,
+                ))),
                 None => Ok(None),
             }
         })
@@ -972,6 +1079,7 @@ fn job_of(row: &Row) -> Result<Job> {
         lease_owner: opt_text("lease_owner")?,
         lease_until: get_opt("lease_until")?.map(from_millis),
         claim: u64::try_from(get_i64("claim")?).unwrap_or(0),
+        may_have_run: row.try_get("may_have_run").map_err(store_error)?,
     })
 }
 

@@ -253,6 +253,7 @@ impl WorkerBuilder {
             client: self.client.clone(),
             attempt_timeout: budget.attempt_timeout,
             paused: Mutex::new(std::collections::HashMap::new()),
+            windows: Mutex::new(std::collections::HashMap::new()),
         });
         Ok(Arc::new(WorkerPool {
             store: Arc::clone(&self.outbox.store),

@@ -46,37 +46,88 @@ pub(super) struct StoreFleet {
     pub(super) attempt_timeout: Duration,
     /// The pauses last read, by scope, and when: each trusted for [`PAUSE_READ_EVERY`].
     pub(super) paused: Mutex<HashMap<String, (tokio::time::Instant, Option<SystemTime>)>>,
+    /// The windows' figures last read from the store, by scope, and when.
+    pub(super) windows: Mutex<HashMap<String, (tokio::time::Instant, Option<TriggerLimit>)>>,
 }
 
 impl StoreFleet {
-    /// The name of `scope` of an attempt, as every worker of the store names it.
+    /// The name of `scope` of an attempt, as every worker of the store names it. An endpoint
+    /// too long for a store's scope ([`MAX_SCOPE`](crate::outbox::MAX_SCOPE)) is named by a
+    /// hash of it instead.
     pub(super) fn scope_name(&self, ask: FleetAsk<'_>, scope: Scope) -> String {
         let endpoint = match &self.credential {
             Some(name) if *ask.endpoint == *self.client.inner.engine.endpoint.name => name.as_str(),
             _ => ask.endpoint,
         };
-        match (scope, ask.route) {
+        let name = |endpoint: &str| match (scope, ask.route) {
             (Scope::Route(_), Some(token)) => {
                 format!("{} {endpoint} trigger {}", ask.service, trigger_id(token))
             }
             _ => format!("{} {endpoint}", ask.service),
+        };
+        let named = name(endpoint);
+        if named.len() <= crate::outbox::MAX_SCOPE {
+            return named;
         }
+        let hashed = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, endpoint.as_bytes());
+        name(&format!("endpoint {hashed}"))
     }
 
-    /// The shared window of the trigger with `token`, and where its limit came from; `None`
-    /// when the caller turned shared windows off.
-    pub(super) fn pacing(&self, token: &str) -> Option<TriggerPacing> {
-        match self.trigger_limit {
-            Some(limit) => limit.map(|limit| TriggerPacing::new(limit, PacingSource::Caller)),
-            None => Some(
-                self.client
-                    .inner
-                    .engine
-                    .limits
-                    .windows
-                    .learned_or_documented(RouteKey::of(token)),
-            ),
+    /// The shared window `window` of the trigger with `token`, and where its limit came from;
+    /// `None` when the caller turned shared windows off. The server's figures this process
+    /// learned win; else those another worker learned and left in the store (read at most
+    /// every [`PAUSE_READ_EVERY`]), so a worker that starts later paces as the fleet does; else
+    /// the vendor's documented default.
+    pub(super) async fn pacing(&self, token: &str, window: &str) -> Option<TriggerPacing> {
+        if let Some(limit) = self.trigger_limit {
+            return limit.map(|limit| TriggerPacing::new(limit, PacingSource::Caller));
         }
+        let here = self
+            .client
+            .inner
+            .engine
+            .limits
+            .windows
+            .learned_or_documented(RouteKey::of(token));
+        if here.source != PacingSource::Documented {
+            return Some(here);
+        }
+        let cached = self.lock_windows().get(window).copied();
+        let stated = match cached {
+            Some((read, stated))
+                if runtime::now().saturating_duration_since(read) < PAUSE_READ_EVERY =>
+            {
+                stated
+            }
+            _ => {
+                let stated = match self.store.window(window).await {
+                    Ok(stated) => {
+                        stated.and_then(|(requests, per)| TriggerLimit::new(requests, per).ok())
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %error, "a shared window's figures could not be read");
+                        None
+                    }
+                };
+                let mut windows = self.lock_windows();
+                if windows.len() >= KEEP_PAUSES_READ {
+                    windows.clear();
+                }
+                windows.insert(window.to_owned(), (runtime::now(), stated));
+                stated
+            }
+        };
+        Some(match stated {
+            Some(limit) => TriggerPacing::new(limit, PacingSource::Server),
+            None => here,
+        })
+    }
+
+    fn lock_windows(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (tokio::time::Instant, Option<TriggerLimit>)>>
+    {
+        self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Until when `scope` is paused, if past `now`: from the store at most every
@@ -159,14 +210,14 @@ impl Fleet for StoreFleet {
                         tracing::warn!(error = %error, "a shared pause could not be read; sending");
                     }
                 }
-                let Some((token, pacing)) = ask
-                    .route
-                    .and_then(|token| Some((token, self.pacing(token)?)))
-                else {
+                let Some(token) = ask.route else {
+                    return Ok(None);
+                };
+                let window = self.scope_name(ask, Scope::Route(RouteKey::of(token)));
+                let Some(pacing) = self.pacing(token, &window).await else {
                     return Ok(None);
                 };
                 let hold = pacing.limit.per().saturating_add(self.attempt_timeout);
-                let window = self.scope_name(ask, Scope::Route(RouteKey::of(token)));
                 match self
                     .store
                     .take_slot(&window, pacing.limit.requests(), hold, now)
@@ -174,14 +225,16 @@ impl Fleet for StoreFleet {
                 {
                     Ok(Slot::Granted(slot)) => return Ok(Some(slot)),
                     Ok(Slot::FreeAt(at)) => {
+                        // A slot still out for an attempt in flight frees when its answer
+                        // comes, long before the end its hold was taken for: look again within
+                        // one window, and give up only when the call's time is out.
                         let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+                        let step = wait.min(pacing.limit.per()).max(Duration::from_millis(1));
                         in_window.get_or_insert_with(|| counters.trigger_hold.begin(Some(pacing)));
                         let what = "the trigger's shared window is full";
-                        if let Err(refusal) =
-                            wait_or_refuse(wait.max(Duration::from_millis(1)), what).await
-                        {
+                        if let Err(refusal) = wait_or_refuse(step, what).await {
                             counters.trigger_hold.turned_away(Some(pacing), wait);
-                            return Err(refusal);
+                            return Err(refusal.with_retry_after(wait));
                         }
                     }
                     Err(error) => {
@@ -197,14 +250,34 @@ impl Fleet for StoreFleet {
         &'a self,
         ask: FleetAsk<'a>,
         slot: i64,
-        _learned: Option<TriggerLimit>,
+        learned: Option<TriggerLimit>,
     ) -> FleetFuture<'a, ()> {
         Box::pin(async move {
-            let per = ask
-                .route
-                .and_then(|token| self.pacing(token))
-                .map_or(Duration::ZERO, |pacing| pacing.limit.per());
             let now = self.clock.wall();
+            let Some(token) = ask.route else {
+                return;
+            };
+            let window = self.scope_name(ask, Scope::Route(RouteKey::of(token)));
+            // What the server stated of the window travels with its slots, for every worker.
+            if let Some(limit) = learned {
+                match self
+                    .store
+                    .learn_window(&window, limit.requests(), limit.per(), now)
+                    .await
+                {
+                    Ok(()) => {
+                        self.lock_windows()
+                            .insert(window.clone(), (runtime::now(), Some(limit)));
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %error, "a shared window's figures could not be written");
+                    }
+                }
+            }
+            let per = self
+                .pacing(token, &window)
+                .await
+                .map_or(Duration::ZERO, |pacing| pacing.limit.per());
             let until = now.checked_add(per).unwrap_or(now);
             if let Err(error) = self.store.release_slot(slot, until).await {
                 tracing::warn!(error = %error, "a shared trigger slot could not be released; it frees on its own");
@@ -221,7 +294,8 @@ impl Fleet for StoreFleet {
                 let known = self.lock_paused().get(&scope).and_then(|(_, until)| *until);
                 self.remember(&scope, known.max(Some(until)));
             }
-            if let Err(error) = self.store.pause(&scope, until).await {
+            let why = closing.why.describe();
+            if let Err(error) = self.store.pause(&scope, until, &why, now).await {
                 tracing::warn!(error = %error, "a shared pause could not be written");
             }
         })

@@ -420,8 +420,28 @@ impl WorkerPool {
             request_id: error.request_id().map(str::to_owned),
             message: error.to_string(),
         });
+        // Kept on the job (the store never clears it): a later call's answer does not say
+        // what an earlier, unanswered one did.
+        let may_have_run = error.may_have_run();
+        let ran = |record: Record| Record {
+            may_have_run,
+            ..record
+        };
         if !error.is_retryable() {
-            return ended(JobState::Failed, now, first_sent_at, attempts, last_error);
+            // A permanent answer now says nothing of a call before that may have run: a
+            // person decides, as at the horizon. Only a job no call may have run fails.
+            let state = if may_have_run || job.may_have_run {
+                JobState::NeedsReconciliation
+            } else {
+                JobState::Failed
+            };
+            if state == JobState::NeedsReconciliation {
+                tracing::warn!(
+                    event_id = %job.event_id,
+                    "the call ended on a permanent answer, but a call of this job may have run it: not failed; reconcile it"
+                );
+            }
+            return ran(ended(state, now, first_sent_at, attempts, last_error));
         }
         // A call refused before it sent anything (a shared window or pause that stayed closed
         // past its budget) says nothing about the server: the schedule does not move on.
@@ -438,7 +458,7 @@ impl WorkerPool {
                 "the next call would end past the job's deduplication horizon: stopped; reconcile it"
             );
             let state = JobState::NeedsReconciliation;
-            return ended(state, now, first_sent_at, attempts, last_error);
+            return ran(ended(state, now, first_sent_at, attempts, last_error));
         }
         tracing::info!(
             event_id = %job.event_id,
@@ -446,11 +466,11 @@ impl WorkerPool {
             wait_s = wait.as_secs(),
             "the call ended retryable: rescheduled"
         );
-        Record {
+        ran(Record {
             next_at,
             finished_at: None,
             ..ended(JobState::Pending, now, first_sent_at, attempts, last_error)
-        }
+        })
     }
 }
 
@@ -491,6 +511,7 @@ pub(super) fn ended(
         run_id: None,
         last_error,
         finished_at: Some(now),
+        may_have_run: false,
     }
 }
 

@@ -7,11 +7,12 @@
 //! (`redact.rs`, which holds the trigger token of every job read) and then [`esc`].
 
 use std::fmt::Write as _;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use hodoflow_retry::outbox::{Counts, Cursor, Job, JobState};
+use hodoflow_retry::outbox::{Counts, Cursor, Job, JobState, Pause};
 
 use crate::job_line::rfc3339;
+use crate::pause_line::left;
 
 /// `text` with `&`, `<`, `>`, `"` and `'` as character references: safe as element text and
 /// as a quoted attribute value.
@@ -64,15 +65,22 @@ pub(crate) fn page(title: &str, body: &str) -> String {
     )
 }
 
-/// Whether the credential's pause is on.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Pause {
-    /// No base URL given: the worker's scope is not known here.
-    Unknown,
-    /// Not paused.
-    Off,
-    /// Paused until then.
-    Until(SystemTime),
+/// The most paused scopes the overview lists (`outbox status` lists them all).
+const PAUSES_SHOWN: usize = 100;
+
+/// The paused scopes, read at `now`.
+#[derive(Debug)]
+pub(crate) struct Pauses<'a> {
+    pub(crate) pauses: &'a [Pause],
+    pub(crate) now: SystemTime,
+}
+
+/// The backlog chart's data: one count per point, evenly spaced over `span`, the last at `end`.
+#[derive(Debug)]
+pub(crate) struct Chart<'a> {
+    pub(crate) points: &'a [u64],
+    pub(crate) end: SystemTime,
+    pub(crate) span: Duration,
 }
 
 /// Who reads the page, and what their forms carry.
@@ -96,11 +104,11 @@ pub(crate) struct Listing {
     pub(crate) next: Option<Cursor>,
 }
 
-/// The overview: counts, backlog chart, pause, and the jobs to look at.
+/// The overview: counts, backlog chart, paused scopes, and the jobs to look at.
 pub(crate) fn overview(
     counts: &Counts,
-    backlog: &[u64],
-    pause: Pause,
+    backlog: &Chart<'_>,
+    pauses: &Pauses<'_>,
     listings: &[Listing],
     viewer: &Viewer,
 ) -> String {
@@ -128,15 +136,7 @@ pub(crate) fn overview(
         "<section><h2>Backlog, last hour</h2>{}</section>",
         chart(backlog)
     );
-    let pause = match pause {
-        Pause::Unknown => "not known: start the page with the workers' --base-url".to_owned(),
-        Pause::Off => "off".to_owned(),
-        Pause::Until(until) => format!("on, until {}", rfc3339(until)),
-    };
-    let _ = write!(
-        body,
-        "<section><h2>Credential pause</h2><p id=\"pause\">{pause}</p></section>"
-    );
+    body.push_str(&pauses_table(pauses));
     body.push_str(&login(viewer, "/"));
     for listing in listings {
         body.push_str(&jobs_table(listing, viewer));
@@ -198,17 +198,17 @@ fn jobs_table(listing: &Listing, viewer: &Viewer) -> String {
     let mut out = format!(
         "<section id=\"{state}\"><h2>{state}</h2><table class=\"jobs\"><tr><th>event ID</th>\
          <th>calls</th><th>attempts</th><th>last error</th><th>status</th>\
-         <th>x-request-id</th><th>next attempt</th><th></th></tr>"
+         <th>x-request-id</th><th>next attempt</th><th>may have run</th><th></th></tr>"
     );
     if listing.jobs.is_empty() {
-        out.push_str("<tr><td colspan=\"8\">none</td></tr>");
+        out.push_str("<tr><td colspan=\"9\">none</td></tr>");
     }
     for job in &listing.jobs {
         let error = job.last_error.as_ref();
         let _ = write!(
             out,
             "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td class=\"may-have-run\">{}</td><td>{}</td></tr>",
             esc(&job_href(&job.event_id)),
             shown(&job.event_id),
             job.calls,
@@ -221,6 +221,7 @@ fn jobs_table(listing: &Listing, viewer: &Viewer) -> String {
                 .and_then(|e| e.request_id.as_deref())
                 .map_or_else(|| "-".to_owned(), shown),
             next_attempt(job),
+            if job.may_have_run { "yes" } else { "no" },
             retry_form(job, viewer, "list"),
         );
     }
@@ -271,8 +272,15 @@ pub(crate) fn job(job: &Job, viewer: &Viewer, notice: Option<&str>) -> String {
     let time = |at: Option<SystemTime>| at.map_or_else(|| "-".to_owned(), rfc3339);
     let text = |value: Option<&str>| value.map_or_else(|| "-".to_owned(), shown);
     let error = job.last_error.as_ref();
-    let rows: [(&str, &str, String); 15] = [
+    let may_have_run = if job.may_have_run {
+        "yes: a call was sent and not answered, or the server said it was in progress; find \
+         out whether it ran before sending it again"
+    } else {
+        "no"
+    };
+    let rows: [(&str, &str, String); 16] = [
         ("state", "state", job.state.as_str().to_owned()),
+        ("may-have-run", "may have run", may_have_run.to_owned()),
         ("calls", "calls", job.calls.to_string()),
         ("attempts", "attempts", job.attempts.to_string()),
         ("created", "created", rfc3339(job.created_at)),
@@ -352,28 +360,150 @@ pub(crate) fn message(title: &str, message: &str) -> String {
     )
 }
 
-/// The backlog as an inline SVG line chart, 600×120, the newest point on the right.
-pub(crate) fn chart(points: &[u64]) -> String {
-    const WIDTH: f64 = 600.0;
-    const HEIGHT: f64 = 120.0;
-    let top = points.iter().copied().max().unwrap_or(0).max(1);
-    let gaps = points.len().saturating_sub(1).max(1) as f64;
-    let mut line = String::new();
-    for (at, count) in points.iter().enumerate() {
-        let x = at as f64 * WIDTH / gaps;
-        let y = HEIGHT - (*count as f64 * (HEIGHT - 10.0) / top as f64);
-        let _ = write!(line, "{}{x:.1},{y:.1}", if at == 0 { "" } else { " " });
+/// The paused scopes: what a server's 429 or `Retry-After` closed, until when and why; the
+/// first [`PAUSES_SHOWN`] in the order of their names.
+fn pauses_table(pauses: &Pauses<'_>) -> String {
+    let mut out = "<section id=\"pauses\"><h2>Paused scopes</h2><p class=\"note\">A server's 429 \
+                   or Retry-After holds only what it names (a credential, one trigger, one \
+                   vendor endpoint); the work of every other scope goes on.</p>"
+        .to_owned();
+    if pauses.pauses.is_empty() {
+        out.push_str("<p id=\"no-pauses\">None: no scope is paused.</p></section>");
+        return out;
     }
-    let now = points.last().copied().unwrap_or(0);
-    format!(
+    out.push_str(
+        "<table class=\"pauses\"><tr><th>scope</th><th>until (UTC)</th><th>left</th>\
+         <th>why</th></tr>",
+    );
+    for pause in pauses.pauses.iter().take(PAUSES_SHOWN) {
+        let line = crate::pause_line::PauseLine::of(pause, pauses.now);
+        let why = if line.why.is_empty() {
+            "-".to_owned()
+        } else {
+            shown(&line.why)
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"pause\"><td class=\"scope\">{}</td><td class=\"until\">{}</td>\
+             <td class=\"left\">{}</td><td class=\"why\">{why}</td></tr>",
+            shown(&line.scope),
+            esc(&line.until),
+            left(Duration::from_millis(line.remaining_ms)),
+        );
+    }
+    out.push_str("</table>");
+    if let Some(more) = pauses.pauses.len().checked_sub(PAUSES_SHOWN)
+        && more > 0
+    {
+        let _ = write!(
+            out,
+            "<p class=\"note\" id=\"more-pauses\">And {more} more: \
+             <code>hodoflow-send outbox status</code> lists them all.</p>"
+        );
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// The chart's size, and its plot area inside (room for the scales' labels).
+const WIDTH: f64 = 640.0;
+const HEIGHT: f64 = 200.0;
+const LEFT: f64 = 52.0;
+const RIGHT: f64 = 612.0;
+const TOP: f64 = 24.0;
+const BOTTOM: f64 = 160.0;
+
+/// The y scale of a chart whose highest point is `max`: the step between ticks (1, 2 or 5
+/// times a power of ten, so about four steps) and the top, a whole number of steps.
+fn y_scale(max: u64) -> (u64, u64) {
+    let mut step = 1_u64;
+    'found: for power in 0..19 {
+        let base = 10_u64.pow(power);
+        for factor in [1, 2, 5] {
+            step = base * factor;
+            if step.saturating_mul(4) >= max {
+                break 'found;
+            }
+        }
+    }
+    (step, max.div_ceil(step).max(1).saturating_mul(step))
+}
+
+/// The backlog as an inline SVG line chart with its scales: jobs not final on the y axis (0 to
+/// a rounded top, a tick each step), the time in UTC on the x axis (a tick every quarter of
+/// the span, `HH:MM`), the newest point on the right. No script: presentation attributes only.
+pub(crate) fn chart(chart: &Chart<'_>) -> String {
+    let points = chart.points;
+    let max = points.iter().copied().max().unwrap_or(0);
+    let (step, top) = y_scale(max);
+    let gaps = points.len().saturating_sub(1).max(1);
+    let x = |at: usize| LEFT + at as f64 * (RIGHT - LEFT) / gaps as f64;
+    let y = |count: u64| BOTTOM - count as f64 * (BOTTOM - TOP) / top as f64;
+    let mut svg = format!(
         "<svg class=\"chart\" id=\"backlog\" role=\"img\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
          width=\"{WIDTH}\" height=\"{HEIGHT}\" xmlns=\"http://www.w3.org/2000/svg\">\
-         <title>Jobs not final over the last hour: {now} now, at most {top}</title>\
-         <line x1=\"0\" y1=\"{HEIGHT}\" x2=\"{WIDTH}\" y2=\"{HEIGHT}\" stroke=\"#999\"/>\
+         <title>Jobs not final (pending or in flight), one point a minute over the last {} \
+         minutes: {} now, at most {max}</title>",
+        chart.span.as_secs() / 60,
+        points.last().copied().unwrap_or(0),
+    );
+    // The y scale: a grid line and a label at each step.
+    let mut tick = 0;
+    while tick <= top {
+        let at = y(tick);
+        let _ = write!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{at:.1}\" x2=\"{RIGHT}\" y2=\"{at:.1}\" stroke=\"#e4e7eb\"/>\
+             <text class=\"y-tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"11\" \
+             fill=\"#52606d\">{tick}</text>",
+            LEFT - 6.0,
+            at + 4.0
+        );
+        match tick.checked_add(step) {
+            Some(next) => tick = next,
+            None => break,
+        }
+    }
+    // The x scale: a tick and the time of day every quarter of the span.
+    let start = chart.end.checked_sub(chart.span).unwrap_or(chart.end);
+    for quarter in 0..=4_u32 {
+        let at = LEFT + f64::from(quarter) * (RIGHT - LEFT) / 4.0;
+        let time = start + chart.span / 4 * quarter;
+        let _ = write!(
+            svg,
+            "<line x1=\"{at:.1}\" y1=\"{BOTTOM}\" x2=\"{at:.1}\" y2=\"{:.1}\" stroke=\"#999\"/>\
+             <text class=\"x-tick\" x=\"{at:.1}\" y=\"{:.1}\" text-anchor=\"middle\" \
+             font-size=\"11\" fill=\"#52606d\">{}</text>",
+            BOTTOM + 5.0,
+            BOTTOM + 18.0,
+            &rfc3339(time)[11..16]
+        );
+    }
+    let mut line = String::new();
+    for (at, count) in points.iter().enumerate() {
+        let sep = if at == 0 { "" } else { " " };
+        let _ = write!(line, "{sep}{:.1},{:.1}", x(at), y(*count));
+    }
+    let _ = write!(
+        svg,
+        "<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{BOTTOM}\" stroke=\"#999\"/>\
+         <line x1=\"{LEFT}\" y1=\"{BOTTOM}\" x2=\"{RIGHT}\" y2=\"{BOTTOM}\" stroke=\"#999\"/>\
          <polyline fill=\"none\" stroke=\"#2563eb\" stroke-width=\"2\" points=\"{line}\"/>\
-         <text x=\"4\" y=\"12\" font-size=\"11\" fill=\"#555\">{top}</text></svg>\
-         <p class=\"note\">{now} not final now; 60 minutes ago on the left.</p>"
-    )
+         <text id=\"backlog-y-title\" x=\"{LEFT}\" y=\"12\" font-size=\"11\" fill=\"#1f2933\">\
+         jobs not final (pending or in flight)</text>\
+         <text id=\"backlog-x-title\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" \
+         font-size=\"11\" fill=\"#1f2933\">time (UTC), one point a minute; now at the right</text>\
+         </svg>",
+        (LEFT + RIGHT) / 2.0,
+        HEIGHT - 4.0
+    );
+    let _ = write!(
+        svg,
+        "<p class=\"note\">{} not final now; at most {max} in the last {} minutes.</p>",
+        points.last().copied().unwrap_or(0),
+        chart.span.as_secs() / 60
+    );
+    svg
 }
 
 #[cfg(test)]
@@ -418,13 +548,46 @@ mod tests {
         }
     }
 
+    fn chart_of(points: &[u64]) -> String {
+        // 2025-01-01T12:00:05Z, an hour back to 11:00:05.
+        let end = std::time::UNIX_EPOCH + Duration::from_secs(1_735_732_805);
+        chart(&Chart {
+            points,
+            end,
+            span: Duration::from_secs(3600),
+        })
+    }
+
     #[test]
-    fn the_chart_scales_to_its_highest_point() {
-        let svg = chart(&[0, 5, 10]);
+    fn the_y_scale_rounds_up_to_a_whole_number_of_steps_of_1_2_or_5() {
+        assert_eq!(y_scale(0), (1, 1));
+        assert_eq!(y_scale(1), (1, 1));
+        assert_eq!(y_scale(7), (2, 8));
+        assert_eq!(y_scale(10), (5, 10));
+        assert_eq!(y_scale(1_234), (500, 1_500));
+        assert_eq!(y_scale(1_000_000), (500_000, 1_000_000));
+        assert_eq!(y_scale(u64::MAX), (5_000_000_000_000_000_000, u64::MAX));
+    }
+
+    #[test]
+    fn the_chart_scales_to_its_highest_point_with_its_axes_labelled() {
+        let svg = chart_of(&[0, 5, 10]);
+        // Points at x 52, 332, 612 on a scale of 0 to 10 from y 160 up to 24.
         assert!(
-            svg.contains("points=\"0.0,120.0 300.0,65.0 600.0,10.0\""),
+            svg.contains("points=\"52.0,160.0 332.0,92.0 612.0,24.0\""),
             "{svg}"
         );
-        assert!(chart(&[]).contains("0 not final now"));
+        for label in [">0</text>", ">5</text>", ">10</text>"] {
+            assert!(svg.contains(label), "{label}: {svg}");
+        }
+        assert_eq!(svg.matches("class=\"y-tick\"").count(), 3);
+        for time in ["11:00", "11:15", "11:30", "11:45", "12:00"] {
+            assert!(svg.contains(&format!(">{time}</text>")), "{time}: {svg}");
+        }
+        assert_eq!(svg.matches("class=\"x-tick\"").count(), 5);
+        assert!(svg.contains("jobs not final (pending or in flight)"));
+        assert!(svg.contains("time (UTC)"));
+        assert!(!svg.contains("<script") && !svg.contains("style="));
+        assert!(chart_of(&[]).contains("0 not final now"));
     }
 }

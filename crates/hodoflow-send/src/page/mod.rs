@@ -6,7 +6,7 @@
 //!
 //! | Route | What |
 //! | --- | --- |
-//! | `GET /` | counts by state, the backlog over the last hour, the credential's pause, the failed and needs-reconciliation jobs (50 a page, `?state=S&page=N`) |
+//! | `GET /` | counts by state, the backlog over the last hour, every paused scope (which one, until when, why), the failed and needs-reconciliation jobs (50 a page, `?state=S&after=CURSOR`) |
 //! | `GET /jobs/{event_id}` | one job: every stored field that is safe to show |
 //! | `POST /jobs/{event_id}/retry` | what `outbox retry` does, then 303 back |
 //! | `POST /login`, `POST /logout` | the admin token, for this browser's session |
@@ -56,7 +56,7 @@ mod session;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::extract::{Form, Path as UrlPath, Query, Request, State};
@@ -69,14 +69,17 @@ use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
 
-use html::{Listing, Pause, Viewer};
+use html::{Listing, Viewer};
 use session::Sessions;
 
 /// Jobs per page of a listing.
 const PAGE: usize = 50;
 
-/// Points of the backlog chart over the last hour: one a minute.
+/// Points of the backlog chart over [`BACKLOG_SPAN`]: one a minute.
 const BACKLOG_POINTS: usize = 61;
+
+/// The time the backlog chart spans, up to now.
+const BACKLOG_SPAN: Duration = Duration::from_secs(3600);
 
 /// How long the backlog chart is reused: its statement reads every job not final in the last
 /// hour (seconds on a million-job backlog), so a page reloaded often does not repeat it.
@@ -130,15 +133,13 @@ impl Admin {
         Ok((listener, bound))
     }
 
-    /// Serves the page of `outbox` on `listener` until `stop` resolves. `scope` is the
-    /// credential's pause scope, when the workers' base URL is known; `client`, the workers'
-    /// client, when they run beside the page (its figures join `/metrics`).
+    /// Serves the page of `outbox` on `listener` until `stop` resolves. `client` is the
+    /// workers' client, when they run beside the page (its figures join `/metrics`).
     pub(crate) async fn serve(
         self,
         listener: tokio::net::TcpListener,
         outbox: Outbox,
         client: Option<hodoflow_retry::RetryingClient>,
-        scope: Option<String>,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let mut metrics = hodoflow_retry::metrics::Metrics::new().outbox(&outbox);
@@ -148,7 +149,6 @@ impl Admin {
         let app = App {
             outbox,
             metrics,
-            scope,
             open: self.addr.ip().is_loopback(),
             token: self.token,
             sessions: Sessions::default(),
@@ -160,52 +160,42 @@ impl Admin {
     }
 }
 
-/// The pause scope of the workers of `base_url`: the SDK's default, `credential:` and the UUID
-/// v5 of the base URL as the SDK parses it (`WorkerBuilder::credential`).
-pub(crate) fn scope_of(base_url: &str) -> Option<String> {
-    let url = url::Url::parse(base_url.trim()).ok()?;
-    Some(format!(
-        "credential:{}",
-        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, url.as_str().as_bytes())
-    ))
-}
-
 /// What every handler shares.
 #[derive(Debug)]
 struct App {
     outbox: Outbox,
     /// What `/metrics` shows.
     metrics: hodoflow_retry::metrics::Metrics,
-    scope: Option<String>,
     /// Bound to loopback: the pages are readable without logging in.
     open: bool,
     token: Option<Secret>,
     sessions: Sessions,
-    /// The last backlog read, and when.
-    backlog: std::sync::Mutex<Option<(std::time::Instant, Vec<u64>)>>,
+    /// The last backlog read: when, the time of its last point, and its points.
+    backlog: std::sync::Mutex<Option<Backlog>>,
 }
 
+/// A backlog read: when (to reuse it), the time of its last point, and its points.
+type Backlog = (std::time::Instant, SystemTime, Vec<u64>);
+
 impl App {
-    /// The backlog over the last hour, read again when the last read is older than
-    /// [`BACKLOG_REUSED_FOR`].
-    async fn backlog(&self) -> Result<Vec<u64>, hodoflow_retry::Error> {
+    /// The backlog over the last hour and the time of its last point, read again when the
+    /// last read is older than [`BACKLOG_REUSED_FOR`].
+    async fn backlog(&self) -> Result<(SystemTime, Vec<u64>), hodoflow_retry::Error> {
         let last = self
             .backlog
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Some((at, points)) = last
+        if let Some((at, end, points)) = last
             && at.elapsed() < BACKLOG_REUSED_FOR
         {
-            return Ok(points);
+            return Ok((end, points));
         }
-        let points = self
-            .outbox
-            .backlog(Duration::from_secs(3600), BACKLOG_POINTS)
-            .await?;
+        let end = SystemTime::now();
+        let points = self.outbox.backlog(BACKLOG_SPAN, BACKLOG_POINTS).await?;
         *self.backlog.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((std::time::Instant::now(), points.clone()));
-        Ok(points)
+            Some((std::time::Instant::now(), end, points.clone()));
+        Ok((end, points))
     }
 }
 
@@ -442,17 +432,9 @@ async fn overview(
         Ok(backlog) => backlog,
         Err(error) => return visit.respond(store_failed(&error)),
     };
-    let pause = match &app.scope {
-        None => Pause::Unknown,
-        Some(scope) => match outbox
-            .store()
-            .paused_until(scope, std::time::SystemTime::now())
-            .await
-        {
-            Ok(Some(until)) => Pause::Until(until),
-            Ok(None) => Pause::Off,
-            Err(error) => return visit.respond(store_failed(&error)),
-        },
+    let pauses = match outbox.pauses().await {
+        Ok(pauses) => pauses,
+        Err(error) => return visit.respond(store_failed(&error)),
     };
     let mut listings = Vec::new();
     for state in states {
@@ -468,7 +450,16 @@ async fn overview(
             next,
         });
     }
-    let body = html::overview(&counts, &backlog, pause, &listings, &visit.viewer(&app));
+    let chart = html::Chart {
+        points: &backlog.1,
+        end: backlog.0,
+        span: BACKLOG_SPAN,
+    };
+    let pauses = html::Pauses {
+        pauses: &pauses,
+        now: SystemTime::now(),
+    };
+    let body = html::overview(&counts, &chart, &pauses, &listings, &visit.viewer(&app));
     visit.respond(html_response(StatusCode::OK, body))
 }
 
@@ -711,7 +702,6 @@ mod tests {
         let app = App {
             metrics: hodoflow_retry::metrics::Metrics::new().outbox(&outbox),
             outbox,
-            scope: None,
             open: false,
             token: Some(Secret::new("gate-token-0123456789")),
             sessions: Sessions::default(),
@@ -765,13 +755,5 @@ mod tests {
         assert!(!body.contains("gate-token"), "the token is never shown");
         server.abort();
         let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn the_scope_is_the_sdks() {
-        // As the SDK's tests derive it (tests/outbox.rs, credential_of): the parsed URL's text.
-        let scope = scope_of("http://127.0.0.1:8080").unwrap();
-        let expected = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, b"http://127.0.0.1:8080/");
-        assert_eq!(scope, format!("credential:{expected}"));
     }
 }
