@@ -1,7 +1,9 @@
-//! The shape of `src/` (issue 19):
+//! The shape of `src/`:
 //! - `core/` is vendor-blind: no file under it reaches outside `crate::core`, so it imports
 //!   nothing from `crate::vendors` (nor a vendor's item through a re-export of `lib.rs`);
-//! - no module imports, directly or through others, a module that imports it back.
+//! - no module imports, directly or through others, a module that imports it back;
+//! - one runtime reads the time and sleeps: outside `core/runtime.rs` nothing reads
+//!   `Instant::now` or `SystemTime::now`, nor calls tokio's `sleep`, `timeout` or `interval`.
 //!
 //! A module is a file, as `farm-studio look src` draws circles (a folder's `mod.rs` is the
 //! folder's module). An edge is any `crate::…` path outside comments and outside a file's
@@ -87,6 +89,76 @@ fn no_module_in_src_imports_one_that_imports_it_back() {
             circles.iter().any(|circle| known.iter().eq(circle.iter())),
             "the circle {known:?} is gone: remove it from KNOWN"
         );
+    }
+}
+
+/// What reads the clock or waits on tokio's timer, as the code writes it.
+const TIME: &[&str] = &[
+    "Instant::now",
+    "SystemTime::now",
+    ".elapsed()",
+    "tokio::time::sleep",
+    "tokio::time::timeout",
+    "tokio::time::interval",
+];
+
+/// Modules compiled for tests only, which may read the clock as they like.
+const TEST_ONLY: &[&str] = &["proptests", "vendors/decided.rs", "fuzzing.rs"];
+
+#[test]
+fn only_the_runtime_reads_the_clock_or_sleeps() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&src, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if relative == "core/runtime.rs" || TEST_ONLY.iter().any(|test| relative.starts_with(test))
+        {
+            continue;
+        }
+        let text = fs::read_to_string(file).expect("a source file");
+        let code = match text.find("#[cfg(test)]\nmod tests") {
+            Some(tests) => &text[..tests],
+            None => &text,
+        };
+        for (number, line) in code.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("//") {
+                continue;
+            }
+            // An import of tokio's time functions would hide them from the paths above.
+            let imported = line.starts_with("use tokio::time::")
+                && !matches!(line, "use tokio::time::Instant;");
+            if imported || TIME.iter().any(|reader| line.contains(reader)) {
+                found.push(format!("src/{relative}:{}: {line}", number + 1));
+            }
+        }
+    }
+    assert!(files.len() > 20, "read src/: {} files", files.len());
+    assert!(
+        found.is_empty(),
+        "read the time or sleep through core/runtime.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_time_check_finds_what_it_looks_for() {
+    let caught = [
+        "let at = tokio::time::Instant::now();",
+        "x.elapsed() > y",
+        "tokio::time::sleep_until(at).await",
+    ];
+    for line in caught {
+        assert!(TIME.iter().any(|reader| line.contains(reader)), "{line}");
+    }
+    for line in ["runtime::now()", "runtime::sleep_until(at).await"] {
+        assert!(!TIME.iter().any(|reader| line.contains(reader)), "{line}");
     }
 }
 

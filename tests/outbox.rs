@@ -71,6 +71,7 @@ on_both_stores!(
     a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
     two_worker_pools_share_one_trigger_window_and_meet_no_429,
     workers_without_a_limit_share_the_window_the_server_states,
+    a_restarted_worker_resumes_at_the_rate_the_server_stated,
     an_operator_retry_requeues_a_failed_job,
     spawned_workers_deliver_what_is_enqueued_while_they_run_and_stop_with_nothing_in_flight,
     workers_stopped_midway_finish_every_job_they_claimed,
@@ -847,6 +848,106 @@ async fn workers_without_a_limit_share_the_window_the_server_states(backend: Bac
         Some((20, hodoflow_retry::PacingSource::Server)),
         "{stats:?}"
     );
+}
+
+/// A worker killed mid-batch (its runtime, its tasks, its connections and what it learned
+/// gone, as a killed process's), and a new one started: the server states 10,000 a minute, and
+/// the killed worker left that figure in the store with the window's slots, so the new worker
+/// paces at it from its first claim. (Paced at document 001's 100 a minute while the killed
+/// worker's slots filled the window, it sent nothing for a minute.)
+async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backend) {
+    let server = support::server_with(MockServer::builder().limits(Limits {
+        webhook_rate_limit: 10_000,
+        webhook_rate_window: Duration::from_secs(60),
+        ..support::fast_limits()
+    }))
+    .await;
+    let (outbox, at) = fresh_at(backend).await;
+    let events = 400;
+    for n in 0..events {
+        let target = Target::webhook(DEMO_TRIGGER_TOKEN);
+        outbox
+            .enqueue(&format!("restart-{n}"), target, "{}")
+            .await
+            .unwrap();
+    }
+    let base = server.base_url();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let outbox = reopen(backend, &at).await;
+            let client = support::demo(
+                RetryingClient::builder(base).budget(
+                    Budget::new()
+                        .max_elapsed(Duration::from_secs(5))
+                        .attempt_timeout(Duration::from_secs(2)),
+                ),
+            );
+            let workers = outbox.workers(client).concurrency(4).lease(LEASE).spawn();
+            let _running = workers.unwrap();
+            while outbox.counts().await.unwrap().accepted < 100 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        // Killed: its tasks dropped where they stood.
+        runtime.shutdown_background();
+    })
+    .join()
+    .unwrap();
+    let killed_at = std::time::Instant::now();
+    let restarted = client(&server, 5);
+    outbox
+        .workers(restarted.clone())
+        .concurrency(4)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    let deliveries = server.ledger().requests_to("POST", WEBHOOKS).len();
+    let after: Vec<_> = server
+        .ledger()
+        .requests_to("POST", WEBHOOKS)
+        .iter()
+        .map(|request| request.arrived)
+        .filter(|arrived| *arrived >= killed_at)
+        .collect();
+    assert!(after.len() > 200, "{} sent after the restart", after.len());
+    let longest = after
+        .windows(2)
+        .map(|pair| pair[1].duration_since(pair[0]))
+        .max()
+        .unwrap();
+    assert!(
+        longest < Duration::from_secs(1),
+        "no stall after the restart: a gap of {longest:?}"
+    );
+    let pacing = restarted.stats().trigger_held_by;
+    assert!(
+        pacing.is_none_or(|pacing| pacing.limit.requests() == 10_000),
+        "{pacing:?}"
+    );
+    // The killed worker's claims come back when their leases end; then every event has run
+    // once, whoever sent it.
+    tokio::time::sleep(LEASE).await;
+    outbox
+        .workers(restarted)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(
+        counts.accepted + counts.duplicate,
+        events as u64,
+        "{counts:?}"
+    );
+    assert_eq!(server.ledger().total_runs(), events, "each event ran once");
+    assert!(deliveries <= server.ledger().requests_to("POST", WEBHOOKS).len());
 }
 
 async fn an_operator_retry_requeues_a_failed_job(backend: Backend) {

@@ -101,7 +101,7 @@ fn trigger_a_limited() -> Fault {
 
 /// A delivery to trigger B (even `n`) or a JSON:API read (odd `n`): how many attempts it sent.
 async fn b_or_read(client: RetryingClient, n: usize) -> Result<usize> {
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         let id = delivery(&format!("to-b-{n}"));
         let sent = client.deliver(TRIGGER_B, EVENT).delivery_id(id).send();
         sent.await.map(|delivery| delivery.attempts().len())

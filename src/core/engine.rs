@@ -16,24 +16,25 @@ use http::{HeaderMap, StatusCode};
 use tracing::Instrument;
 
 use crate::core::answer::{Answer, FinalAnswer};
-use crate::core::attempt::{Attempt, TransportKind};
-use crate::core::auth::{CachedToken, TokenCache};
+use crate::core::attempt::{Attempt, TransportKind, WaitReason};
+use crate::core::auth::{CachedToken, TokenCache, TokenWait};
 use crate::core::backoff::Backoff;
-use crate::core::budget::Budget;
+use crate::core::budget::{Budget, Deadline};
 use crate::core::classify;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::jitter::Jitter;
+use crate::core::limit::retry_budget::Admission;
 use crate::core::limit::scope::{self, Scope, ServiceKey};
 use crate::core::limit::shared::Fleet;
-use crate::core::limit::{Ask, Limiter, Limiters};
+use crate::core::limit::{Ask, Limiter, Limiters, Permits, Queued};
 use crate::core::matrix::Verdict;
 use crate::core::otel;
-use crate::core::plan::{Event, Heard, Now, Plan, Step};
+use crate::core::plan::{Event, Now, Plan, Step};
 use crate::core::profile::SurfaceProfile;
 use crate::core::request::FixedRequest;
 use crate::core::runtime;
 use crate::core::schedule::{SharedSchedule, Waits};
-use crate::core::stats::{Counters, Stats};
+use crate::core::stats::{Counters, RetryCause, Stats};
 use crate::core::transport::Transport;
 
 /// How one operation retries: its budget, its backoff and its schedule, set per client and per
@@ -46,7 +47,13 @@ pub(crate) struct Policy {
     pub(crate) schedule: Option<SharedSchedule>,
     /// Limits shared with other processes (the outbox's workers); `None` for plain calls.
     pub(crate) fleet: Option<Arc<dyn Fleet>>,
+    /// How long a call may queue for its route's window before it starts (its budget starts
+    /// once it has its slots); `None`: the wait is part of its budget.
+    pub(crate) queue: Option<Duration>,
 }
+
+/// How often a queued call looks again whether its service has been down too long.
+const QUEUE_LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Whom a client sends for: its endpoint, by a hash (its services' keys) and by a name the
 /// processes of a fleet share (a base URL and never a secret).
@@ -149,6 +156,14 @@ impl Engine {
             service_down_for: budget.down_for(),
             exchanges: self.tokens.as_ref().map_or(0, TokenCache::exchanges),
             gate_closed_for: self.limits.gate.closed_for(Scope::Credential, now),
+            trigger_closed_for: self
+                .limits
+                .gate
+                .closed(now)
+                .into_iter()
+                .filter(|(scope, ..)| *scope != Scope::Credential)
+                .map(|(_, left, _)| left)
+                .max(),
             ..self.counters.snapshot()
         }
     }
@@ -230,85 +245,38 @@ impl Engine {
     ) -> Result<(StatusCode, HeaderMap, Bytes)> {
         let profile = request.profile;
         let waits = Waits::new(policy.backoff, policy.schedule.as_ref());
-        let mut plan = Plan::new(
-            profile,
-            policy.budget,
-            waits,
-            self.tokens.is_some(),
-            runtime::now(),
-        );
-        let mut ask = Ask {
-            endpoint: &self.endpoint.name,
-            scope: profile.scopes.sits_in(request.route_key),
-            route: request.route_key,
-            route_name: request.route_name(),
-            service: self.service(request),
-            admission: crate::core::limit::retry_budget::Admission::First,
-            attempts_left: policy.budget.max_attempts,
-            deadline: *plan.deadline(),
-            counters: &self.counters,
-            fleet: policy.fleet.as_deref(),
+        let holds_token = self.tokens.is_some();
+        // A call that may queue takes its route's slots first; its budget starts after.
+        let queued = self.queue(request, policy).await?;
+        let mut plan = Plan::new(profile, policy.budget, waits, holds_token, runtime::now());
+        let mut call = CallState {
+            ask: self.ask(request, policy, *plan.deadline()),
+            queued,
+            permits: None,
+            answer: None,
+            attempts,
+            token,
         };
-        let (mut permits, mut answer) = (None, None);
         let mut event = Event::Begin;
         loop {
             let now = Now {
                 at: runtime::now(),
                 wall: runtime::wall_now(),
             };
-            let step = self.jitter.with(|rng| plan.next(event, now, rng));
+            let answer = call.answer.as_ref();
+            let step = self.jitter.with(|rng| plan.next(event, answer, now, rng));
             event = match step {
                 Step::Admit {
                     admission,
                     attempts_left,
                     retry,
                 } => {
-                    (ask.admission, ask.attempts_left) = (admission, attempts_left);
-                    match self.limits.admit(&ask).await {
-                        Ok(admitted) => {
-                            let cost = admitted.cost();
-                            permits = Some(admitted);
-                            if let Some(cause) = retry {
-                                self.counters.retried(cause);
-                            }
-                            Event::Admitted { cost }
-                        }
-                        Err(refusal) => Event::Refused(refusal),
-                    }
+                    (call.ask.admission, call.ask.attempts_left) = (admission, attempts_left);
+                    self.admit(&mut call, retry).await
                 }
-                Step::Token(wait) => match self.tokens.as_ref().map(|tokens| tokens.get(wait)) {
-                    Some(getting) => match getting.await {
-                        Ok(fresh) => {
-                            *token = Some(fresh);
-                            Event::Ready
-                        }
-                        Err(error) => Event::Failed(error),
-                    },
-                    None => Event::Ready,
-                },
+                Step::Token(wait) => self.token(&mut call, wait).await,
                 Step::Send { timeout } => {
-                    let sent = self
-                        .send(request, transport, token.as_ref(), timeout, attempts.len())
-                        .await;
-                    let got = match sent {
-                        Ok(got) => got,
-                        Err(error) => {
-                            event = Event::Failed(error);
-                            continue;
-                        }
-                    };
-                    let retry_after = got.retry_after(runtime::wall_now());
-                    let signal =
-                        scope::signal(&profile.scopes, request.route_key, &got, retry_after);
-                    if let Some(admitted) = permits.take() {
-                        self.limits.heard(admitted, &ask, &signal).await;
-                    }
-                    attempts.push(record(attempts.len() as u32 + 1, &got, profile));
-                    let got = answer.insert(got);
-                    Event::Answered(Heard {
-                        answer: got,
-                        retry_after,
-                    })
+                    self.attempt(request, transport, &mut call, timeout).await
                 }
                 Step::Sleep {
                     wait,
@@ -316,15 +284,7 @@ impl Engine {
                     cause,
                     verdict,
                 } => {
-                    self.trace(
-                        answer.as_ref(),
-                        attempts,
-                        verdict,
-                        Some((wait, reason, cause)),
-                    );
-                    if let Some(last) = attempts.last_mut() {
-                        last.set_wait(wait, reason);
-                    }
+                    call.waits(wait, reason, cause, verdict);
                     runtime::sleep(wait).await;
                     Event::Waited
                 }
@@ -333,31 +293,14 @@ impl Engine {
                     cause,
                     verdict,
                 } => {
-                    let reason = crate::core::attempt::WaitReason::Reexchange;
-                    self.trace(
-                        answer.as_ref(),
-                        attempts,
-                        verdict,
-                        Some((Duration::ZERO, reason, cause)),
-                    );
-                    if let Some(last) = attempts.last_mut() {
-                        last.set_wait(Duration::ZERO, reason);
-                    }
-                    match (&self.tokens, token.as_ref()) {
-                        (Some(tokens), Some(sent)) => {
-                            match tokens.refresh_after_unauthorized(sent, wait).await {
-                                Ok(_) => Event::Waited,
-                                Err(error) => Event::Failed(error),
-                            }
-                        }
-                        _ => Event::Waited,
-                    }
+                    call.waits(Duration::ZERO, WaitReason::Reexchange, cause, verdict);
+                    self.reexchange(&call, wait).await
                 }
                 Step::Done { refund, verdict } => {
-                    self.trace(answer.as_ref(), attempts, verdict, None);
+                    call.trace(verdict, None);
                     self.limits.retry_budget.succeeded(refund);
                     // Only an answer with a status is a success.
-                    return answer.and_then(Answer::into_parts).ok_or_else(|| {
+                    return call.answer.and_then(Answer::into_parts).ok_or_else(|| {
                         Error::new(ErrorKind::Transport, "no answer from the server")
                     });
                 }
@@ -365,22 +308,145 @@ impl Engine {
                     error,
                     alert,
                     verdict,
-                } => {
-                    if let Some(verdict) = verdict {
-                        self.trace(answer.as_ref(), attempts, verdict, None);
-                    }
-                    if alert {
-                        tracing::error!(
-                            attempt = attempts.len(),
-                            status = 401,
-                            request_id =
-                                answer.as_ref().and_then(Answer::request_id).unwrap_or("-"),
-                            "unauthorized again after a token re-exchange: stopping; alert an operator",
-                        );
-                    }
-                    return Err(error);
-                }
+                } => return Err(call.stopped(error, alert, verdict)),
             };
+        }
+    }
+
+    /// Queues a call that may ([`Policy::queue`]) for its route's slots, before it starts. It
+    /// stops queueing, sending nothing, once the service it would send to has been down for
+    /// longer than its budget: no call started then could ride the outage out.
+    async fn queue(&self, request: &FixedRequest, policy: &Policy) -> Result<Option<Queued>> {
+        let (Some(max), Some(_)) = (policy.queue, request.route_key) else {
+            return Ok(None);
+        };
+        let budget = policy.budget.max_elapsed;
+        let started = runtime::now();
+        loop {
+            let waited = runtime::now().saturating_duration_since(started);
+            let service = self.service(request);
+            if let Some(down) = self.limits.retry_budget.service_down_for(service)
+                && down >= budget
+            {
+                return Err(Error::new(
+                    ErrorKind::RetryBudgetExhausted,
+                    format!(
+                        "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s), while it queued {:.1} s for its trigger's window; nothing was sent, send it again later",
+                        down.as_secs_f64(),
+                        budget.as_secs_f64(),
+                        waited.as_secs_f64()
+                    ),
+                ));
+            }
+            // A second at a time, so an outage that began meanwhile is seen.
+            let left = max.saturating_sub(waited);
+            let ask = Ask {
+                queue_wait: Some(left.min(QUEUE_LOOK_AGAIN)),
+                ..self.ask(request, policy, Deadline::start(policy.budget, started))
+            };
+            match self.limits.queue(&ask).await {
+                Ok(queued) => return Ok(Some(queued)),
+                Err(_) if left > QUEUE_LOOK_AGAIN => {}
+                Err(refusal) => {
+                    let error = Error::new(refusal.kind, refusal.message);
+                    return Err(error.with_retry_after(refusal.retry_after));
+                }
+            }
+        }
+    }
+
+    /// What each attempt of `request` asks of the limiters: its scope, route and service.
+    fn ask<'a>(
+        &'a self,
+        request: &'a FixedRequest,
+        policy: &'a Policy,
+        deadline: Deadline,
+    ) -> Ask<'a> {
+        let profile = request.profile;
+        Ask {
+            endpoint: &self.endpoint.name,
+            scope: profile.scopes.sits_in(request.route_key),
+            route: request.route_key,
+            route_name: request.route_name(),
+            service: self.service(request),
+            admission: Admission::First,
+            attempts_left: policy.budget.max_attempts,
+            deadline,
+            counters: &self.counters,
+            fleet: policy.fleet.as_deref(),
+            queue_wait: None,
+        }
+    }
+
+    /// Asks the limiters to admit the next attempt; counts a retry once it is admitted.
+    async fn admit(&self, call: &mut CallState<'_, '_>, retry: Option<RetryCause>) -> Event {
+        match self.limits.admit_with(&call.ask, call.queued.take()).await {
+            Ok(admitted) => {
+                let cost = admitted.cost();
+                call.permits = Some(admitted);
+                if let Some(cause) = retry {
+                    self.counters.retried(cause);
+                }
+                Event::Admitted { cost }
+            }
+            Err(refusal) => Event::Refused(refusal),
+        }
+    }
+
+    /// Gets the token for the attempt, within `wait`.
+    async fn token(&self, call: &mut CallState<'_, '_>, wait: TokenWait) -> Event {
+        let Some(tokens) = &self.tokens else {
+            return Event::Ready;
+        };
+        match tokens.get(wait).await {
+            Ok(fresh) => {
+                *call.token = Some(fresh);
+                Event::Ready
+            }
+            Err(error) => Event::Failed(error),
+        }
+    }
+
+    /// Sends the attempt, lets the limiters hear its answer, and records it.
+    async fn attempt<T: Transport>(
+        &self,
+        request: &FixedRequest,
+        transport: &mut T,
+        call: &mut CallState<'_, '_>,
+        timeout: Duration,
+    ) -> Event {
+        let sent = call.attempts.len();
+        let got = match self
+            .send(request, transport, call.token.as_ref(), timeout, sent)
+            .await
+        {
+            Ok(got) => got,
+            Err(error) => return Event::Failed(error),
+        };
+        let retry_after = got.retry_after(runtime::wall_now());
+        let signal = scope::signal(
+            &request.profile.scopes,
+            request.route_key,
+            &got,
+            retry_after,
+        );
+        if let Some(admitted) = call.permits.take() {
+            self.limits.heard(admitted, &call.ask, &signal).await;
+        }
+        call.attempts
+            .push(record(sent as u32 + 1, &got, request.profile));
+        call.answer = Some(got);
+        Event::Answered { retry_after }
+    }
+
+    /// Exchanges the token again after a 401, within `wait`.
+    async fn reexchange(&self, call: &CallState<'_, '_>, wait: TokenWait) -> Event {
+        let (Some(tokens), Some(sent)) = (&self.tokens, call.token.as_ref()) else {
+            return Event::Waited;
+        };
+        match tokens.refresh_after_unauthorized(sent, wait).await {
+            Ok(_) => Event::Waited,
+            Err(error) => Event::Failed(error),
         }
     }
 
@@ -413,21 +479,54 @@ impl Engine {
         otel::record_attempt(&attempt_span, &answer);
         Ok(answer)
     }
+}
+
+/// What one call holds while the engine interprets its plan: its ask of the limiters, the
+/// permits of the attempt in flight, the last answer, and the exit's records and token.
+struct CallState<'a, 'e> {
+    ask: Ask<'a>,
+    /// The route's slots it queued for, which its first attempt goes with.
+    queued: Option<Queued>,
+    permits: Option<Permits>,
+    answer: Option<Answer>,
+    attempts: &'e mut Vec<Attempt>,
+    token: &'e mut Option<CachedToken>,
+}
+
+impl CallState<'_, '_> {
+    /// The wait chosen after the last attempt: recorded on it, and traced.
+    fn waits(&mut self, wait: Duration, reason: WaitReason, cause: RetryCause, verdict: Verdict) {
+        self.trace(verdict, Some((wait, reason, cause)));
+        if let Some(last) = self.attempts.last_mut() {
+            last.set_wait(wait, reason);
+        }
+    }
+
+    /// The call stops with `error`, after its last attempt is traced; `alert`: a 401 again
+    /// after a fresh token, an operator must know.
+    fn stopped(&self, error: Error, alert: bool, verdict: Option<Verdict>) -> Error {
+        if let Some(verdict) = verdict {
+            self.trace(verdict, None);
+        }
+        if alert {
+            tracing::error!(
+                attempt = self.attempts.len(),
+                status = 401,
+                request_id = self
+                    .answer
+                    .as_ref()
+                    .and_then(Answer::request_id)
+                    .unwrap_or("-"),
+                "unauthorized again after a token re-exchange: stopping; alert an operator",
+            );
+        }
+        error
+    }
 
     /// One event for the last attempt: number, status or transport error, `x-request-id`,
     /// verdict, and the wait chosen after it. Never a token, a body or a trigger URL.
-    fn trace(
-        &self,
-        answer: Option<&Answer>,
-        attempts: &[Attempt],
-        verdict: Verdict,
-        wait: Option<(
-            Duration,
-            crate::core::attempt::WaitReason,
-            crate::core::stats::RetryCause,
-        )>,
-    ) {
-        let Some(answer) = answer else {
+    fn trace(&self, verdict: Verdict, wait: Option<(Duration, WaitReason, RetryCause)>) {
+        let Some(answer) = &self.answer else {
             return;
         };
         let traced = match wait {
@@ -437,12 +536,11 @@ impl Engine {
         if !traced {
             return;
         }
-        let number = attempts.len();
-        let status = answer.status();
-        let result = match (&status, answer.transport()) {
-            (Some(status), _) => status.as_str(),
-            (None, Some(kind)) => kind.as_str(),
-            (None, None) => "-",
+        let number = self.attempts.len();
+        let result = match (answer.status(), answer.transport()) {
+            (Some(status), _) => status.as_str().to_owned(),
+            (None, Some(kind)) => kind.as_str().to_owned(),
+            (None, None) => "-".to_owned(),
         };
         let request_id = answer.request_id().unwrap_or("-");
         match wait {

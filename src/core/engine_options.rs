@@ -55,6 +55,7 @@ impl EngineOptions {
                 backoff: Backoff::default(),
                 schedule: None,
                 fleet: None,
+                queue: None,
             },
             exchanger: None,
             rate_budget: None,

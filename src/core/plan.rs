@@ -21,6 +21,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
+use crate::core::answer::Answer;
 use crate::core::attempt::WaitReason;
 use crate::core::auth::TokenWait;
 use crate::core::budget::{Budget, Deadline};
@@ -74,7 +75,7 @@ pub(crate) enum Step {
 
 /// What just happened.
 #[derive(Debug)]
-pub(crate) enum Event<'a> {
+pub(crate) enum Event {
     /// The call began.
     Begin,
     /// The limiters admitted the attempt; `cost` retry tokens it took.
@@ -85,8 +86,9 @@ pub(crate) enum Event<'a> {
     Ready,
     /// Getting a token failed.
     Failed(Error),
-    /// The attempt came back (or gave up).
-    Answered(Heard<'a>),
+    /// The attempt came back (or gave up), with this `Retry-After`; the answer is handed to
+    /// [`Plan::next`] beside it.
+    Answered { retry_after: Option<Duration> },
     /// A wait ended.
     Waited,
 }
@@ -124,10 +126,12 @@ impl<'a> Plan<'a> {
         &self.deadline
     }
 
-    /// The step after `event`, at `now`; `rng` draws the jitter of a wait.
+    /// The step after `event`, at `now`, with the last attempt's `answer` (if one came);
+    /// `rng` draws the jitter of a wait.
     pub(crate) fn next<R: Rng + ?Sized>(
         &mut self,
-        event: Event<'_>,
+        event: Event,
+        answer: Option<&Answer>,
         now: Now,
         rng: &mut R,
     ) -> Step {
@@ -149,7 +153,20 @@ impl<'a> Plan<'a> {
             Event::Ready => self.send(now),
             Event::Refused(refusal) => stop(self.course.refused(refusal), None),
             Event::Failed(error) => stop(error, None),
-            Event::Answered(heard) => self.after_answer(heard, now, rng),
+            Event::Answered { retry_after } => match answer {
+                Some(answer) => self.after_answer(
+                    Heard {
+                        answer,
+                        retry_after,
+                    },
+                    now,
+                    rng,
+                ),
+                None => stop(
+                    Error::new(ErrorKind::Transport, "no answer from the server"),
+                    None,
+                ),
+            },
         }
     }
 

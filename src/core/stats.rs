@@ -76,9 +76,15 @@ pub struct Stats {
     /// How long calls have been held at the credential's gate (a pause the server asked for,
     /// the rate budget, an outbox's shared pause), without a break; `None` while none waits.
     pub gate_held_for: Option<Duration>,
-    /// How long the credential's gate stays closed, as the server asked with a 429 or 503 and
-    /// `Retry-After`, or a `RateLimit` field with nothing remaining; `None` while it is open.
+    /// How long the credential stays closed, as the server asked with a 429 and `Retry-After`
+    /// (the vendor's credential-wide one, such as the JSON:API's), or a `RateLimit` field with
+    /// nothing remaining; `None` while it is open. It holds the credential's calls only:
+    /// [`trigger_closed_for`](Self::trigger_closed_for) is a trigger's.
     pub gate_closed_for: Option<Duration>,
+    /// How long the trigger a server closed longest stays closed from now (its 429 with
+    /// `Retry-After`, or its `RateLimit` field with nothing remaining); `None` while none is.
+    /// It holds the deliveries to that trigger only.
+    pub trigger_closed_for: Option<Duration>,
     /// Token exchanges finished, failed ones included.
     pub exchanges: u64,
     /// How long the retry budget has seen the service down (`None` while it is up, or when the
@@ -204,7 +210,7 @@ impl Hold {
     pub(crate) fn begin(&self, by: Option<TriggerPacing>) -> Holding<'_> {
         let mut state = self.lock();
         state.holding += 1;
-        state.since.get_or_insert_with(Instant::now);
+        state.since.get_or_insert_with(runtime::now);
         if by.is_some() {
             state.by = by;
         }
@@ -320,6 +326,7 @@ impl Counters {
             trigger_held_by: self.trigger_hold.by(),
             gate_held_for: self.gate_hold.held_for(runtime::now()),
             gate_closed_for: None,
+            trigger_closed_for: None,
             exchanges: 0,
             service_down_for: None,
         }

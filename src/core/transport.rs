@@ -22,6 +22,7 @@ use crate::core::answer_limit::{BodyRead, read_body};
 use crate::core::attempt::TransportKind;
 use crate::core::profile::SurfaceProfile;
 use crate::core::request::FixedRequest;
+use crate::core::runtime;
 
 /// The client: HTTP/2 from the first byte on `http://` when `prior_knowledge`.
 pub(crate) fn http_client(prior_knowledge: bool) -> reqwest::Result<reqwest::Client> {
@@ -98,9 +99,9 @@ impl Transport for Http<'_> {
                 };
                 // The engine keeps the attempt timeout: an unfinished send is dropped, and the
                 // attempt is a timeout whatever the transport was doing.
-                tokio::time::timeout(timeout, transport.send(outgoing))
+                runtime::timeout(timeout, transport.send(outgoing))
                     .await
-                    .unwrap_or_else(|_| Answer::no_response(TransportKind::Timeout))
+                    .unwrap_or_else(|| Answer::no_response(TransportKind::Timeout))
             }
         }
     }

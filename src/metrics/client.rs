@@ -23,8 +23,7 @@ pub(super) struct ClientFigures {
     stats: Stats,
     /// Time the credential was closed, and routes (triggers) were, each route's time added.
     gate_closed: (Duration, Duration),
-    /// How long the trigger closed the longest stays closed from now.
-    route_closed_for: Option<Duration>,
+
     classes: [u64; 6],
     rate_limited: u64,
     /// Each series, its status code as text (empty without one), and its durations.
@@ -54,14 +53,7 @@ impl ClientFigures {
             name: name.map(str::to_owned),
             stats: engine.stats(),
             gate_closed: engine.limits.gate.closed_time(runtime::now()),
-            route_closed_for: engine
-                .limits
-                .gate
-                .closed(runtime::now())
-                .into_iter()
-                .filter(|(scope, ..)| *scope != crate::core::limit::Scope::Credential)
-                .map(|(_, left, _)| left)
-                .max(),
+
             classes: engine.meter.classes(),
             rate_limited: engine.meter.rate_limited(),
             durations,
@@ -202,7 +194,10 @@ pub(super) fn encode(clients: &[ClientFigures], out: &mut DescriptorEncoder<'_>)
             "How long the credential, or the trigger closed longest, stays closed from now; 0 while open.",
         ),
         across(clients, |c| {
-            c.by_scope(secs(c.stats.gate_closed_for), secs(c.route_closed_for))
+            c.by_scope(
+                secs(c.stats.gate_closed_for),
+                secs(c.stats.trigger_closed_for),
+            )
         }),
     )?;
     counter(

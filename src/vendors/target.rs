@@ -178,13 +178,20 @@ pub(crate) trait Deliver: Send + Sync + fmt::Debug {
     /// Whether this client delivers the jobs of `target`.
     fn delivers(&self, target: &Target) -> bool;
 
+    /// How long the service that takes the jobs of `target` has been down, as this client's
+    /// retry budget tells; `None` while it is up. Another service's outage never shows here.
+    fn down_for(&self, target: &Target) -> Option<std::time::Duration>;
+
     /// One call to `target` (one this client [`delivers`](Self::delivers)) with the job's
-    /// `identity` and `body`, sharing `fleet`'s pause and windows with the other workers.
+    /// `identity` and `body`, sharing `fleet`'s closed scopes and windows with the other
+    /// workers; it may queue up to `queue` for its route's window before it starts (the job's
+    /// lease covers that and the call).
     fn deliver<'a>(
         &'a self,
         target: &'a Target,
         identity: &'a IdempotencyKey,
         body: &'a Bytes,
         fleet: Arc<dyn Fleet>,
+        queue: std::time::Duration,
     ) -> DeliverFuture<'a>;
 }

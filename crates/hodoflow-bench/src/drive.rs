@@ -158,7 +158,7 @@ pub(crate) async fn loop_senders(
 
 /// How long `sdk`'s retry budget has seen the service down, or `None` while it is up.
 pub(crate) fn service_down_for(sdk: &RetryingClient) -> Option<Duration> {
-    sdk.stats().service_down_for
+    sdk.service_down_for(hodoflow_retry::Surface::Webhook)
 }
 
 /// How one event of a [`batch`] ended.

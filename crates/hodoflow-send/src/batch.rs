@@ -59,7 +59,7 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hodoflow_retry::RetryingClient;
+use hodoflow_retry::{RetryingClient, Surface};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use tokio::task::{Id, JoinError, JoinSet};
@@ -99,6 +99,8 @@ pub(crate) struct Prepared {
     concurrency: usize,
     /// One call's budget: once the service has been down longer, no further event starts.
     max_elapsed: Duration,
+    /// The longest an event waits for its trigger's window before its delivery starts.
+    queue: Duration,
     /// `--outbox` and its pool's settings.
     outbox: Option<(String, crate::outbox::PoolPlan)>,
 }
@@ -117,7 +119,8 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
                 return Err("--outbox stores the trigger token alone: pass the token or a                      {base}/api/v1/webhooks/<token> URL, not a legacy URL with an organization"
                     .to_owned());
             }
-            let plan = crate::outbox::PoolPlan::of(cli, &batch.pool, &batch.pacing)?;
+            let mut plan = crate::outbox::PoolPlan::of(cli, &batch.pool, &batch.pacing)?;
+            plan.queue = Some(batch.queue);
             Some((spec.clone(), plan))
         }
         None if batch.pool.lease.is_some() => {
@@ -140,6 +143,7 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
         merged,
         concurrency: batch.concurrency as usize,
         max_elapsed: cli.max_elapsed,
+        queue: batch.queue,
         outbox,
     })
 }
@@ -211,7 +215,9 @@ impl Prepared {
                 let client = self.client.clone();
                 let trigger = Arc::clone(&self.trigger);
                 let event_id = event.event_id.clone();
-                let task = running.spawn(async move { deliver(&client, &trigger, event).await });
+                let queue = self.queue;
+                let task =
+                    running.spawn(async move { deliver(&client, &trigger, event, queue).await });
                 in_flight.insert(task.id(), event_id);
             }
             if running.is_empty() {
@@ -259,6 +265,7 @@ async fn through_outbox(
         trigger_limit: plan.trigger_limit,
         name: crate::outbox::worker_name(),
         modulify: None,
+        queue: plan.queue,
     };
     let events = events
         .into_iter()
@@ -300,10 +307,13 @@ fn settle(
     }
 }
 
-/// How long the client has seen the service down, when that is at least one call's budget
-/// `max_elapsed`: an event started now would hold for the whole of its call and end refused.
+/// How long the client has seen webhook ingestion down, when that is at least one call's
+/// budget `max_elapsed`: an event started now would hold for the whole of its call and end
+/// refused. (Another service's outage, the JSON:API's, never holds a delivery.)
 fn down_too_long(client: &RetryingClient, max_elapsed: Duration) -> Option<Duration> {
-    crate::client::service_down_for(client).filter(|down| *down >= max_elapsed)
+    client
+        .service_down_for(Surface::Webhook)
+        .filter(|down| *down >= max_elapsed)
 }
 
 /// `the service has been down for 21.3 s, longer than one call's budget (20.0 s)`.
@@ -369,11 +379,17 @@ fn progress_bar(total: u64) -> ProgressBar {
     bar
 }
 
-/// Delivers one event and describes how it went.
-async fn deliver(client: &RetryingClient, trigger: &Trigger, event: Event) -> ResultLine {
+/// Delivers one event, after it waited up to `queue` for its trigger's window, and describes
+/// how it went.
+async fn deliver(
+    client: &RetryingClient,
+    trigger: &Trigger,
+    event: Event,
+    queue: Duration,
+) -> ResultLine {
     let id = crate::identity::event_delivery_id(&event.event_id);
     let delivery_id = id.key().as_str().to_owned();
-    match crate::trigger::deliver(client, trigger, event.body, &id).await {
+    match crate::trigger::deliver(client, trigger, event.body, &id, Some(queue)).await {
         Ok(delivery) => ResultLine {
             event_id: event.event_id,
             delivery_id,

@@ -63,7 +63,9 @@ pub(crate) struct Cli {
     )]
     pub(crate) token_url: Option<String>,
 
-    /// The most attempts of one operation, the first included.
+    /// The most requests of one operation, every one counted: the first, those the server
+    /// paced with Retry-After, and the retry budget's probes while the service is down (at most
+    /// 1000).
     #[arg(
         long,
         env = "HODOFLOW_MAX_ATTEMPTS",
@@ -71,11 +73,13 @@ pub(crate) struct Cli {
         global = true,
         default_value_t = 5,
         value_name = "N",
-        value_parser = clap::value_parser!(u32).range(1..)
+        value_parser = clap::value_parser!(u32).range(1..=1000)
     )]
     pub(crate) max_attempts: u32,
 
-    /// The time budget of one operation, waits included (DUR: 500ms, 30s, 2m, 1h; at most 24h).
+    /// The time budget of one operation, from its start to its result, every wait included (a
+    /// trigger's window, a scope the server closed); no attempt starts with less than 1s of it
+    /// left, or a quarter of a shorter budget (DUR: 500ms, 30s, 2m, 1h; at most 24h).
     #[arg(
         long,
         env = "HODOFLOW_MAX_ELAPSED",
@@ -365,6 +369,12 @@ pub(crate) struct Batch {
     /// stores nothing unless asked here.
     #[arg(long, value_name = "PATH|URL")]
     pub(crate) outbox: Option<String>,
+    /// The longest an event waits for a slot of its trigger's window before its delivery
+    /// starts (DUR, at most 24h): events queue, not deliveries, so each starts with its whole
+    /// budget; one that gets no slot in time is listed to retry, nothing sent (with --outbox,
+    /// its job's lease bounds the wait too).
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = crate::duration::parse_call)]
+    pub(crate) queue: Duration,
     /// How the outbox's workers hold their jobs (only with --outbox).
     #[command(flatten)]
     pub(crate) pool: PoolOptions,

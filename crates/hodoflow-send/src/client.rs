@@ -7,7 +7,6 @@
 //! corrupt the output. The SDK refuses one shorter than 8 bytes or holding a control character.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hodoflow_retry::{
     Budget, ClientBuilder, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture,
@@ -109,11 +108,6 @@ pub(crate) fn builder(
         .webhook_body_limit(WEBHOOK_BODY_LIMIT)
         .budget(budget)
         .signing_secrets(signing_secrets))
-}
-
-/// How long `client`'s retry budget has seen the service down; `None` while it is up.
-pub(crate) fn service_down_for(client: &RetryingClient) -> Option<Duration> {
-    client.stats().service_down_for
 }
 
 /// Client credentials that add each issued token to the redaction set.

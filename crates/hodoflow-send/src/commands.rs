@@ -218,7 +218,7 @@ impl Prepared {
                 body,
                 id,
                 rehearse: false,
-            } => delivered(deliver(client, &trigger, body, &id).await, &id),
+            } => delivered(deliver(client, &trigger, body, &id, None).await, &id),
             Action::Deliver {
                 trigger,
                 body,
@@ -271,7 +271,7 @@ async fn rehearse(
     body: Vec<u8>,
     id: &DeliveryId,
 ) -> Report {
-    let first = deliver(client, trigger, body.clone(), id).await;
+    let first = deliver(client, trigger, body.clone(), id, None).await;
     let first_report = delivered(first, id);
     if first_report.error.is_some() {
         let attempts = first_report.attempts.clone();
@@ -290,7 +290,7 @@ async fn rehearse(
         first_workflow_run_id: first_report.workflow_run_id,
         first_attempts: first_report.attempts,
     };
-    let mut second = delivered(deliver(client, trigger, body, id).await, id);
+    let mut second = delivered(deliver(client, trigger, body, id, None).await, id);
     if second.outcome == Outcome::Accepted {
         let run = second
             .workflow_run_id

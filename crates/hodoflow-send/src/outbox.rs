@@ -159,6 +159,8 @@ pub(crate) struct PoolPlan {
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
     /// `--store-timeout`: the longest wait for a PostgreSQL store.
     pub(crate) store_timeout: std::time::Duration,
+    /// `batch --queue`: the longest a job waits for its trigger's window; `None`: its lease's.
+    pub(crate) queue: Option<std::time::Duration>,
 }
 
 impl PoolPlan {
@@ -172,6 +174,7 @@ impl PoolPlan {
             lease: crate::pool::lease(options.lease, cli.max_elapsed)?,
             trigger_limit: pacing.trigger_limit,
             store_timeout: cli.store_timeout,
+            queue: None,
         })
     }
 }
@@ -250,6 +253,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
                 trigger_limit: plan.trigger_limit,
                 name: args.name.clone().unwrap_or_else(worker_name),
                 modulify,
+                queue: plan.queue,
             };
             let done = work(pool, args.until_idle, json).await;
             if let Some(page) = page {

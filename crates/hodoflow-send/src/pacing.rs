@@ -7,14 +7,15 @@
 //! 3. else document 001's default, 100 per trigger per 60 s.
 //!
 //! A sender held back for a minute with nothing said looks stalled. So whenever a trigger's
-//! window or the credential's gate (a pause the server asked for) holds sends for more than
-//! [`ANNOUNCE_AFTER`] (calls have waited that long, or the limit stays closed that long: the
-//! gate's pause, or an outbox's window that put a job off to later), standard error says so,
-//! terminal or not, once per change of what holds them, and the progress line shows the same
-//! while it lasts:
+//! window, a trigger the server closed, or the credential's gate (a pause the server asked for)
+//! holds sends for more than [`ANNOUNCE_AFTER`] (calls have waited that long, or the limit
+//! stays closed that long: the pause, or an outbox's window that put a job off to later),
+//! standard error says so, terminal or not, once per change of what holds them, and the
+//! progress line shows the same while it lasts:
 //!
 //! ```text
 //! paced: 100 per 60 s per trigger (document 001's default; --trigger-limit to change); 200 events waiting
+//! held: the server closed this trigger, 28 s left (its Retry-After or RateLimit field; no flag changes it); 200 events waiting
 //! held: the server paused this credential, 28 s left (its Retry-After or RateLimit field; no flag changes it); 200 events waiting
 //! ```
 //!
@@ -35,6 +36,8 @@ pub(crate) struct Announcer {
     paced: Option<TriggerPacing>,
     /// Whether the gate's present hold was said.
     gate: bool,
+    /// Whether the present hold of a closed trigger was said.
+    trigger: bool,
 }
 
 /// What has held the sends for more than [`ANNOUNCE_AFTER`].
@@ -45,6 +48,8 @@ pub(crate) struct Held {
     /// The credential's gate, closed for this much longer (`None`: not known here, as for an
     /// outbox's pause another worker set).
     gate: Option<Option<Duration>>,
+    /// A trigger the server closed, for this much longer (`None`: not known here).
+    trigger: Option<Option<Duration>>,
     /// Whether it changed since last said: print it.
     pub(crate) changed: bool,
 }
@@ -62,7 +67,16 @@ impl Announcer {
         if stats.gate_held_for.is_none() && stats.gate_closed_for.is_none() {
             self.gate = false;
         }
-        if paced.is_none() && gate.is_none() {
+        // A trigger closed: a wait for it is a trigger's hold with no pacing behind it.
+        // While this client paces the trigger, its window spent at the server (RateLimit's
+        // r=0) is the pacing's to say.
+        let closed_wait = stats.trigger_held_by.is_none() && long(stats.trigger_held_for);
+        let trigger = (paced.is_none() && (closed_wait || long(stats.trigger_closed_for)))
+            .then_some(stats.trigger_closed_for);
+        if stats.trigger_closed_for.is_none() && !closed_wait {
+            self.trigger = false;
+        }
+        if paced.is_none() && gate.is_none() && trigger.is_none() {
             return None;
         }
         let mut changed = false;
@@ -74,9 +88,14 @@ impl Announcer {
             self.gate = true;
             changed = true;
         }
+        if trigger.is_some() && !self.trigger {
+            self.trigger = true;
+            changed = true;
+        }
         Some(Held {
             paced,
             gate,
+            trigger,
             changed,
         })
     }
@@ -88,6 +107,9 @@ impl Held {
         let mut parts = Vec::new();
         if let Some(pacing) = &self.paced {
             parts.push(paced(pacing));
+        }
+        if let Some(closed_for) = self.trigger {
+            parts.push(closed("this trigger", closed_for));
         }
         if let Some(closed_for) = self.gate {
             parts.push(gate(closed_for));
@@ -116,14 +138,28 @@ fn paced(pacing: &TriggerPacing) -> String {
 
 /// `held: the server paused this credential, 28 s left (…)`.
 fn gate(closed_for: Option<Duration>) -> String {
-    let left = match closed_for {
-        Some(left) => format!(", {} left", span(left.max(Duration::from_secs(1)))),
-        None => String::new(),
-    };
+    let left = left(closed_for);
     format!(
         "held: the server paused this credential{left} (its Retry-After or RateLimit field; \
          no flag changes it)"
     )
+}
+
+/// `held: the server closed this trigger, 28 s left (…)`.
+fn closed(what: &str, closed_for: Option<Duration>) -> String {
+    let left = left(closed_for);
+    format!(
+        "held: the server closed {what}{left} (its Retry-After or RateLimit field; no flag \
+         changes it)"
+    )
+}
+
+/// `, 28 s left`, or nothing when it is not known here.
+fn left(closed_for: Option<Duration>) -> String {
+    match closed_for {
+        Some(left) => format!(", {} left", span(left.max(Duration::from_secs(1)))),
+        None => String::new(),
+    }
 }
 
 /// `60 s`, `800 ms`: whole seconds when the span is, else milliseconds.
@@ -169,6 +205,7 @@ mod tests {
         let held = Held {
             paced: Some(documented()),
             gate: None,
+            trigger: None,
             changed: true,
         };
         assert_eq!(

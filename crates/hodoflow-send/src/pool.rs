@@ -75,6 +75,8 @@ pub(crate) struct Pool {
     /// The client of the outbox's Modulify jobs (`outbox worker --modulify-base-url`); without
     /// one, the SDK fails such a job, saying no client delivers it.
     pub(crate) modulify: Option<hodoflow_retry::ModulifyClient>,
+    /// `batch --queue`: the longest a job waits for its trigger's window; `None`: its lease's.
+    pub(crate) queue: Option<Duration>,
 }
 
 /// When the pool stops, a signal aside.
@@ -119,6 +121,9 @@ impl Pool {
             .name(self.name);
         if let Some(modulify) = self.modulify {
             builder = builder.modulify(modulify);
+        }
+        if let Some(queue) = self.queue {
+            builder = builder.queue(queue);
         }
         if let Some(TriggerLimitArg(limit)) = self.trigger_limit {
             builder = builder.trigger_limit(limit);

@@ -3,6 +3,8 @@
 //! The token is a secret (document 001): it is wrapped in a [`Secret`] at once and added to the
 //! redaction set, and no error message here quotes the argument, the URL or the token.
 
+use std::time::Duration;
+
 use hodoflow_retry::{Delivery, DeliveryId, Error, RetryingClient, Secret};
 
 /// Where every trigger route starts.
@@ -90,16 +92,21 @@ impl Trigger {
     }
 }
 
-/// Delivers `body` to `trigger` with `id`.
+/// Delivers `body` to `trigger` with `id`; an event of a batch may `queue` for its trigger's
+/// window first.
 pub(crate) async fn deliver(
     client: &RetryingClient,
     trigger: &Trigger,
     body: Vec<u8>,
     id: &DeliveryId,
+    queue: Option<Duration>,
 ) -> Result<Delivery, Error> {
     let mut delivering = client
         .deliver(trigger.token.clone(), body)
         .delivery_id(id.clone());
+    if let Some(queue) = queue {
+        delivering = delivering.queue(queue);
+    }
     if let Some(org) = &trigger.legacy_org {
         delivering = delivering.legacy_org(org);
     }

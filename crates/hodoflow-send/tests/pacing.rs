@@ -147,7 +147,12 @@ fn a_server_that_states_nothing_is_paced_at_document_001_s_default_with_and_with
         // server per mode: each run spends the minute's window.
         let contract = contract(1_000_000, Duration::from_secs(60), false);
         let file = events(&format!("silent-{mode:?}"), 101);
-        let (ran, _) = batch(&contract, mode, &file, &["--max-elapsed", "2s"]);
+        let (ran, _) = batch(
+            &contract,
+            mode,
+            &file,
+            &["--max-elapsed", "2s", "--queue", "2s"],
+        );
 
         assert_eq!(ran.code, 3, "{mode:?}: the 101st is left to retry: {ran:?}");
         let sent = contract.ledger().requests_to("POST", WEBHOOKS).len();
@@ -208,7 +213,7 @@ fn a_pause_the_server_asked_for_is_said_once_with_the_time_left() {
     let said = lines_starting(&ran, "held:");
     assert_eq!(said.len(), 1, "{}", ran.stderr);
     assert!(
-        said[0].starts_with("held: the server paused this credential, ")
+        said[0].starts_with("held: the server closed this trigger, ")
             && said[0].contains(" left (its Retry-After or RateLimit field; no flag changes it); ")
             && said[0].ends_with(" events waiting"),
         "{}",

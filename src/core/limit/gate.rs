@@ -320,15 +320,14 @@ impl State {
             .filter(|(_, closed)| closed.until <= now)
             .map(|(scope, closed)| (*scope, *closed))
             .collect();
-        if ended.is_empty() {
-            if let Some(soonest) = self
+        if ended.is_empty()
+            && let Some(soonest) = self
                 .closed
                 .iter()
                 .min_by_key(|(_, closed)| closed.until)
                 .map(|(scope, _)| *scope)
-            {
-                self.closed.remove(&soonest);
-            }
+        {
+            self.closed.remove(&soonest);
         }
         for (scope, closed) in ended {
             self.forget(scope, closed);

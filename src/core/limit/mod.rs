@@ -65,6 +65,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) counters: &'a Counters,
     /// The limits shared with other processes, for an outbox worker's call.
     pub(crate) fleet: Option<&'a dyn Fleet>,
+    /// While the call queues for its route's slots before it starts: how long it may.
+    pub(crate) queue_wait: Option<Duration>,
 }
 
 impl std::fmt::Debug for Ask<'_> {
@@ -82,7 +84,10 @@ impl Ask<'_> {
     /// The longest any limiter may hold the attempt now: what is left of the call, less the
     /// least time an attempt needs.
     pub(crate) fn max_wait(&self) -> Duration {
-        self.deadline.max_wait(runtime::now())
+        match self.queue_wait {
+            Some(queue) => queue,
+            None => self.deadline.max_wait(runtime::now()),
+        }
     }
 }
 
@@ -155,21 +160,54 @@ impl Permits {
     }
 }
 
-impl Limiter for Limiters {
-    type Permit = Permits;
+/// The slots of a route's windows a call took while it queued, before it started: its first
+/// attempt goes with them.
+#[derive(Debug, Default)]
+pub(crate) struct Queued {
+    slot: Option<WindowSlot>,
+    shared: Option<SharedSlot>,
+}
 
-    async fn admit(&self, ask: &Ask<'_>) -> Result<Permits, Refusal> {
+impl Limiters {
+    /// Queues the call of `ask` for its route's slots, this client's window and the fleet's,
+    /// within `ask.queue_wait`, before its budget starts.
+    pub(crate) async fn queue(&self, ask: &Ask<'_>) -> Result<Queued, Refusal> {
+        let slot = self.windows.admit(ask).await?;
+        let shared = SharedLimits.admit(ask).await?;
+        Ok(Queued { slot, shared })
+    }
+
+    /// [`admit`](Limiter::admit), with the slots the call queued for, if it did.
+    pub(crate) async fn admit_with(
+        &self,
+        ask: &Ask<'_>,
+        queued: Option<Queued>,
+    ) -> Result<Permits, Refusal> {
         let ticket = self.retry_budget.admit(ask).await?;
         let sent_at = self.rates.admit(ask).await?;
-        let slot = self.windows.admit(ask).await?;
+        let (slot, shared) = match queued {
+            Some(Queued { slot, shared }) => (slot, shared),
+            None => (self.windows.admit(ask).await?, None),
+        };
         self.gate.admit(ask).await?;
-        let shared = SharedLimits.admit(ask).await?;
+        let shared = match shared {
+            Some(shared) => Some(shared),
+            None => SharedLimits.admit(ask).await?,
+        };
         Ok(Permits {
             ticket,
             sent_at,
             slot,
             shared,
         })
+    }
+}
+
+impl Limiter for Limiters {
+    type Permit = Permits;
+
+    async fn admit(&self, ask: &Ask<'_>) -> Result<Permits, Refusal> {
+        self.admit_with(ask, None).await
     }
 
     async fn heard(&self, permits: Permits, ask: &Ask<'_>, signal: &Signal<'_>) {

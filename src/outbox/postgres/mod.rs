@@ -55,6 +55,7 @@ use tokio_postgres::{Config, Row};
 
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
+use crate::core::runtime;
 
 mod listen;
 mod pool;
@@ -468,9 +469,9 @@ impl PostgresStore {
     /// `work`, a store operation, bounded by the statement timeout.
     async fn bounded<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
         let limit = self.timeouts.statement;
-        match tokio::time::timeout(limit, work).await {
-            Ok(result) => result,
-            Err(_) => {
+        match runtime::timeout(limit, work).await {
+            Some(result) => result,
+            None => {
                 self.pool.discard();
                 Err(store_message(format!(
                     "the database at {} did not answer within {limit:?} (the store's statement timeout)",

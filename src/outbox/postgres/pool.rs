@@ -17,6 +17,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::runtime;
 
 use super::{store_error, store_message};
 
@@ -117,9 +118,9 @@ impl ConnectionPool {
 
     async fn open(&self) -> Result<Conn> {
         let limit = self.connect_timeout;
-        let connected = tokio::time::timeout(limit, self.config.connect(NoTls))
+        let connected = runtime::timeout(limit, self.config.connect(NoTls))
             .await
-            .map_err(|_| {
+            .ok_or_else(|| {
                 Error::new(
                     ErrorKind::Transport,
                     format!(

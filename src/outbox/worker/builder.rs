@@ -40,6 +40,9 @@ pub struct WorkerBuilder {
     pub(super) lease: Duration,
     pub(super) poll: Duration,
     pub(super) safety_poll: Duration,
+    /// The longest a job waits for its trigger's window before its call starts; `None`: what
+    /// its lease leaves after a whole call.
+    pub(super) queue: Option<Duration>,
     pub(super) schedule: LongSchedule,
     pub(super) webhook_horizon: Duration,
     pub(super) key_horizon: Duration,
@@ -89,6 +92,7 @@ impl WorkerBuilder {
             lease: DEFAULT_LEASE,
             poll: DEFAULT_POLL,
             safety_poll: DEFAULT_SAFETY_POLL,
+            queue: None,
             schedule: LongSchedule::default(),
             webhook_horizon: WEBHOOK_HORIZON,
             key_horizon: KEY_HORIZON,
@@ -154,6 +158,18 @@ impl WorkerBuilder {
     /// Default: [`DEFAULT_SAFETY_POLL`], 30 s.
     pub fn safety_poll(mut self, interval: Duration) -> Self {
         self.safety_poll = interval;
+        self
+    }
+
+    /// The longest a webhook job waits for a slot of its trigger's window (the one every worker
+    /// of the store shares) before its call starts: jobs queue, not calls, so a call starts with
+    /// its whole budget. A job that gets no slot in time is put off to when one frees, nothing
+    /// sent.
+    ///
+    /// Default: what the job's lease leaves after a whole call (the lease less `max_elapsed`
+    /// and a second).
+    pub fn queue(mut self, max: Duration) -> Self {
+        self.queue = Some(max);
         self
     }
 
@@ -265,12 +281,12 @@ impl WorkerBuilder {
                 }
                 deliverers
             },
-            client: self.client,
             name: self.name,
             concurrency: self.concurrency,
             lease: self.lease,
             poll: self.poll,
             safety_poll: self.safety_poll,
+            queue: self.queue,
             schedule: self.schedule,
             webhook_horizon: self.webhook_horizon,
             key_horizon: self.key_horizon,

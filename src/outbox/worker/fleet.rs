@@ -200,7 +200,11 @@ impl Fleet for StoreFleet {
                 match self.paused_until(&scope, now).await {
                     Ok(Some(until)) => {
                         let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
-                        at_gate.get_or_insert_with(|| counters.gate_hold.begin(None));
+                        let hold = match ask.scope {
+                            Scope::Route(_) => &counters.trigger_hold,
+                            _ => &counters.gate_hold,
+                        };
+                        at_gate.get_or_insert_with(|| hold.begin(None));
                         let what = format!("the fleet holds {} closed", ask.scope.label());
                         wait_or_refuse(wait.max(Duration::from_millis(1)), &what).await?;
                         continue;

@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::client::RetryingClient;
 use crate::core::budget::Budget;
 use crate::core::error::{Error, Result};
 use crate::core::limit::shared::Fleet;
@@ -21,13 +20,13 @@ use crate::outbox::schedule::{LongSchedule, horizon_end, may_send};
 use crate::outbox::store::{Store, StoreFuture};
 
 use super::*;
+use crate::core::runtime;
 use crate::vendors::target::{Deliver, Delivered, Sent};
 
 #[derive(Debug)]
 pub(super) struct WorkerPool {
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<dyn Clock>,
-    pub(super) client: RetryingClient,
     /// The workers' clients, one per vendor, each delivering the jobs of its targets.
     pub(super) deliverers: Vec<Arc<dyn Deliver>>,
     pub(super) name: String,
@@ -35,6 +34,7 @@ pub(super) struct WorkerPool {
     pub(super) lease: Duration,
     pub(super) poll: Duration,
     pub(super) safety_poll: Duration,
+    pub(super) queue: Option<Duration>,
     pub(super) schedule: LongSchedule,
     pub(super) webhook_horizon: Duration,
     pub(super) key_horizon: Duration,
@@ -135,7 +135,7 @@ impl WorkerPool {
                 let pool = Arc::clone(&self);
                 let finished = finished.clone();
                 if sending.load(Ordering::Relaxed) > 0
-                    && let Some(down) = self.down_too_long()
+                    && let Some(down) = self.down_too_long(&job.target)
                 {
                     deliveries.spawn(async move {
                         let done = pool.not_started(job, down).await;
@@ -194,7 +194,7 @@ impl WorkerPool {
                             } else if let Some(wakeups) = &mut wakeups {
                                 let wait = self.idle_wait(wakeups.every_process()).await;
                                 tokio::select! {
-                                    _ = tokio::time::sleep(wait) => {}
+                                    _ = runtime::sleep(wait) => {}
                                     () = wakeups.changed() => {}
                                     changed = stopped.changed() => orphaned = changed.is_err(),
                                 }
@@ -216,7 +216,7 @@ impl WorkerPool {
                                 .min(CLAIM_RETRY_MAX);
                             tracing::error!(error = %error, wait_ms = wait.as_millis() as u64, "claiming jobs failed; trying again");
                             tokio::select! {
-                                _ = tokio::time::sleep(wait) => {}
+                                _ = runtime::sleep(wait) => {}
                                 changed = stopped.changed() => orphaned = changed.is_err(),
                             }
                         }
@@ -224,7 +224,7 @@ impl WorkerPool {
                 }
                 _ = deliveries.join_next(), if !deliveries.is_empty() => {}
                 changed = stopped.changed(), if !stopping => orphaned = changed.is_err(),
-                _ = tokio::time::sleep(self.poll), if claiming.is_none() && deliveries.is_empty() => {}
+                _ = runtime::sleep(self.poll), if claiming.is_none() && deliveries.is_empty() => {}
             }
         };
         while deliveries.join_next().await.is_some() {}
@@ -306,9 +306,16 @@ impl WorkerPool {
         }
     }
 
-    /// How long the client has seen the service down, when that is at least one call's budget.
-    pub(super) fn down_too_long(&self) -> Option<Duration> {
-        service_down_for(&self.client).filter(|down| *down >= self.budget.max_elapsed)
+    /// How long the service that takes the jobs of `target` has been down, as its client
+    /// tells, when that is at least one call's budget: a call started now could not ride it
+    /// out. Another service's outage (the other vendor's, webhook ingestion's for a write)
+    /// never holds the job.
+    pub(super) fn down_too_long(&self, target: &Target) -> Option<Duration> {
+        self.deliverers
+            .iter()
+            .find(|deliverer| deliverer.delivers(target))
+            .and_then(|deliverer| deliverer.down_for(target))
+            .filter(|down| *down >= self.budget.max_elapsed)
     }
 
     /// When `job` was first sent (or counts as sent), and the end of its horizon.
@@ -379,8 +386,17 @@ impl WorkerPool {
         {
             Some(deliverer) => {
                 let fleet = Arc::clone(&self.fleet);
+                // A webhook job queues for its trigger's window before its call starts, as long
+                // as its lease leaves room for the whole call after: events queue, not calls.
+                let now = self.clock.wall();
+                let leased = job
+                    .lease_until
+                    .and_then(|until| until.duration_since(now).ok())
+                    .unwrap_or(Duration::ZERO)
+                    .saturating_sub(self.budget.max_elapsed + Duration::from_secs(1));
+                let queue = self.queue.map_or(leased, |max| max.min(leased));
                 deliverer
-                    .deliver(&job.target, &job.identity, &job.body, fleet)
+                    .deliver(&job.target, &job.identity, &job.body, fleet, queue)
                     .await
             }
             None => Err(Error::invalid_input(format!(
@@ -488,11 +504,6 @@ impl Drop for Sending {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// How long `client`'s retry budget has seen the service down; `None` while it is up.
-pub(super) fn service_down_for(client: &RetryingClient) -> Option<Duration> {
-    client.stats().service_down_for
 }
 
 /// The record of a job that ended in `state` at `now`.

@@ -5,6 +5,7 @@
 //! ID is an `invalid_input` or `payload_too_large` error with no attempt made.
 
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method};
@@ -236,6 +237,19 @@ impl<'a> Delivering<'a> {
     }
 
     per_call_setters!("delivery");
+
+    /// Waits up to `max` for a slot of the trigger's window (this client's pacing, or the
+    /// window an outbox's workers share) before the delivery starts: its budget starts once it
+    /// has its slot. For a sender with more events for a trigger than its window takes (a batch,
+    /// a backlog), so an event queues, not a call whose budget runs out in the queue. A slot
+    /// that does not come free within `max` stops the delivery with `budget_exhausted`, nothing
+    /// sent.
+    ///
+    /// Default: none: a wait for the window is part of the delivery's budget.
+    pub fn queue(mut self, max: Duration) -> Self {
+        self.options.policy.queue = Some(max);
+        self
+    }
 
     /// Delivers the event.
     ///

@@ -18,6 +18,7 @@ use crate::vendors::hodoflow::tables::TOKEN_PATH;
 
 use crate::core::auth::secret::{AccessToken, Secret};
 use crate::core::auth::{ExchangeFuture, TokenExchanger};
+use crate::core::runtime;
 
 /// The shortest access token [`ClientCredentials`] accepts: a shorter one is guessable, and
 /// would be redacted out of ordinary words (a token `ok` in every `"outcome":"ok"`).
@@ -177,7 +178,7 @@ impl ClientCredentials {
                 .with_status(status));
             }
         };
-        read_token_answer(status, &body, Instant::now(), &self.client_secret)
+        read_token_answer(status, &body, runtime::now(), &self.client_secret)
             .map_err(|error| error.with_retry_after(retry_after))
     }
 }

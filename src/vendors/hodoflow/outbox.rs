@@ -9,6 +9,7 @@ use crate::client::RetryingClient;
 use crate::core::error::Error;
 use crate::core::key::{DeliveryId, IdempotencyKey};
 use crate::core::limit::shared::Fleet;
+use crate::vendors::Surface;
 use crate::vendors::hodoflow::outcome::WebhookOutcome;
 use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
 
@@ -17,12 +18,20 @@ impl Deliver for RetryingClient {
         matches!(target, Target::Webhook { .. } | Target::Write { .. })
     }
 
+    fn down_for(&self, target: &Target) -> Option<std::time::Duration> {
+        match target {
+            Target::Webhook { .. } => self.service_down_for(Surface::Webhook),
+            _ => self.service_down_for(Surface::JsonApiWrite),
+        }
+    }
+
     fn deliver<'a>(
         &'a self,
         target: &'a Target,
         identity: &'a IdempotencyKey,
         body: &'a Bytes,
         fleet: Arc<dyn Fleet>,
+        queue: std::time::Duration,
     ) -> DeliverFuture<'a> {
         Box::pin(async move {
             match target {
@@ -31,6 +40,7 @@ impl Deliver for RetryingClient {
                         .deliver(trigger_token.clone(), body.clone())
                         .delivery_id(DeliveryId::new(identity.clone()))
                         .fleet(fleet)
+                        .queue(queue)
                         .send()
                         .await?;
                     let attempts = delivery.attempts().len() as u32;

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::core::attempt::Attempt;
 use crate::core::budget::Budget;
 use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::runtime;
 use crate::core::shared::Shared;
 use crate::vendors::hodoflow::call::{Call, Operation};
 use crate::vendors::hodoflow::tables::WORKFLOW_RUNS;
@@ -160,10 +161,10 @@ impl<'a> FollowRun<'a> {
         }
         let path = format!("{WORKFLOW_RUNS}{}", self.run_id);
         // `None`: a budget past any instant never ends.
-        let end = Instant::now().checked_add(self.max_elapsed);
+        let end = runtime::now().checked_add(self.max_elapsed);
         let remaining = |end: Option<Instant>| {
             end.map_or(Duration::MAX, |end| {
-                end.saturating_duration_since(Instant::now())
+                end.saturating_duration_since(runtime::now())
             })
         };
         let client_budget = self.shared.policy.budget;
@@ -202,7 +203,7 @@ impl<'a> FollowRun<'a> {
                 let error = Error::new(ErrorKind::BudgetExhausted, message.to_lowercase());
                 return Err(error.with_attempts(response.attempts().to_vec()));
             }
-            tokio::time::sleep(self.interval).await;
+            runtime::sleep(self.interval).await;
         }
     }
 }

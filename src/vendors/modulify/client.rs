@@ -41,6 +41,7 @@ use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::redact::BodyLen;
 use crate::core::request::FixedRequest;
+use crate::core::runtime;
 use crate::core::transport::Http;
 use crate::vendors::Surface;
 use crate::vendors::modulify::tables::{BODY_LIMIT, Effect, MODULIFY};
@@ -128,7 +129,7 @@ impl ModulifyClient {
             return Ok(Arc::clone(catalogue));
         }
         let catalogue = Arc::new(self.read_tools().await?);
-        *cached = Some((Arc::clone(&catalogue), Instant::now()));
+        *cached = Some((Arc::clone(&catalogue), runtime::now()));
         Ok(catalogue)
     }
 
@@ -140,7 +141,7 @@ impl ModulifyClient {
     pub async fn refresh_tools(&self) -> Result<Arc<Catalogue>> {
         let mut cached = self.catalogue.lock().await;
         let catalogue = Arc::new(self.read_tools().await?);
-        *cached = Some((Arc::clone(&catalogue), Instant::now()));
+        *cached = Some((Arc::clone(&catalogue), runtime::now()));
         Ok(catalogue)
     }
 
@@ -153,9 +154,9 @@ impl ModulifyClient {
         }
         let stale = {
             let cached = self.catalogue.lock().await;
-            cached
-                .as_ref()
-                .is_some_and(|(_, read)| read.elapsed() >= CATALOGUE_REFRESH_MIN)
+            cached.as_ref().is_some_and(|(_, read)| {
+                runtime::now().saturating_duration_since(*read) >= CATALOGUE_REFRESH_MIN
+            })
         };
         if stale && let Some(tool) = self.refresh_tools().await?.get(method) {
             return Ok(tool.effect);
@@ -252,13 +253,13 @@ impl MethodCall<'_> {
         }
         // The catalogue read, and the wait for another caller's, is part of the call: it is
         // bounded by the call's budget, and the attempts get what it leaves.
-        let started = Instant::now();
+        let started = runtime::now();
         let max_elapsed = self.options.policy.budget.max_elapsed;
-        let read = tokio::time::timeout(max_elapsed, self.modulify.effect_of(&self.method)).await;
-        let left = max_elapsed.saturating_sub(started.elapsed());
+        let read = runtime::timeout(max_elapsed, self.modulify.effect_of(&self.method)).await;
+        let left = max_elapsed.saturating_sub(runtime::now().saturating_duration_since(started));
         let effect = match read {
-            Ok(effect) => effect?,
-            Err(_) => return Err(catalogue_late(max_elapsed)),
+            Some(effect) => effect?,
+            None => return Err(catalogue_late(max_elapsed)),
         };
         if left.is_zero() {
             return Err(catalogue_late(max_elapsed));

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use crate::core::error::Error;
 use crate::core::key::IdempotencyKey;
 use crate::core::limit::shared::Fleet;
+use crate::vendors::Surface;
 use crate::vendors::modulify::client::ModulifyClient;
 use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
 
@@ -16,12 +17,17 @@ impl Deliver for ModulifyClient {
         matches!(target, Target::Modulify { .. })
     }
 
+    fn down_for(&self, _: &Target) -> Option<std::time::Duration> {
+        self.client().service_down_for(Surface::Modulify)
+    }
+
     fn deliver<'a>(
         &'a self,
         target: &'a Target,
         identity: &'a IdempotencyKey,
         body: &'a Bytes,
         fleet: Arc<dyn Fleet>,
+        _queue: std::time::Duration,
     ) -> DeliverFuture<'a> {
         Box::pin(async move {
             let Target::Modulify { method } = target else {

@@ -985,6 +985,25 @@ impl BudgetState {
             }
         }
         let held_left = limits.hold.saturating_sub(waited);
+        // Once the outage has outlived this call's whole budget, and the newest probe (a recent
+        // one: evidence goes stale) was refused, no blip the call could ride out is going on:
+        // it is refused. A retry is refused at once, before it could go as a probe, so a
+        // sender's backlog ends as "send later" instead of a call the outage outlived coming
+        // back as the next probe; a new call may still be the probe when one is due, so a
+        // heal is seen at the probes' pace.
+        let down_for = throttle.down_for(now);
+        let outlived = down_for >= limits.rides_out
+            && throttle.newest_probe_refused(now)
+            && throttle.ramp_from.is_none();
+        let refuse = || {
+            Held::Refuse(Refusal::Outlived {
+                down_for,
+                budget: limits.rides_out,
+            })
+        };
+        if outlived && !ask.first {
+            return refuse();
+        }
         let nothing_in_flight = service.in_flight.load(Ordering::Acquire) == 0;
         // A probe goes only when nothing else of the service is in flight: answers still on
         // their way are evidence too, and a probe sent among them would meet the same blip. A
@@ -996,15 +1015,8 @@ impl BudgetState {
         {
             return Held::Probe;
         }
-        let down_for = throttle.down_for(now);
-        if down_for >= limits.rides_out
-            && throttle.newest_probe_refused(now)
-            && throttle.ramp_from.is_none()
-        {
-            return Held::Refuse(Refusal::Outlived {
-                down_for,
-                budget: limits.rides_out,
-            });
+        if outlived {
+            return refuse();
         }
         // Its hold is over, with one attempt's time left: it is due. It still goes as the probe
         // when its turn comes (above), at the probes' pace for the outage's age, and is refused
