@@ -370,7 +370,8 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             execution @ (FaultAction::SlowExecution { .. }
             | FaultAction::FailExecution { .. }
             | FaultAction::SkewedClock { .. }
-            | FaultAction::RotatedSecret),
+            | FaultAction::RotatedSecret
+            | FaultAction::StatedExpiresIn { .. }),
         ) => {
             request.extensions_mut().insert(execution.clone());
             next.run(request).await
