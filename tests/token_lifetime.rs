@@ -7,7 +7,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hodoflow_mock::{Fault, MockServer};
 use hodoflow_retry::{Budget, ErrorKind, RetryingClient};
@@ -37,29 +37,14 @@ fn client(server: &MockServer, max_elapsed: Duration) -> RetryingClient {
     )
 }
 
-/// The arrivals of the token requests `server` saw.
-fn exchanges(server: &MockServer) -> Vec<Instant> {
+/// The token requests `server` saw.
+fn exchanges(server: &MockServer) -> Vec<hodoflow_mock::RequestRecord> {
     server
         .ledger()
-        .requests()
-        .iter()
-        .filter(|request| request.path == TOKEN)
-        .map(|request| request.arrived)
+        .requests_to("POST", TOKEN)
+        .into_iter()
+        .cloned()
         .collect()
-}
-
-/// The most of `arrivals` in any one second.
-fn most_in_a_second(arrivals: &[Instant]) -> usize {
-    arrivals
-        .iter()
-        .map(|from| {
-            arrivals
-                .iter()
-                .filter(|at| **at >= *from && at.duration_since(*from) < Duration::from_secs(1))
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 #[tokio::test]
@@ -106,7 +91,7 @@ async fn fifty_deliveries_eight_at_a_time_make_a_few_exchanges_a_second() {
     }
 
     let arrivals = exchanges(&server);
-    let busiest = most_in_a_second(&arrivals);
+    let busiest = server.ledger().busiest_second("POST", TOKEN);
     println!(
         "{delivered} of 50 delivered; {} exchanges, at most {busiest} in a second",
         arrivals.len()

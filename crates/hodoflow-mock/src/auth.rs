@@ -38,7 +38,8 @@ fn record_exchange(shared: &ExchangeState, client_id: &str, granted: bool) {
 }
 
 /// `POST /oauth/token`: client credentials for a bearer token. A
-/// [`FaultAction::StatedExpiresIn`] changes only what the answer says of its lifetime.
+/// [`FaultAction::StatedExpiresIn`] changes only what the answer says of its lifetime; a
+/// [`FaultAction::IssuedToken`] chooses the token's text.
 pub(crate) async fn exchange(
     State(shared): State<ExchangeState>,
     fault: Option<axum::Extension<FaultAction>>,
@@ -78,7 +79,10 @@ pub(crate) async fn exchange(
             }
         }
     };
-    let token = format!("hft_{}", uuid::Uuid::new_v4().simple());
+    let token = match &fault {
+        Some(axum::Extension(FaultAction::IssuedToken { access_token })) => access_token.clone(),
+        _ => format!("hft_{}", uuid::Uuid::new_v4().simple()),
+    };
     let ttl = shared.limits.token_ttl;
     let principal = Principal {
         client_id: client.client_id.clone(),

@@ -81,6 +81,12 @@ pub enum FaultAction {
         #[serde(default)]
         expires_in: Option<serde_json::Value>,
     },
+    /// A token exchange issues this text as its access token (a word such as `accepted`, or
+    /// anything else), valid for `Limits::token_ttl` like any token it issues.
+    IssuedToken {
+        /// The access token issued.
+        access_token: String,
+    },
 }
 
 impl FaultAction {
@@ -99,6 +105,7 @@ impl FaultAction {
             FaultAction::SkewedClock { .. } => "skewed_clock",
             FaultAction::RotatedSecret => "rotated_secret",
             FaultAction::StatedExpiresIn { .. } => "stated_expires_in",
+            FaultAction::IssuedToken { .. } => "issued_token",
         }
     }
 }
@@ -279,6 +286,14 @@ impl Fault {
     /// `Limits::token_ttl` as usual.
     pub fn no_expires_in() -> Self {
         Self::new(FaultAction::StatedExpiresIn { expires_in: None })
+    }
+
+    /// A token exchange issues `access_token` (a word such as `accepted`, or anything else) as
+    /// its token, valid like any other; the server never prints it.
+    pub fn issued_token(access_token: &str) -> Self {
+        Self::new(FaultAction::IssuedToken {
+            access_token: access_token.to_owned(),
+        })
     }
 
     /// Adds a header to a `respond` fault.

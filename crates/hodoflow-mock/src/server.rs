@@ -371,7 +371,8 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             | FaultAction::FailExecution { .. }
             | FaultAction::SkewedClock { .. }
             | FaultAction::RotatedSecret
-            | FaultAction::StatedExpiresIn { .. }),
+            | FaultAction::StatedExpiresIn { .. }
+            | FaultAction::IssuedToken { .. }),
         ) => {
             request.extensions_mut().insert(execution.clone());
             next.run(request).await

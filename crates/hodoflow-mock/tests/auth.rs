@@ -329,3 +329,14 @@ async fn a_zero_token_ttl_issues_tokens_that_are_expired_at_once() {
     assert_eq!(refused.status, 401);
     assert_eq!(refused.json(), json!({"error": "missing_credentials"}));
 }
+
+/// `Fault::issued_token` chooses the token's text; the token works like any other.
+#[tokio::test]
+async fn an_issued_token_fault_issues_that_text_as_a_working_token() {
+    let server = start().await;
+    server.inject(hodoflow_mock::Fault::issued_token("workflow run").on("POST", "/oauth/token"));
+    let granted = exchange(&server, &credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)).await;
+    assert_eq!(granted.json()["access_token"], "workflow run");
+    let caller = Caller::demo(&server).await.with_token("workflow run");
+    assert_eq!(caller.deliver(&[], "{}").await.status, 202);
+}
