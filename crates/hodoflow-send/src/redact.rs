@@ -62,6 +62,15 @@ pub(crate) fn add(secret: &str) {
     known.sort_by_key(|form| std::cmp::Reverse(form.len()));
 }
 
+/// Forgets every secret, so that each input of the `redaction` fuzz target starts afresh.
+#[cfg(fuzzing)]
+pub(crate) fn forget_all() {
+    KNOWN
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+}
+
 /// `value`, text this tool did not write, with every known secret replaced by [`MARKER`], in one
 /// pass, the longest secret first where several start at the same place.
 pub(crate) fn text(value: &str) -> Cow<'_, str> {
