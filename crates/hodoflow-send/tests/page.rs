@@ -205,7 +205,11 @@ async fn text(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// Clicks `locator`, then waits until the page it was on is gone: every click here follows a
+/// link or submits a form, and a read before the next page is in would find the last one's
+/// elements (or none).
 async fn click(client: &Client, locator: Locator<'_>) {
+    let page = client.find(Locator::Css("html")).await.unwrap();
     client
         .find(locator)
         .await
@@ -213,6 +217,13 @@ async fn click(client: &Client, locator: Locator<'_>) {
         .click()
         .await
         .unwrap();
+    for _ in 0..200 {
+        if page.tag_name().await.is_err() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{locator:?}: the click left the page in place for 5 s");
 }
 
 /// Types `token` into the page's login form and submits it.
