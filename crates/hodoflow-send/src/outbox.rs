@@ -509,9 +509,10 @@ async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Repo
     };
     if was == JobState::NeedsReconciliation {
         crate::redact::eprint(&format!(
-            "warning: {event_id} reached its deduplication horizon without a definite answer; \
+            "warning: {} reached its deduplication horizon without a definite answer; \
              requeued as asked, with its horizon started again: if the server ran it, this \
-             send may start a second run"
+             send may start a second run",
+            crate::sanitize::field(event_id)
         ));
     }
     let line = JobLine::of(&job);
