@@ -61,3 +61,51 @@ pub fn stored_time(millis: i64) -> std::time::SystemTime {
 pub fn time_column(time: std::time::SystemTime) -> i64 {
     crate::outbox::millis(time)
 }
+
+/// Reads the token endpoint's answer `body` with `status`, received now
+/// (`vendors/hodoflow/oauth.rs`), as `ClientCredentials` does.
+///
+/// # Errors
+///
+/// As the exchange: a token-exchange error for an answer without a usable token.
+pub fn token_answer(
+    status: http::StatusCode,
+    body: &[u8],
+    secret: &str,
+) -> crate::Result<crate::AccessToken> {
+    crate::vendors::hodoflow::oauth::read_token_answer(
+        status,
+        body,
+        tokio::time::Instant::now(),
+        &crate::Secret::new(secret),
+    )
+}
+
+/// The client's token cache (`core/auth/cache.rs`) over an exchanger of the target's own.
+#[derive(Debug, Clone)]
+pub struct TokenCache(crate::core::auth::TokenCache);
+
+impl TokenCache {
+    /// A cache that asks `exchanger` for its tokens.
+    pub fn new(exchanger: std::sync::Arc<dyn crate::TokenExchanger>) -> Self {
+        Self(crate::core::auth::TokenCache::new(exchanger))
+    }
+
+    /// A token's text, waited for at most `wait` from now; an exchange this call starts is
+    /// bounded by `exchange_timeout`.
+    ///
+    /// # Errors
+    ///
+    /// The cache's: the last failed exchange, or no answer in time.
+    pub async fn get(&self, wait: Duration, exchange_timeout: Duration) -> crate::Result<String> {
+        let now = tokio::time::Instant::now();
+        let wait = crate::core::auth::TokenWait {
+            until: now.checked_add(wait).unwrap_or(now),
+            exchange_timeout,
+        };
+        self.0
+            .get(wait)
+            .await
+            .map(|token| token.expose().to_owned())
+    }
+}

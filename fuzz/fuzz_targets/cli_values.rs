@@ -1,6 +1,7 @@
 //! Fuzzes the CLI's value parsers, `DUR` (`crates/hodoflow-send/src/duration.rs`) and
 //! `--trigger-limit` (`crates/hodoflow-send/src/limit.rs`), compiled here as they are: any text
-//! is read without a panic, and what is read matches an independent reading.
+//! is read without a panic, what is read matches an independent reading, and a refusal over a
+//! maximum names the maximum of the value's own kind.
 //!
 //! Run with: `cargo fuzz run cli_values` from the repository root (see fuzz/README.md).
 
@@ -59,6 +60,22 @@ fuzz_target!(|data: &[u8]| {
             if let Some(millis) = expected {
                 assert!(
                     millis == 0 || millis > duration::MAX_ANY.as_millis(),
+                    "{text:?}: {message}"
+                );
+            }
+        }
+    }
+    // A call's budget names its own maximum, 24h, whatever the other one; a duration past
+    // u64 milliseconds is "too long" instead.
+    match duration::parse_call(text) {
+        Ok(parsed) => assert!(parsed <= duration::MAX_CALL, "{text:?}"),
+        Err(message) => {
+            let over = |millis: u128| {
+                millis > duration::MAX_CALL.as_millis() && millis <= u128::from(u64::MAX)
+            };
+            if expected.is_some_and(over) {
+                assert!(
+                    message.ends_with("is over the maximum of 24h"),
                     "{text:?}: {message}"
                 );
             }

@@ -12,7 +12,7 @@
 //! stale; one that re-serializes its body to sign it signs other bytes than it sends. Here the
 //! transport signs each attempt just before it leaves ([`Signer::sign`]), over the fixed
 //! [`Bytes`](bytes::Bytes) of the request, with the time read from the crate's one clock
-//! (`clock::wall_now`), so tokio's paused time moves the timestamps too.
+//! (`runtime::wall_now`), so tokio's paused time moves the timestamps too.
 //!
 //! Why aws-lc-rs and base64: both are already in the default dependency tree. reqwest's rustls
 //! uses aws-lc-rs as its crypto provider, and its `hmac` module is a constant-time HMAC-SHA256

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::Scope;
+use crate::fault::FaultAction;
 use crate::gate::Principal;
 use crate::ledger::ExchangeRecord;
 use crate::state::ExchangeState;
@@ -36,9 +37,12 @@ fn record_exchange(shared: &ExchangeState, client_id: &str, granted: bool) {
     crate::lock(&shared.ledger).exchanged(record);
 }
 
-/// `POST /oauth/token`: client credentials for a bearer token.
+/// `POST /oauth/token`: client credentials for a bearer token. A
+/// [`FaultAction::StatedExpiresIn`] changes only what the answer says of its lifetime; a
+/// [`FaultAction::IssuedToken`] chooses the token's text.
 pub(crate) async fn exchange(
     State(shared): State<ExchangeState>,
+    fault: Option<axum::Extension<FaultAction>>,
     form: Result<Form<TokenRequest>, FormRejection>,
 ) -> Response {
     let Ok(Form(form)) = form else {
@@ -75,7 +79,10 @@ pub(crate) async fn exchange(
             }
         }
     };
-    let token = format!("hft_{}", uuid::Uuid::new_v4().simple());
+    let token = match &fault {
+        Some(axum::Extension(FaultAction::IssuedToken { access_token })) => access_token.clone(),
+        _ => format!("hft_{}", uuid::Uuid::new_v4().simple()),
+    };
     let ttl = shared.limits.token_ttl;
     let principal = Principal {
         client_id: client.client_id.clone(),
@@ -91,11 +98,21 @@ pub(crate) async fn exchange(
     );
     record_exchange(&shared, &client_id, true);
     let scope: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-    Json(json!({
+    let mut answer = json!({
         "access_token": token,
         "token_type": "Bearer",
         "expires_in": ttl.as_secs(),
         "scope": scope.join(" "),
-    }))
-    .into_response()
+    });
+    if let Some(axum::Extension(FaultAction::StatedExpiresIn { expires_in })) = fault {
+        match expires_in {
+            Some(stated) => answer["expires_in"] = stated,
+            None => {
+                if let Some(fields) = answer.as_object_mut() {
+                    fields.remove("expires_in");
+                }
+            }
+        }
+    }
+    Json(answer).into_response()
 }

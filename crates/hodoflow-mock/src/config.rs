@@ -20,7 +20,8 @@ pub const DEMO_MODULIFY_TOKEN: &str = "mfy_demo_7c2e9a41";
 /// `Limits::default()` holds the documented values (CONTRACT.md, documents 000, 001 and 004).
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Lifetime of an issued access token. Default: 1 hour.
+    /// Lifetime of an issued access token, stated as `expires_in` in whole seconds; zero issues
+    /// tokens that are expired at once. Default: 1 hour.
     pub token_ttl: Duration,
     /// How long an expired token is still told apart from an unknown one. Default: 24 hours.
     pub expired_token_memory: Duration,

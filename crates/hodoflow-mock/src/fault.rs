@@ -73,6 +73,20 @@ pub enum FaultAction {
     /// A signed trigger checks this delivery against a secret rotated in that no sender holds,
     /// as if its secrets had been replaced: it is refused, and nothing runs.
     RotatedSecret,
+    /// A token exchange issues its token as usual (it lives `Limits::token_ttl` on the server)
+    /// but its answer states this `expires_in` instead: any JSON value (`0`, `-5`, `1e300`,
+    /// `"60"`), or, when `None` (JSON `null` or absent), no `expires_in` field at all.
+    StatedExpiresIn {
+        /// The `expires_in` the answer states; `None` leaves the field out.
+        #[serde(default)]
+        expires_in: Option<serde_json::Value>,
+    },
+    /// A token exchange issues this text as its access token (a word such as `accepted`, or
+    /// anything else), valid for `Limits::token_ttl` like any token it issues.
+    IssuedToken {
+        /// The access token issued.
+        access_token: String,
+    },
 }
 
 impl FaultAction {
@@ -90,6 +104,8 @@ impl FaultAction {
             FaultAction::ExpiredToken => "expired_token",
             FaultAction::SkewedClock { .. } => "skewed_clock",
             FaultAction::RotatedSecret => "rotated_secret",
+            FaultAction::StatedExpiresIn { .. } => "stated_expires_in",
+            FaultAction::IssuedToken { .. } => "issued_token",
         }
     }
 }
@@ -248,6 +264,36 @@ impl Fault {
     /// A signed trigger's secrets are rotated to one no sender holds, for this delivery.
     pub fn rotated_secret() -> Self {
         Self::new(FaultAction::RotatedSecret)
+    }
+
+    /// A token exchange's answer states `expires_in` (any JSON value: `0`, `-5`, `"60"`)
+    /// instead of the token's lifetime; the token itself lives `Limits::token_ttl` as usual.
+    ///
+    /// ```
+    /// use hodoflow_mock::Fault;
+    ///
+    /// // Every token answer says the token expires at once; the server keeps it an hour.
+    /// let fault = Fault::stated_expires_in(0.into()).on("POST", "/oauth/token").times(u32::MAX);
+    /// # let _ = fault;
+    /// ```
+    pub fn stated_expires_in(expires_in: serde_json::Value) -> Self {
+        Self::new(FaultAction::StatedExpiresIn {
+            expires_in: Some(expires_in),
+        })
+    }
+
+    /// A token exchange's answer has no `expires_in` field; the token itself lives
+    /// `Limits::token_ttl` as usual.
+    pub fn no_expires_in() -> Self {
+        Self::new(FaultAction::StatedExpiresIn { expires_in: None })
+    }
+
+    /// A token exchange issues `access_token` (a word such as `accepted`, or anything else) as
+    /// its token, valid like any other; the server never prints it.
+    pub fn issued_token(access_token: &str) -> Self {
+        Self::new(FaultAction::IssuedToken {
+            access_token: access_token.to_owned(),
+        })
     }
 
     /// Adds a header to a `respond` fault.

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::http::HeaderMap;
 use bytes::Bytes;
@@ -283,6 +283,27 @@ impl Ledger {
             .iter()
             .filter(|r| r.method == method && r.path.starts_with(prefix))
             .collect()
+    }
+
+    /// The most requests with `method` under `prefix` that arrived within any one second (on
+    /// the real monotonic clock): how hard a client pressed on a route, such as the token
+    /// endpoint.
+    pub fn busiest_second(&self, method: &str, prefix: &str) -> usize {
+        let arrivals: Vec<Instant> = self
+            .requests_to(method, prefix)
+            .iter()
+            .map(|request| request.arrived)
+            .collect();
+        arrivals
+            .iter()
+            .map(|from| {
+                arrivals
+                    .iter()
+                    .filter(|at| **at >= *from && at.duration_since(*from) < Duration::from_secs(1))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Requests that carried `Idempotency-Key: key`, in arrival order.

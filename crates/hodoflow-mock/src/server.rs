@@ -370,7 +370,9 @@ async fn observe(State(shared): State<Arc<Shared>>, mut request: Request, next: 
             execution @ (FaultAction::SlowExecution { .. }
             | FaultAction::FailExecution { .. }
             | FaultAction::SkewedClock { .. }
-            | FaultAction::RotatedSecret),
+            | FaultAction::RotatedSecret
+            | FaultAction::StatedExpiresIn { .. }
+            | FaultAction::IssuedToken { .. }),
         ) => {
             request.extensions_mut().insert(execution.clone());
             next.run(request).await

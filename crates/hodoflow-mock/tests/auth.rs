@@ -281,3 +281,62 @@ async fn refuses_a_token_without_the_surface_scope_with_403() {
     assert_eq!(ledger.total_writes_executed(), 0);
     assert_eq!(ledger.total_runs(), 1);
 }
+
+/// `Fault::stated_expires_in` changes what a token answer says of its lifetime, never the
+/// token: each one still works for the configured TTL. `Fault::no_expires_in` leaves the field
+/// out.
+#[tokio::test]
+async fn a_token_answer_states_any_expires_in_a_fault_gives_and_the_token_still_works() {
+    let server = start().await;
+    for stated in [json!(0), json!(-5), json!(1e300), json!("60"), json!(null)] {
+        let fault = match &stated {
+            serde_json::Value::Null => hodoflow_mock::Fault::no_expires_in(),
+            value => hodoflow_mock::Fault::stated_expires_in(value.clone()),
+        };
+        server.inject(fault.on("POST", "/oauth/token"));
+        let granted = exchange(&server, &credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)).await;
+        assert_eq!(granted.status, 200, "{stated}");
+        let body = granted.json();
+        match &stated {
+            serde_json::Value::Null => assert!(body.get("expires_in").is_none(), "{body}"),
+            value => assert_eq!(&body["expires_in"], value),
+        }
+        let token = body["access_token"].as_str().unwrap();
+        let caller = Caller::demo(&server).await.with_token(token);
+        assert_eq!(caller.deliver(&[], "{}").await.status, 202, "{stated}");
+    }
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.tokens_issued(),
+        10,
+        "5 by the faults, 5 for the callers"
+    );
+}
+
+/// `Limits::token_ttl` of zero issues tokens that expire at once, for real: the answer says
+/// `"expires_in": 0` and the server refuses the token as expired.
+#[tokio::test]
+async fn a_zero_token_ttl_issues_tokens_that_are_expired_at_once() {
+    let limits = Limits {
+        token_ttl: Duration::ZERO,
+        ..Limits::default()
+    };
+    let server = MockServer::builder().limits(limits).start().await.unwrap();
+    let caller = Caller::demo(&server).await;
+    let granted = exchange(&server, &credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)).await;
+    assert_eq!(granted.json()["expires_in"], 0);
+    let refused = caller.deliver(&[], "{}").await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json(), json!({"error": "missing_credentials"}));
+}
+
+/// `Fault::issued_token` chooses the token's text; the token works like any other.
+#[tokio::test]
+async fn an_issued_token_fault_issues_that_text_as_a_working_token() {
+    let server = start().await;
+    server.inject(hodoflow_mock::Fault::issued_token("workflow run").on("POST", "/oauth/token"));
+    let granted = exchange(&server, &credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)).await;
+    assert_eq!(granted.json()["access_token"], "workflow run");
+    let caller = Caller::demo(&server).await.with_token("workflow run");
+    assert_eq!(caller.deliver(&[], "{}").await.status, 202);
+}

@@ -59,6 +59,7 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hodoflow_retry::outbox::{Outbox, Target};
 use hodoflow_retry::{RetryingClient, Surface};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
@@ -103,6 +104,8 @@ pub(crate) struct Prepared {
     queue: Duration,
     /// `--outbox` and its pool's settings.
     outbox: Option<(String, crate::outbox::PoolPlan)>,
+    /// `--json`: a failure of the whole batch is one JSON object.
+    json: bool,
 }
 
 /// Reads and checks the events, and builds the client.
@@ -129,6 +132,23 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
         None => None,
     };
     let Parsed { events, merged } = parse(&text, crate::client::WEBHOOK_BODY_LIMIT)?;
+    // The SDK's own checks of the trigger, and with `--outbox` of each job, before anything is
+    // sent, stored or created: a refusal is one usage error, exit 2.
+    let target = Target::webhook(trigger.token.clone());
+    let refused = |e: hodoflow_retry::Error| {
+        let why = e.to_string();
+        let why = why
+            .strip_prefix("invalid input: ")
+            .unwrap_or(&why)
+            .to_owned();
+        format!("the batch cannot be sent: {why}; nothing was sent or stored")
+    };
+    Outbox::check("batch", &target, b"").map_err(refused)?;
+    if outbox.is_some() {
+        for event in &events {
+            Outbox::check(&event.event_id, &target, &event.body).map_err(refused)?;
+        }
+    }
     let builder = crate::client::builder(cli, trigger.base_url.as_deref(), Some(&batch.signing))?;
     // Through an outbox the workers' shared window paces, by the same rule (`pool.rs`).
     let builder = match outbox {
@@ -145,6 +165,7 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
         max_elapsed: cli.max_elapsed,
         queue: batch.queue,
         outbox,
+        json: cli.json,
     })
 }
 
@@ -157,15 +178,14 @@ impl Prepared {
             crate::redact::eprint(&note);
         }
         if let Some((spec, plan)) = self.outbox {
-            return through_outbox(
-                self.client,
-                &self.trigger,
-                self.events,
-                self.concurrency,
-                &spec,
-                plan,
-            )
-            .await;
+            let batch = Batch {
+                trigger: &self.trigger,
+                events: self.events,
+                concurrency: self.concurrency,
+                started,
+                json: self.json,
+            };
+            return through_outbox(self.client, batch, &spec, plan).await;
         }
         let total = self.events.len();
         let bar = progress_bar(total as u64);
@@ -236,26 +256,37 @@ impl Prepared {
             }
         }
         bar.finish_and_clear();
-        crate::redact::eprint_own(&tally.summary(total, started.elapsed()));
+        crate::redact::eprint(&tally.summary(total, started.elapsed()));
         tally.worst
     }
+}
+
+/// What `batch --outbox` stores and delivers, and how it reports.
+struct Batch<'a> {
+    trigger: &'a Trigger,
+    events: Vec<Event>,
+    concurrency: usize,
+    started: Instant,
+    json: bool,
 }
 
 /// `batch --outbox` (`outbox.rs`).
 async fn through_outbox(
     client: RetryingClient,
-    trigger: &Trigger,
-    events: Vec<Event>,
-    concurrency: usize,
+    batch: Batch<'_>,
     spec: &str,
     plan: crate::outbox::PoolPlan,
 ) -> Exit {
+    let Batch {
+        trigger,
+        events,
+        concurrency,
+        started,
+        json,
+    } = batch;
     let outbox = match crate::outbox::open(spec, plan.store_timeout).await {
         Ok(outbox) => outbox,
-        Err(report) => {
-            report.print(false);
-            return report.exit();
-        }
+        Err(report) => return crate::report::finish(report, started, json),
     };
     let pool = crate::pool::Pool {
         outbox,
@@ -274,7 +305,7 @@ async fn through_outbox(
             body: event.body,
         })
         .collect();
-    crate::outbox::batch(pool, trigger.token.clone(), events).await
+    crate::outbox::batch(pool, trigger.token.clone(), events, started, json).await
 }
 
 /// The result line of a finished task: its own, or an `internal` failure of the event it was
@@ -360,7 +391,7 @@ fn say_what_holds(
     };
     let text = held.text(Some(waiting));
     if held.changed {
-        bar.suspend(|| crate::redact::eprint_own(&text));
+        bar.suspend(|| crate::redact::eprint(&text));
     }
     bar.set_message(text);
 }
@@ -403,7 +434,9 @@ async fn deliver(
                 .last()
                 .and_then(|a| a.status())
                 .map(|s| s.as_u16()),
-            workflow_run_id: delivery.run_id().map(str::to_owned),
+            workflow_run_id: delivery
+                .run_id()
+                .map(|run| crate::redact::text(run).into_owned()),
             attempts: delivery.attempts().len(),
             error: None,
         },

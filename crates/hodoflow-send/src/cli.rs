@@ -16,9 +16,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Sends to a Hodoflow-style API with safe retries: one identity per operation, the documented
 /// retry matrix, and an attempt budget.
 ///
-/// Exit status: 0 success (accepted, duplicate, ok, replayed); 1 permanent failure (do not retry
-/// unchanged); 2 usage error or invalid input (nothing was sent); 3 retryable failure (the budget
-/// ran out or the outcome is unknown: retry later with the same key).
+/// Exit status: 0 success (accepted, duplicate, ok, replayed); 1 permanent failure or
+/// configuration, such as an outbox that cannot be used (do not retry unchanged); 2 usage error
+/// or invalid input (nothing was sent); 3 retryable failure (the budget ran out or the outcome
+/// is unknown: retry later with the same key).
 #[derive(Debug, Parser)]
 #[command(name = "hodoflow-send", version)]
 pub(crate) struct Cli {

@@ -2,9 +2,9 @@
 //!
 //! The token exchange goes through [`Recording`], which adds every access token issued to this
 //! process to the redaction set (`redact.rs`) before the SDK sends it anywhere, so a server that
-//! echoes the bearer token it received has it redacted from everything printed. A token that is
-//! one of the tool's own words is refused instead (`configuration`, exit 1): redacting it would
-//! corrupt the output. The SDK refuses one shorter than 8 bytes or holding a control character.
+//! echoes the bearer token it received has it redacted from every value printed. The tool's own
+//! words are never searched, so any token will do, even `accepted`. The SDK refuses one shorter
+//! than 8 bytes or holding a control character.
 
 use std::sync::Arc;
 
@@ -120,13 +120,6 @@ impl TokenExchanger for Recording {
     fn exchange(&self) -> ExchangeFuture<'_> {
         Box::pin(async move {
             let token = self.inner.exchange().await?;
-            // Refused before it is added to the redaction set: redacting it would rewrite the
-            // tool's own words. Exchanging again would get the same kind of token.
-            if crate::redact::is_own_word(token.secret().expose()) {
-                return Err(hodoflow_retry::Error::unusable_token(
-                    "it is a word hodoflow-send prints, so it cannot be told apart in its output",
-                ));
-            }
             crate::redact::add(token.secret().expose());
             Ok(token)
         })

@@ -254,7 +254,7 @@ fn delivered(result: Result<Delivery, Error>, id: &DeliveryId) -> Report {
                 Outcome::Accepted
             };
             Report {
-                workflow_run_id: delivery.run_id().map(str::to_owned),
+                workflow_run_id: delivery.run_id().map(redacted),
                 ..Report::success(outcome, delivery.attempts())
             }
             .with_key(key)
@@ -347,8 +347,9 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
         }
     };
     let state = run.state().as_str();
+    let run_id = redacted(run.id());
     let mut report = Report {
-        workflow_run_id: Some(run.id().to_owned()),
+        workflow_run_id: Some(run_id.clone()),
         state: Some(Some(state)),
         ..Report::success(Outcome::Ok, run.attempts())
     };
@@ -358,11 +359,15 @@ async fn follow(client: &RetryingClient, run_id: &str) -> Report {
             "unprocessable",
             false,
             format!(
-                "workflow run {} ended {state} after {} polls",
-                run.id(),
+                "workflow run {run_id} ended {state} after {} polls",
                 run.polls()
             ),
         ));
     }
     report
+}
+
+/// `value`, a server's, with every known secret in it redacted, as it enters a report.
+fn redacted(value: &str) -> String {
+    crate::redact::text(value).into_owned()
 }

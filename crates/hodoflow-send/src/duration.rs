@@ -24,7 +24,7 @@ pub(crate) const MAX_ANY: Duration = hodoflow_retry::outbox::MAX_LEASE;
 ///
 /// As [`parse`], and a sentence naming the maximum over it.
 pub(crate) fn parse_call(text: &str) -> Result<Duration, String> {
-    at_most(text, parse(text)?, MAX_CALL, "24h")
+    at_most(text, parse_any(text)?, MAX_CALL, "24h")
 }
 
 /// `value`, the duration `text` gives, unless it is over `max`.
@@ -101,9 +101,17 @@ mod tests {
         assert!(parse("169h").unwrap_err().contains("maximum"));
         assert_eq!(parse_call("24h"), Ok(MAX_CALL));
         assert_eq!(parse_call("1440m"), Ok(MAX_CALL));
-        for over in ["25h", "86400001ms", "5000000000000h"] {
-            assert!(parse_call(over).unwrap_err().contains("maximum"), "{over}");
+        for over in ["25h", "86400001ms", "168h", "169h", "5000000000000h"] {
+            assert_eq!(
+                parse_call(over).unwrap_err(),
+                format!("'{over}' is over the maximum of 24h"),
+                "the maximum that applies, whatever the other one"
+            );
         }
+        assert_eq!(
+            parse("169h").unwrap_err(),
+            "'169h' is over the maximum of 168h (7 days)"
+        );
     }
 
     #[test]

@@ -91,13 +91,7 @@ pub(crate) async fn run(
             .into_iter()
             .map(|job| (job.event_id, job.target, job.body));
         let stored = outbox.enqueue_many(events).await.map_err(|error| {
-            crate::redact::eprint(&format!(
-                "outbox enqueue: batch {} failed ({error}); the {} job(s) of the {} batch(es) \
-                 before it are stored: run the same command again (nothing is stored twice)",
-                summary.batches + 1,
-                summary.stored + summary.already,
-                summary.batches
-            ));
+            crate::redact::eprint(&batch_failed(&error, &summary));
             Report::failed(&error)
         })?;
         summary.batches += 1;
@@ -138,4 +132,26 @@ pub(crate) async fn run(
         crate::redact::print(&text);
     }
     Ok(Exit::Success)
+}
+
+/// What standard error says when batch `summary.batches + 1` failed with `error`: what the
+/// batches before it stored, and what running the same command again does.
+fn batch_failed(error: &hodoflow_retry::Error, summary: &Summary) -> String {
+    let why = crate::redact::text(&error.to_string()).into_owned();
+    let before = match summary.batches {
+        0 => "nothing was stored".to_owned(),
+        batches => format!(
+            "the {} job(s) of the {batches} batch(es) before it are stored",
+            summary.stored + summary.already
+        ),
+    };
+    let rerun = if error.is_retryable() {
+        "run the same command again (nothing is stored twice)"
+    } else {
+        "a rerun fails the same way until that is fixed"
+    };
+    format!(
+        "outbox enqueue: batch {} failed ({why}); {before}; {rerun}",
+        summary.batches + 1
+    )
 }

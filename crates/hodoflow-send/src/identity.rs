@@ -15,9 +15,10 @@
 //! `--event-id`, which needs no bookkeeping.
 //!
 //! The resend command is this process's own command line, each argument shell-quoted, with the
-//! ID option added before any `--`. No secret is in it: every argument is redacted before it is
-//! quoted (the trigger token shows as [`MARKER`], to be put back by hand), and the value of
-//! `--client-secret-file` or `--token-file` is never shown. No body is in it either: a body
+//! ID option added before any `--`. No secret is in it, and no other word is touched: the
+//! trigger (found by its position as clap reads the line) shows as [`MARKER`], or a trigger URL
+//! with [`MARKER`] for its token, to be put back by hand; the value of `--client-secret-file` or
+//! `--token-file` shows as [`MARKER`]; every other argument is shown as typed. No body is in it either: a body
 //! given inline (`--data TEXT`) shows as `--data @FILE`, with a note to put the same bytes in
 //! FILE or on standard input (`--data @-`); `--data @FILE` and `--data @-` are kept as given.
 //! Options read from the environment are not repeated: the command is for the same environment.
@@ -25,6 +26,7 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 
+use clap::CommandFactory as _;
 use hodoflow_retry::{DeliveryId, IdempotencyKey};
 
 use crate::redact::MARKER;
@@ -126,7 +128,12 @@ impl Identity {
             .iter()
             .map(|arg| arg.to_string_lossy().into_owned())
             .collect();
-        let (command, inline_body) = resend_command(&args, option, key);
+        // The trigger of `webhook` and `rehearse` is their first positional argument.
+        let trigger = match self.operation {
+            Operation::Delivery => first_positional(&args),
+            Operation::Write => None,
+        };
+        let (command, inline_body) = resend_command(&args, option, key, trigger);
         let body = if inline_body {
             // The body itself is never printed (document 000: never log sensitive bodies).
             format!(
@@ -165,11 +172,17 @@ fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
     Ok(value)
 }
 
-/// `args` (the program first) with `option key` added before any `--`, each argument redacted
-/// and shell-quoted, the value of each of [`SECRET_FILES`] replaced by [`MARKER`], and a body
-/// given inline (`--data TEXT`, `--data=TEXT`) replaced by `@`[`BODY_FILE`]; and whether one
-/// was. `@FILE` and `@-` name the body without being it, and are kept.
-fn resend_command(args: &[String], option: &str, key: &str) -> (String, bool) {
+/// `args` (the program first) with `option key` added before any `--`, each argument
+/// shell-quoted, the trigger at `secret` shown without its token (`Trigger::shown`), the value
+/// of each of [`SECRET_FILES`] replaced by [`MARKER`], and a body given inline (`--data TEXT`, `--data=TEXT`) replaced by
+/// `@`[`BODY_FILE`]; and whether one was. `@FILE` and `@-` name the body without being it, and
+/// are kept.
+fn resend_command(
+    args: &[String],
+    option: &str,
+    key: &str,
+    secret: Option<usize>,
+) -> (String, bool) {
     let end = args
         .iter()
         .skip(1)
@@ -183,6 +196,10 @@ fn resend_command(args: &[String], option: &str, key: &str) -> (String, bool) {
     for (index, arg) in args.iter().enumerate() {
         if index == end {
             words.extend([Cow::Borrowed(option), Cow::Borrowed(key)]);
+        }
+        if Some(index) == secret {
+            words.push(Cow::Owned(crate::trigger::Trigger::shown(arg)));
+            continue;
         }
         let body = if index >= end {
             None
@@ -213,7 +230,7 @@ fn resend_command(args: &[String], option: &str, key: &str) -> (String, bool) {
         {
             words.push(Cow::Owned(format!("{option}={MARKER}")));
         } else {
-            words.push(crate::redact::text(arg));
+            words.push(Cow::Borrowed(arg));
         }
     }
     if end == args.len() {
@@ -225,6 +242,41 @@ fn resend_command(args: &[String], option: &str, key: &str) -> (String, bool) {
         .collect::<Vec<_>>()
         .join(" ");
     (command, inline_body)
+}
+
+/// The index in `args` (the program first) of the first positional argument of the command
+/// they run (`TRIGGER` of `webhook`), read as clap reads them: an option that takes a value
+/// takes the next argument unless written `--name=value`, a command's name leads to its
+/// subcommands, and after `--` every argument is positional.
+fn first_positional(args: &[String]) -> Option<usize> {
+    let mut root = crate::cli::Cli::command();
+    root.build();
+    let mut command = &root;
+    let mut in_subcommand = false;
+    let mut options_end = false;
+    let mut index = 1;
+    while let Some(arg) = args.get(index) {
+        index += 1;
+        if options_end || !arg.starts_with('-') || arg == "-" {
+            match command.find_subcommand(arg) {
+                Some(sub) if !options_end => {
+                    command = sub;
+                    in_subcommand = true;
+                }
+                _ => return in_subcommand.then_some(index - 1),
+            }
+        } else if arg == "--" {
+            options_end = true;
+        } else if let Some(long) = arg.strip_prefix("--")
+            && !long.contains('=')
+            && command
+                .get_arguments()
+                .any(|known| known.get_long() == Some(long) && known.get_action().takes_values())
+        {
+            index += 1;
+        }
+    }
+    None
 }
 
 /// `word` as one POSIX shell word: as it is when it holds only characters no shell treats
@@ -288,7 +340,7 @@ mod tests {
             .announcement(&os(&["s", "webhook", "t"]), false)
             .unwrap();
         let ends = format!(
-            ", run:\n  s webhook t --delivery-id {}",
+            ", run:\n  s webhook '<redacted>' --delivery-id {}",
             delivery.key.as_str()
         );
         assert!(
@@ -328,6 +380,7 @@ mod tests {
             ]),
             "--delivery-id",
             "k-1",
+            None,
         );
         assert_eq!(
             command,
@@ -335,14 +388,14 @@ mod tests {
         );
         // Only the first `--` ends the options; a later one is an argument like any other.
         assert_eq!(
-            resend_command(&args(&["s", "--", "a", "--"]), "--key", "k"),
+            resend_command(&args(&["s", "--", "a", "--"]), "--key", "k", None),
             ("s --key k -- a --".to_owned(), false)
         );
     }
 
     #[test]
     fn the_resend_command_shows_no_inline_body_and_keeps_a_body_file_or_stdin() {
-        let resend = |text: &[&str]| resend_command(&args(text), "--delivery-id", "k");
+        let resend = |text: &[&str]| resend_command(&args(text), "--delivery-id", "k", None);
         assert_eq!(
             resend(&["s", "webhook", "t", "--data", "{\"card\": \"4111 1111\"}"]),
             ("s webhook t --data @FILE --delivery-id k".to_owned(), true)
@@ -382,31 +435,29 @@ mod tests {
         assert!(
             said.contains(
                 "run with FILE holding the same body byte for byte (or --data @- and the same \
-                 body on standard input):\n  s webhook t --data @FILE --delivery-id "
+                 body on standard input):\n  s webhook '<redacted>' --data @FILE --delivery-id "
             ),
             "{said}"
         );
     }
 
     #[test]
-    fn the_resend_command_shows_no_secret_file_and_no_known_secret() {
-        crate::redact::add("trg_ID_TEST_it's_secret");
-        let (command, _) = resend_command(
-            &args(&[
-                "s",
-                "--client-secret-file",
-                "/run/cs_typed_here",
-                "--client-secret-file=/run/cs_typed_again",
-                "webhook",
-                "http://127.0.0.1:1/api/v1/webhooks/trg_ID_TEST_it's_secret",
-            ]),
-            "--delivery-id",
-            "k",
-        );
+    fn the_resend_command_shows_no_secret_file_and_no_trigger_by_position() {
+        let line = args(&[
+            "s",
+            "--client-secret-file",
+            "/run/cs_typed_here",
+            "--client-secret-file=/run/cs_typed_again",
+            "webhook",
+            "--data",
+            "@webhook.json",
+            "http://127.0.0.1:1/api/v1/webhooks/trg_ID_TEST_it's_secret",
+        ]);
+        let (command, _) = resend_command(&line, "--delivery-id", "k", first_positional(&line));
         assert_eq!(
             command,
             "s --client-secret-file '<redacted>' '--client-secret-file=<redacted>' webhook \
-             'http://127.0.0.1:1/api/v1/webhooks/<redacted>' --delivery-id k"
+             --data @webhook.json 'http://127.0.0.1:1/api/v1/webhooks/<redacted>' --delivery-id k"
         );
         let (command, _) = resend_command(
             &args(&[
@@ -420,11 +471,49 @@ mod tests {
             ]),
             "--key",
             "k",
+            None,
         );
         assert_eq!(
             command,
             "s modulify --token-file '<redacted>' '--token-file=<redacted>' call send_message \
              --key k"
         );
+    }
+
+    #[test]
+    fn a_trigger_that_is_one_of_the_tools_words_hides_nothing_else() {
+        // A trigger token equal to the command's name, an option's value, or a word of the
+        // announcement: only the trigger's own position is redacted.
+        for trigger in ["webhook", "@webhook.json", "delivery", "--data"] {
+            let line = args(&[
+                "hodoflow-send",
+                "--max-elapsed",
+                "webhook",
+                "webhook",
+                "--data=@webhook.json",
+                "--",
+                trigger,
+            ]);
+            let at = first_positional(&line);
+            assert_eq!(at, Some(6), "{trigger}");
+            let (command, _) = resend_command(&line, "--delivery-id", "k", at);
+            assert_eq!(
+                command,
+                "hodoflow-send --max-elapsed webhook webhook --data=@webhook.json --delivery-id \
+                 k -- '<redacted>'"
+            );
+        }
+        let line = args(&[
+            "s",
+            "--json",
+            "rehearse",
+            "--event-id",
+            "e",
+            "trg_x",
+            "--data",
+            "{}",
+        ]);
+        assert_eq!(first_positional(&line), Some(5));
+        assert_eq!(first_positional(&args(&["s", "--json"])), None);
     }
 }

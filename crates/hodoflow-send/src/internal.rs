@@ -2,7 +2,7 @@
 //!
 //! Each operation runs in a Tokio task, so a panic under it ends that task only; its `JoinError`
 //! becomes an `internal` failure (exit 3: the operation may have been sent). The panic hook
-//! replaces the default one so the panic's own message is redacted like everything else printed.
+//! replaces the default one so the panic's own message is redacted like every value printed.
 
 use tokio::task::JoinError;
 
@@ -15,7 +15,7 @@ pub(crate) fn install_hook() {
             .unwrap_or_default();
         crate::redact::eprint(&format!(
             "hodoflow-send: internal error{location}: {}",
-            message(info.payload())
+            crate::redact::shown(message(info.payload()))
         ));
     }));
 }

@@ -3,7 +3,9 @@
 //! A job holds two things that are never shown: its trigger token (a secret, document 001) and
 //! its body. [`JobLine::of`] reads neither, and adds the token to the redaction set
 //! (`redact.rs`) before anything of the job is printed, so a server that put the token into an
-//! `x-request-id` or an error message has it redacted here as everywhere else.
+//! `x-request-id` or an error message has it redacted here as everywhere else: the run ID, the
+//! request ID and the error message, what a server said, are redacted as they enter the line.
+//! The event ID is the producer's own and is shown as it is (escaped in text).
 //!
 //! ```text
 //! {"event_id":"…","delivery_id":"…","state":"accepted","workflow_run_id":"…"|null,"calls":1,
@@ -52,7 +54,7 @@ impl JobLine {
             event_id: job.event_id.clone(),
             delivery_id: job.identity.as_str().to_owned(),
             state: job.state.as_str(),
-            workflow_run_id: job.run_id.clone(),
+            workflow_run_id: job.run_id.as_deref().map(redacted),
             calls: job.calls,
             attempts: job.attempts,
             next_attempt_at: (!job.state.is_final()).then(|| rfc3339(job.next_at)),
@@ -74,10 +76,10 @@ impl JobLine {
                 }
             },
         );
-        // Stored text, from a batch file or a server: one field each, tabs included.
+        // Stored text, from a batch file or a server: one field each, a tab in it escaped.
         format!(
             "{}\t{}\t{}\t{}\t{}\t{error}\t{}",
-            crate::sanitize::field(&self.event_id).replace('\t', " "),
+            crate::sanitize::field(&self.event_id),
             self.state,
             self.calls,
             self.attempts,
@@ -96,10 +98,15 @@ impl ErrorLine {
         Self {
             kind: error.kind.clone(),
             status: error.status,
-            request_id: error.request_id.clone(),
-            message: error.message.clone(),
+            request_id: error.request_id.as_deref().map(redacted),
+            message: redacted(&error.message),
         }
     }
+}
+
+/// `value`, what a server said, with every known secret in it redacted.
+fn redacted(value: &str) -> String {
+    crate::redact::text(value).into_owned()
 }
 
 /// Adds the trigger token of `job`, if it has one, to the redaction set.

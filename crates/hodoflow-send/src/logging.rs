@@ -1,17 +1,22 @@
 //! Tracing on standard error, filtered by `RUST_LOG` (default `warn`).
 //!
 //! The SDK records no bearer token, client secret, trigger token or body at any level, and this
-//! tool adds none; each line is made inert and redacted all the same (`sanitize.rs`,
-//! `redact.rs`) before it is written, since a field can hold text a server sent. `log` records
-//! of the HTTP stack are not bridged into tracing: reqwest's own trace lines show full URLs, and
-//! a webhook URL holds the trigger token.
+//! tool adds none; each field's value is redacted all the same (`redact.rs`), since a field can
+//! hold text a server sent, and each line is made inert (`sanitize.rs`) before it is written.
+//! The event's message, the SDK's own words, is never searched for a secret. `log` records of
+//! the HTTP stack are not bridged into tracing: reqwest's own trace lines show full URLs, and a
+//! webhook URL holds the trigger token.
 
+use std::fmt;
 use std::io::Write;
 use std::sync::OnceLock;
 
 use indicatif::ProgressBar;
+use tracing::field::Field;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::MakeExt as _;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::format::{self, FormatFields, Writer};
 
 /// The batch's progress bar, hidden while a log line is written so the two do not tear.
 static PROGRESS: OnceLock<ProgressBar> = OnceLock::new();
@@ -21,10 +26,27 @@ pub(crate) fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(redacted_fields())
         .with_writer(Stderr)
         // Colours are escape sequences, which every line written loses (`sanitize.rs`).
         .with_ansi(false)
         .init();
+}
+
+/// The fields of an event or a span as `name=value`, each value redacted; the message as it
+/// is.
+fn redacted_fields() -> impl for<'w> FormatFields<'w> + 'static {
+    format::debug_fn(
+        |writer: &mut Writer<'_>, field: &Field, value: &dyn fmt::Debug| {
+            if field.name() == "message" {
+                write!(writer, "{value:?}")
+            } else {
+                let value = format!("{value:?}");
+                write!(writer, "{}={}", field.name(), crate::redact::text(&value))
+            }
+        },
+    )
+    .delimited(" ")
 }
 
 /// Writes log lines around `bar` from now on.

@@ -138,13 +138,14 @@ fn base_url<'a>(modulify: &'a cli::Modulify, args: &[OsString]) -> Option<&'a st
 /// `tools`: prints the catalogue, or returns the report of why it could not be read.
 async fn tools(client: ModulifyClient, json: bool) -> Result<(), Report> {
     let catalogue = client.tools().await.map_err(|e| Report::failed(&e))?;
-    let tools: Vec<ToolLine<'_>> = catalogue
+    // The catalogue is the server's text: redacted as it enters the listing.
+    let tools: Vec<ToolLine> = catalogue
         .tools()
         .iter()
         .map(|tool| ToolLine {
-            name: tool.name(),
+            name: crate::redact::text(tool.name()).into_owned(),
             effect: tool.effect().as_str(),
-            description: tool.description(),
+            description: crate::redact::text(tool.description()).into_owned(),
         })
         .collect();
     if json {
@@ -157,7 +158,7 @@ async fn tools(client: ModulifyClient, json: bool) -> Result<(), Report> {
         .map(|t| {
             format!(
                 "{:width$}  {:11}  {}",
-                crate::sanitize::field(t.name),
+                crate::sanitize::field(&t.name),
                 t.effect,
                 crate::sanitize::field(t.description.lines().next().unwrap_or(""))
             )
@@ -169,18 +170,18 @@ async fn tools(client: ModulifyClient, json: bool) -> Result<(), Report> {
 
 /// What `tools --json` prints.
 #[derive(Debug, Serialize)]
-struct Tools<'a> {
-    tools: Vec<ToolLine<'a>>,
+struct Tools {
+    tools: Vec<ToolLine>,
 }
 
 /// One method of the catalogue.
 #[derive(Debug, Serialize)]
-struct ToolLine<'a> {
-    name: &'a str,
+struct ToolLine {
+    name: String,
     effect: &'static str,
     /// For the human table only.
     #[serde(skip)]
-    description: &'a str,
+    description: String,
 }
 
 /// A `call` whose input was checked, ready to read the catalogue and send.
@@ -297,7 +298,9 @@ fn answered(result: Result<MethodAnswer, Error>) -> Report {
             Report {
                 status: Some(answer.status().as_u16()),
                 body: Some(Report::body_of(answer.body())),
-                data: Some(answer.data().unwrap_or(serde_json::Value::Null)),
+                data: Some(crate::redact::json(
+                    answer.data().unwrap_or(serde_json::Value::Null),
+                )),
                 answer_kept: Some(Some(answer.answer_kept())),
                 ..Report::success(outcome, answer.attempts())
             }

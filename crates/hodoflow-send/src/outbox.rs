@@ -96,11 +96,19 @@ pub(crate) async fn open(spec: &str, timeout: std::time::Duration) -> Result<Out
     }
     Outbox::sqlite(spec).await.map_err(|e| match e.kind() {
         // A directory, a device, a file that is not SQLite, a read-only file: no wait heals it.
-        ErrorKind::InvalidInput => Report::failure(Failure::permanent(
-            "configuration",
-            false,
-            format!("configuration: the --outbox file cannot be used: {e}"),
-        )),
+        // The input was valid; the store it names cannot be used: a configuration error.
+        ErrorKind::InvalidInput => {
+            let why = e.to_string();
+            let why = why.strip_prefix("invalid input: ").unwrap_or(&why);
+            Report::failure(Failure::permanent(
+                "configuration",
+                false,
+                format!(
+                    "configuration: the --outbox file cannot be used: {}",
+                    crate::redact::text(why)
+                ),
+            ))
+        }
         _ => Report::failed(&e),
     })
 }
@@ -262,7 +270,7 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
             done
         }
         (OutboxCommand::Serve { .. }, _) => match admin {
-            Some(admin) => serve(admin, store).await,
+            Some(admin) => serve(admin, store, json).await,
             None => unreachable!("serve's address is checked above"),
         },
         (OutboxCommand::Status, _) => status(&store, json).await,
@@ -306,10 +314,16 @@ fn admin_of(command: &OutboxCommand) -> Result<Option<crate::page::Admin>, Strin
     }
 }
 
-/// `outbox serve`: the status page until SIGINT or SIGTERM.
-async fn serve(admin: crate::page::Admin, outbox: Outbox) -> Result<Exit, Report> {
+/// `outbox serve`: the status page until SIGINT or SIGTERM. Standard output says where it
+/// listens (`--json`: `{"listening":"http://…/"}`).
+async fn serve(admin: crate::page::Admin, outbox: Outbox, json: bool) -> Result<Exit, Report> {
     let (listener, bound) = admin.bind().await.map_err(|m| usage(&m))?;
-    crate::redact::print(&format!("listening on http://{bound}/"));
+    let address = format!("http://{bound}/");
+    if json {
+        crate::redact::print_json(&serde_json::json!({ "listening": address }));
+    } else {
+        crate::redact::print(&format!("listening on {address}"));
+    }
     admin
         .serve(listener, outbox, None, signalled())
         .await
@@ -317,7 +331,10 @@ async fn serve(admin: crate::page::Admin, outbox: Outbox) -> Result<Exit, Report
             Report::failure(Failure::permanent(
                 "configuration",
                 false,
-                format!("the status page stopped: {e}"),
+                format!(
+                    "the status page stopped: {}",
+                    crate::redact::text(&e.to_string())
+                ),
             ))
         })?;
     Ok(Exit::Success)
@@ -494,9 +511,10 @@ async fn retry(outbox: &Outbox, event_id: &str, json: bool) -> Result<Exit, Repo
     };
     if was == JobState::NeedsReconciliation {
         crate::redact::eprint(&format!(
-            "warning: {event_id} reached its deduplication horizon without a definite answer; \
+            "warning: {} reached its deduplication horizon without a definite answer; \
              requeued as asked, with its horizon started again: if the server ran it, this \
-             send may start a second run"
+             send may start a second run",
+            crate::sanitize::field(event_id)
         ));
     }
     let line = JobLine::of(&job);
@@ -520,9 +538,16 @@ pub(crate) struct BatchEvent {
     pub(crate) body: Vec<u8>,
 }
 
-/// `batch --outbox`: stores the events, delivers them, and reports each.
-pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) -> Exit {
-    let started = Instant::now();
+/// `batch --outbox`: stores the events, delivers them, and reports each. A failure before the
+/// events' lines (the store refused them, or could not read them back) is one report, a JSON
+/// object with `json`.
+pub(crate) async fn batch(
+    pool: Pool,
+    trigger: Secret,
+    events: Vec<BatchEvent>,
+    started: Instant,
+    json: bool,
+) -> Exit {
     let total = events.len();
     let outbox = pool.outbox.clone();
     // Store every event first: a crash from here on loses nothing.
@@ -543,6 +568,7 @@ pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) 
         }
     })
     .await;
+    let mut refused = None;
     for result in enqueued {
         match result {
             Ok((_, true, _)) => stored_now += 1,
@@ -551,14 +577,12 @@ pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) 
                     kept.push(event_id);
                 }
             }
-            Err(error) => {
-                crate::redact::eprint(&format!(
-                    "batch: the events could not all be stored ({error}); those stored stay \
-                     stored: run the same command again"
-                ));
-                return Report::failed(&error).exit();
-            }
+            Err(error) => refused = Some(error),
         }
+    }
+    if let Some(error) = refused {
+        crate::redact::eprint(&not_all_stored(&error, stored_now, total));
+        return finish(Report::failed(&error), started, json);
     }
     crate::redact::eprint(&format!(
         "batch: {total} events in the outbox: {stored_now} stored now, {} already there",
@@ -578,14 +602,22 @@ pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) 
     let ended = match pool.run(Until::Settled(Arc::clone(&ids)), false).await {
         Ok(ended) => Some(ended),
         Err(error) => {
-            crate::redact::eprint(&format!("batch: the workers stopped: {error}"));
+            crate::redact::eprint(&format!(
+                "batch: the workers stopped: {}",
+                crate::redact::text(&error.to_string())
+            ));
             None
         }
     };
     let jobs = match fetch(&outbox, &order).await {
         Ok(jobs) => jobs,
         Err(error) => {
-            crate::redact::eprint(&format!("batch: the jobs could not be read back: {error}"));
+            crate::redact::eprint(
+                "batch: the jobs could not be read back: their events are stored; run the \
+                 same command again to read them (nothing is stored or sent twice)",
+            );
+            let report = Report::failed(&error);
+            finish(report, started, json);
             return Exit::Retryable;
         }
     };
@@ -666,6 +698,25 @@ pub(crate) async fn batch(pool: Pool, trigger: Secret, events: Vec<BatchEvent>) 
     }
     crate::redact::eprint(&summary);
     worst
+}
+
+/// What standard error says when `error` kept the events of a batch of `total` from being all
+/// stored, `stored` of them stored now: what is in the outbox, and what a rerun does.
+fn not_all_stored(error: &hodoflow_retry::Error, stored: usize, total: usize) -> String {
+    let why = crate::redact::text(&error.to_string()).into_owned();
+    let what = match stored {
+        0 => format!("batch: no event was stored ({why}); nothing was sent"),
+        _ => format!(
+            "batch: {stored} of {total} events were stored before the store refused one ({why}); \
+             they stay stored, and nothing was sent"
+        ),
+    };
+    let rerun = if error.is_retryable() {
+        "run the same command again: nothing is stored twice"
+    } else {
+        "a rerun fails the same way until that is fixed"
+    };
+    format!("{what}; {rerun}")
 }
 
 fn counts_add(counts: &mut Counts, state: JobState) {

@@ -238,7 +238,7 @@ async fn say_what_holds(
             .await
             .ok()
             .map(|counts| counts.pending + counts.in_flight);
-        bar.suspend(|| crate::redact::eprint_own(&held.text(waiting)));
+        bar.suspend(|| crate::redact::eprint(&held.text(waiting)));
     }
     Some(held)
 }

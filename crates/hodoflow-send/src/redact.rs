@@ -1,26 +1,25 @@
 //! Every secret this process knows, and the one way it prints.
 //!
 //! The SDK keeps secrets out of what it says, but a server can say anything: an error body that
-//! echoes the bearer token it received, an `x-request-id` holding the trigger token. So the
-//! redaction happens last, on what is about to be written, whoever put the secret there: every
-//! known secret (the client secret, the trigger token, each access token issued to this process)
-//! becomes [`MARKER`]. Standard output and standard error are written only through [`print()`],
-//! [`print_json`] and [`eprint()`], and the log writer (`logging.rs`) passes its lines through
-//! [`terminal`], which also removes escape sequences (`sanitize.rs`) in text mode. clap's own usage errors are redacted in `usage.rs`; its help prints no values
-//! (`hide_env_values`).
+//! echoes the bearer token it received, an `x-request-id` holding the trigger token. So every
+//! value this tool did not write itself (what a server said, what a store holds, the SDK's
+//! error messages, a panic's message) has every known secret in it (the client secret, the
+//! trigger token, each access token issued to this process) replaced by [`MARKER`] where it is
+//! put into the output: [`text`] for a JSON value or a message, [`shown`] for a line of text
+//! (escaped too, `sanitize.rs`), [`json`] for a server's document. The tool's own words are
+//! never searched for a secret: an access token `accepted` or `workflow run` leaves
+//! `accepted: workflow run …` as it is, and `"outcome":"accepted"` too. Where this tool itself
+//! puts a secret into a text (the trigger token in the command a generated key is announced
+//! with), it knows where it put it, and writes [`MARKER`] there (`identity.rs`).
 //!
-//! JSON is redacted value by value, before it is serialized, so the output stays valid JSON
-//! whatever the secrets look like (a token of digits never touches a number), and this tool's
-//! own field names are left alone: object keys are redacted only inside `body`, the one place a
-//! server's keys appear. A secret shorter than [`MIN_LEN`] bytes is not redacted: it protects
-//! nothing (it can be guessed) and would turn words such as `ok` into markers.
+//! Standard output and standard error are written only through [`print()`], [`print_json`] and
+//! [`eprint()`], and the log writer (`logging.rs`) redacts each field's value the same way;
+//! each line written passes [`terminal`], which strips what no value should hold any more and
+//! bounds the line. clap's own usage errors, which quote what was typed, are redacted in
+//! `usage.rs`; its help prints no values (`hide_env_values`).
 //!
-//! Redaction never rewrites the tool's own words: the enumerated fields of a report
-//! ([`OWN_FIELDS`]: `outcome`, `kind`, `state` …) hold only values this tool chose, never a
-//! secret, and are left alone, as are the batch summary's counts. An access token that is, or
-//! is part of, a word the tool prints ([`OWN_WORDS`]) is refused where it is issued
-//! (`client.rs`): a token server issuing `access_token: "accepted"` once made `--json` print
-//! `"outcome":"<redacted>"` and the batch summary `5 <redacted>`.
+//! A secret shorter than [`MIN_LEN`] bytes is not redacted: it protects nothing (it can be
+//! guessed) and would turn short values into markers.
 
 use std::borrow::Cow;
 use std::io::Write as _;
@@ -34,76 +33,6 @@ pub(crate) const MARKER: &str = "<redacted>";
 
 /// The shortest secret redacted.
 const MIN_LEN: usize = 4;
-
-/// The report fields whose values are this tool's own enumerated words, never redacted.
-const OWN_FIELDS: [&str; 4] = ["outcome", "first_outcome", "kind", "state"];
-
-/// The words this tool prints on its own: outcomes, reported kinds, job and run states, and
-/// the field names of its reports. A secret inside one of them would corrupt its output.
-pub(crate) const OWN_WORDS: &[&str] = &[
-    "accepted",
-    "duplicate",
-    "replayed",
-    "replayed_without_answer",
-    "error",
-    "forbidden",
-    "not_found",
-    "key_reused",
-    "in_progress",
-    "payload_too_large",
-    "unprocessable",
-    "unauthorized",
-    "budget_exhausted",
-    "retry_budget_exhausted",
-    "invalid_input",
-    "transport",
-    "configuration",
-    "internal",
-    "pending",
-    "in_flight",
-    "done",
-    "failed",
-    "needs_reconciliation",
-    "succeeded",
-    "running",
-    "queued",
-    "cancelled",
-    "outcome",
-    "first_outcome",
-    "first_workflow_run_id",
-    "first_attempts",
-    "status",
-    "workflow_run_id",
-    "attempts",
-    "elapsed_ms",
-    "may_have_run",
-    "message",
-    "event_id",
-    "delivery_id",
-    "request_id",
-    "waited_ms",
-    "attempt",
-    "calls",
-    "state",
-    "kind",
-    "body",
-    "key",
-    "effect",
-    "timeout",
-    "closed",
-    "connect",
-    "<redacted>",
-    "redacted",
-    "events",
-    "to retry",
-    "failed for good",
-    "attempts in",
-];
-
-/// Whether `secret` is, or is part of, one of [`OWN_WORDS`].
-pub(crate) fn is_own_word(secret: &str) -> bool {
-    !secret.is_empty() && OWN_WORDS.iter().any(|word| word.contains(secret))
-}
 
 /// The forms of every known secret, longest first.
 static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
@@ -133,84 +62,65 @@ pub(crate) fn add(secret: &str) {
     known.sort_by_key(|form| std::cmp::Reverse(form.len()));
 }
 
-/// `text` with every known secret replaced by [`MARKER`], in one pass, the longest secret
-/// first where several start at the same place.
-pub(crate) fn text(text: &str) -> Cow<'_, str> {
+/// Forgets every secret, so that each input of the `redaction` fuzz target starts afresh.
+#[cfg(fuzzing)]
+pub(crate) fn forget_all() {
+    KNOWN
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+}
+
+/// `value`, text this tool did not write, with every known secret replaced by [`MARKER`], in one
+/// pass, the longest secret first where several start at the same place.
+pub(crate) fn text(value: &str) -> Cow<'_, str> {
     let known = KNOWN.read().unwrap_or_else(PoisonError::into_inner);
-    replace(text, &known)
+    replace(value, &known)
+}
+
+/// `value`, text this tool did not write, for a line of text: redacted ([`text`]), then shown
+/// as it is or escaped (`sanitize::field`). Control characters cannot hide a secret by
+/// splitting it: when the value without them holds one, that is the text shown, redacted.
+pub(crate) fn shown(value: &str) -> String {
+    let redacted = text(value);
+    let stripped = crate::sanitize::strip(&redacted, false);
+    if let Cow::Owned(stripped) = &stripped
+        && let Cow::Owned(whole) = text(stripped)
+    {
+        return crate::sanitize::field(&whole).into_owned();
+    }
+    crate::sanitize::field(&redacted).into_owned()
 }
 
 /// `value`, a server's document, with every string in it (object keys included) redacted.
 pub(crate) fn json(value: Value) -> Value {
-    strings(value, true)
-}
-
-/// A report or result line of this tool, redacted: every string value, and the keys of `body`.
-fn report(value: Value) -> Value {
-    match value {
-        Value::Object(fields) => Value::Object(
-            fields
-                .into_iter()
-                .map(|(key, value)| {
-                    if OWN_FIELDS.contains(&key.as_str()) {
-                        return (key, value);
-                    }
-                    let value = match (key.as_str(), value) {
-                        // The error object: its kind is this tool's, its message may quote a
-                        // server.
-                        ("error", Value::Object(fields)) => Value::Object(
-                            fields
-                                .into_iter()
-                                .map(|(name, value)| match OWN_FIELDS.contains(&name.as_str()) {
-                                    true => (name, value),
-                                    false => (name, strings(value, false)),
-                                })
-                                .collect(),
-                        ),
-                        (key, value) => strings(value, key == "body"),
-                    };
-                    (key, value)
-                })
-                .collect(),
-        ),
-        other => strings(other, false),
-    }
-}
-
-/// `value` with its strings redacted, and its keys when `keys`.
-fn strings(value: Value, keys: bool) -> Value {
     match value {
         Value::String(text) => Value::String(self::text(&text).into_owned()),
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| strings(v, keys)).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(json).collect()),
         Value::Object(fields) => Value::Object(
             fields
                 .into_iter()
-                .map(|(key, value)| {
-                    let key = if keys {
-                        self::text(&key).into_owned()
-                    } else {
-                        key
-                    };
-                    (key, strings(value, keys))
-                })
+                .map(|(key, value)| (self::text(&key).into_owned(), json(value)))
                 .collect(),
         ),
         other => other,
     }
 }
 
-/// Prints `line` on standard output, made inert and redacted (`sanitize.rs`). A closed pipe is
-/// not an error worth a panic.
-pub(crate) fn print(line: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{}", terminal(line));
+/// Prints `lines`, this tool's words with every value in them already redacted (`shown`), on
+/// standard output, through [`terminal`]. A closed pipe is not an error worth a panic.
+pub(crate) fn print(lines: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{}", terminal(lines));
 }
 
-/// Prints `value` as one JSON line on standard output, redacted.
+/// Prints `value` as one JSON line on standard output. Its values are redacted where they were
+/// put into it (its own words never are); every control character is escaped.
 pub(crate) fn print_json(value: &impl Serialize) {
-    let value = serde_json::to_value(value).unwrap_or_else(|e| {
-        serde_json::json!({"outcome": "error", "error": {"kind": "internal", "message": e.to_string()}})
+    let line = serde_json::to_string(value).unwrap_or_else(|e| {
+        let failure = serde_json::json!({"outcome": "error",
+            "error": {"kind": "internal", "may_have_run": true, "message": text(&e.to_string())}});
+        failure.to_string()
     });
-    let line = report(value).to_string();
     let _ = writeln!(
         std::io::stdout().lock(),
         "{}",
@@ -218,24 +128,17 @@ pub(crate) fn print_json(value: &impl Serialize) {
     );
 }
 
-/// Prints `line` on standard error, made inert and redacted.
-pub(crate) fn eprint(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", terminal(line));
+/// Prints `lines` on standard error, as [`print()`] does on standard output.
+pub(crate) fn eprint(lines: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", terminal(lines));
 }
 
-/// Text for a terminal or a log: its escape sequences and control characters removed first (so
-/// none can split a secret to hide it from the redaction), then redacted, then each line
-/// bounded (after the redaction, so a cut never leaves half a secret).
+/// Lines for a terminal or a log, whose values were redacted and escaped where they were put:
+/// any escape sequence or control character left is removed (tab and line feed kept), and each
+/// line is bounded.
 pub(crate) fn terminal(lines: &str) -> String {
     let stripped = crate::sanitize::strip(lines, true);
-    let redacted = text(&stripped);
-    crate::sanitize::bound(&redacted, crate::sanitize::LINE_LIMIT).into_owned()
-}
-
-/// Prints `line`, made only of this tool's own words and counts (a summary), on standard error
-/// as it is: there is no secret in it to redact, and redacting would corrupt it.
-pub(crate) fn eprint_own(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    crate::sanitize::bound(&stripped, crate::sanitize::LINE_LIMIT).into_owned()
 }
 
 /// The replacement of [`text`], over an explicit set sorted longest first.
@@ -312,59 +215,27 @@ mod tests {
     }
 
     #[test]
-    fn a_report_keeps_its_own_enumerated_words_whatever_the_secrets() {
-        // A stand-in for an enumerated word that is also a known secret; the global set is
-        // shared with the other tests, so not a real word of the tool.
-        add("enum_word_SECRET");
-        let value = report(serde_json::json!({
-            "outcome": "enum_word_SECRET",
-            "first_outcome": "enum_word_SECRET",
-            "state": "enum_word_SECRET",
-            "error": {"kind": "enum_word_SECRET", "message": "server said enum_word_SECRET"},
-            "body": {"echo": "enum_word_SECRET"},
-            "attempts": 2,
-        }));
-        assert_eq!(value["outcome"], "enum_word_SECRET");
-        assert_eq!(value["first_outcome"], "enum_word_SECRET");
-        assert_eq!(value["state"], "enum_word_SECRET");
-        assert_eq!(value["error"]["kind"], "enum_word_SECRET");
-        assert_eq!(value["error"]["message"], "server said <redacted>");
-        assert_eq!(value["body"]["echo"], "<redacted>");
-        assert_eq!(value["attempts"], 2);
+    fn a_value_is_shown_redacted_and_escaped_and_controls_cannot_split_a_secret() {
+        add("cs_SHOWN_secret");
+        assert_eq!(shown("x cs_SHOWN_secret y"), "x <redacted> y");
+        assert_eq!(shown("\u{1b}[31mrun-1"), "\\x1b[31mrun-1");
+        assert_eq!(
+            shown("cs_SHOWN\u{1b}[0m_secret \u{7}"),
+            "<redacted> ",
+            "whole once its controls are out, and redacted"
+        );
+        assert_eq!(shown("plain"), "plain");
     }
 
     #[test]
-    fn a_secret_inside_an_own_word_is_told_apart() {
-        for word in [
-            "accepted",
-            "ccepte",
-            "budget_exhausted",
-            "in_flight",
-            "<redacted>",
-        ] {
-            assert!(is_own_word(word), "{word}");
-        }
-        for secret in ["hft_abc123", "accepted!", ""] {
-            assert!(!is_own_word(secret), "{secret}");
-        }
-    }
-
-    #[test]
-    fn a_report_keeps_its_own_field_names_and_a_short_secret_is_kept() {
+    fn a_server_document_is_redacted_keys_included() {
         add("utcom");
         add("ok");
-        let value = report(serde_json::json!({
-            "outcome": "ok",
-            "error": {"message": "x utcom y"},
-            "body": {"utcom": ["utcom"]},
-        }));
+        let value = json(serde_json::json!({"x utcom y": ["utcom", "ok", 202]}));
         assert_eq!(
             value,
-            serde_json::json!({
-                "outcome": "ok",
-                "error": {"message": "x <redacted> y"},
-                "body": {"<redacted>": ["<redacted>"]},
-            })
+            serde_json::json!({"x <redacted> y": ["<redacted>", "ok", 202]}),
+            "a secret under 4 bytes is not redacted"
         );
     }
 }

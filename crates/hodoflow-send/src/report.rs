@@ -45,7 +45,10 @@
 //! reported `internal` with `may_have_run` true for the same reason: nothing says how far the
 //! operation got.
 //!
-//! Everything here is printed through `redact.rs`, server-provided text included.
+//! Everything here is printed through `redact.rs`. The values this tool did not write (a
+//! request ID, a run ID, the SDK's error message, a server's body) are redacted where they
+//! enter a report (`Failure::from_error`, `AttemptLine::all`, `Report::body_of`, the commands'
+//! run IDs), so the report's own words never are.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -143,7 +146,9 @@ impl AttemptLine {
                         AttemptResult::Transport(kind) => Some(kind.as_str()),
                         _ => None,
                     },
-                    request_id: attempt.request_id().map(str::to_owned),
+                    request_id: attempt
+                        .request_id()
+                        .map(|id| crate::redact::text(id).into_owned()),
                     waited_ms: millis(waited),
                 };
                 waited = attempt.wait();
@@ -178,7 +183,7 @@ pub(crate) struct Failure {
     pub(crate) kind: &'static str,
     /// Whether the operation may have taken effect despite the failure.
     pub(crate) may_have_run: bool,
-    /// What happened, starting with the precise SDK kind.
+    /// What happened, starting with the precise SDK kind; every value in it redacted.
     pub(crate) message: String,
     /// What happened, without the SDK kind, for the human summary.
     #[serde(skip)]
@@ -196,6 +201,8 @@ impl Failure {
     pub(crate) fn from_error(error: &Error) -> Self {
         let kind = reported_kind(error);
         let may_have_run = error.may_have_run();
+        // The SDK's message quotes what a server said: redacted here, where it enters.
+        let detail = crate::redact::text(&error.to_string()).into_owned();
         let exit = match kind {
             "invalid_input" => Exit::Usage,
             "budget_exhausted" | "transport" | "in_progress" => Exit::Retryable,
@@ -205,14 +212,15 @@ impl Failure {
         Self {
             kind,
             may_have_run,
-            message: format!("{}: {error}", error.kind().as_str()),
-            detail: error.to_string(),
+            message: format!("{}: {detail}", error.kind().as_str()),
+            detail,
             exit,
             retry_after: error.retry_after(),
         }
     }
 
-    /// Invalid input found before anything was sent: exit 2.
+    /// Invalid input found before anything was sent: exit 2. `message` is this tool's sentence;
+    /// a value it quotes from a command line or a file is the user's own, shown as it is.
     pub(crate) fn invalid_input(message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
@@ -225,10 +233,13 @@ impl Failure {
         }
     }
 
-    /// An operation that panicked inside this process: it may have run, so exit 3.
+    /// An operation that panicked inside this process: it may have run, so exit 3. `what`, the
+    /// panic's message, is redacted.
     pub(crate) fn internal(what: &str) -> Self {
-        let detail =
-            format!("the operation failed inside hodoflow-send ({what}); it may have been sent");
+        let detail = format!(
+            "the operation failed inside hodoflow-send ({}); it may have been sent",
+            crate::redact::text(what)
+        );
         Self {
             kind: "internal",
             may_have_run: true,
@@ -253,7 +264,8 @@ impl Failure {
         }
     }
 
-    /// A permanent failure this tool finds in a definite answer: exit 1.
+    /// A permanent failure this tool finds in a definite answer: exit 1. Every value `message`
+    /// quotes must be redacted already (`redact::text`).
     pub(crate) fn permanent(kind: &'static str, may_have_run: bool, message: String) -> Self {
         Self {
             kind,
@@ -403,14 +415,14 @@ impl Report {
         }
     }
 
-    /// The JSON body of an answer: `null` when empty, a string when it is not JSON.
+    /// The JSON body of an answer, redacted: `null` when empty, a string when it is not JSON.
     pub(crate) fn body_of(body: &[u8]) -> serde_json::Value {
         if body.is_empty() {
             return serde_json::Value::Null;
         }
-        serde_json::from_slice(body).unwrap_or_else(|_| {
+        crate::redact::json(serde_json::from_slice(body).unwrap_or_else(|_| {
             serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
-        })
+        }))
     }
 
     /// Sets the key or delivery ID sent.
@@ -426,8 +438,8 @@ impl Report {
             .map_or(Exit::Success, |failure| failure.exit)
     }
 
-    /// Prints the report, redacted: one JSON object, or a summary on stdout and the attempts on
-    /// stderr.
+    /// Prints the report (its values redacted where they entered it): one JSON object, or a
+    /// summary on stdout and the attempts on stderr.
     pub(crate) fn print(&self, json: bool) {
         if json {
             crate::redact::print_json(self);
@@ -450,9 +462,8 @@ impl Report {
         }
         crate::redact::print(&self.summary());
         if let Some(body) = self.body.as_ref().filter(|body| !body.is_null()) {
-            let body = crate::redact::json(body.clone());
-            let text = serde_json::to_string_pretty(&body).unwrap_or_default();
-            crate::redact::print(&text);
+            let text = serde_json::to_string_pretty(body).unwrap_or_default();
+            crate::redact::print(&crate::sanitize::escape_json_controls(&text));
         }
     }
 

@@ -1,21 +1,24 @@
-//! Terminal safety: what a server (or a stored job) said, made inert before a terminal sees it.
+//! Terminal safety: what a server (or a stored job, or a file) said, made inert before a
+//! terminal sees it.
 //!
 //! In text mode this tool prints text it did not write: a server's error messages, titles and
-//! request IDs, a run's state, the catalogue's descriptions, an outbox job's event ID and error.
+//! request IDs, a run's ID, the catalogue's descriptions, an outbox job's event ID and error.
 //! A hostile or compromised server could put terminal controls in them: `ESC [2J` clears the
 //! screen, `CR` and cursor moves (`ESC [A`) rewrite earlier lines, `OSC 0` sets the window
-//! title and `OSC 52` writes the clipboard. So every line written in text mode passes
-//! [`strip`] at the one place it is written (`redact.rs`'s `print` and `eprint`, and the log
-//! writer in `logging.rs`), and each server-provided or stored field passes [`field`] where it
-//! is put into a line, which also takes line breaks out (a field cannot forge a line of its
-//! own) and bounds its length.
+//! title and `OSC 52` writes the clipboard. So each such value passes [`field`] where it is put
+//! into a line: a value with a control character in it is shown escaped as a whole, Rust-style
+//! (`\x1b[31m`, `\n`, `\u{9b}`, a backslash as `\\`), so the text shows the value it is and
+//! never another one, and it cannot forge a line of its own; a value is bounded in length. And
+//! every line written in text mode passes [`strip`] at the one place it is written
+//! (`redact.rs`'s `print` and `eprint`, and the log writer in `logging.rs`): a last net that
+//! removes what no field should hold any more.
 //!
-//! Removed: every C0 control character but tab (and the line feed between this tool's own
-//! lines), DEL, every C1 control character (U+0080 to U+009F), and every escape sequence whole,
-//! in its 7-bit (`ESC [`, `ESC ]` ...) and 8-bit (U+009B, U+009D ...) forms: CSI sequences up to
-//! their final byte, OSC, DCS, SOS, PM and APC strings up to their terminator (BEL, `ESC \` or
-//! U+009C; an unterminated one to the end of the text, as a terminal would swallow it), and the
-//! other escape sequences (`ESC c`, `ESC 7`, `ESC ( B`).
+//! [`strip`] removes every C0 control character but tab (and the line feed between this tool's
+//! own lines), DEL, every C1 control character (U+0080 to U+009F), and every escape sequence
+//! whole, in its 7-bit (`ESC [`, `ESC ]` ...) and 8-bit (U+009B, U+009D ...) forms: CSI
+//! sequences up to their final byte, OSC, DCS, SOS, PM and APC strings up to their terminator
+//! (BEL, `ESC \` or U+009C; an unterminated one to the end of the text, as a terminal would
+//! swallow it), and the other escape sequences (`ESC c`, `ESC 7`, `ESC ( B`).
 //!
 //! Bounded: a field at [`FIELD_LIMIT`] bytes, any line written at [`LINE_LIMIT`] bytes; a cut
 //! says how many bytes it left out. `--json` output keeps its exact values: JSON escapes every
@@ -35,13 +38,35 @@ const BEL: char = '\u{7}';
 /// The 8-bit String Terminator.
 const ST: char = '\u{9c}';
 
-/// One server-provided or stored value, for a line of text: no control character but tab, no
-/// escape sequence, a line break as a space, at most [`FIELD_LIMIT`] bytes.
+/// One server-provided or stored value, for a line of text: as it is when it holds no control
+/// character, otherwise escaped whole ([`escape`]); at most [`FIELD_LIMIT`] bytes.
 pub(crate) fn field(text: &str) -> Cow<'_, str> {
-    match strip(text, false) {
-        Cow::Borrowed(clean) => bound(clean, FIELD_LIMIT),
-        Cow::Owned(clean) => Cow::Owned(bound(&clean, FIELD_LIMIT).into_owned()),
+    match escape(text) {
+        Cow::Borrowed(plain) => bound(plain, FIELD_LIMIT),
+        Cow::Owned(escaped) => Cow::Owned(bound(&escaped, FIELD_LIMIT).into_owned()),
     }
+}
+
+/// `text` as it is when it holds no control character; otherwise each control written as an
+/// escape (`\n`, `\r`, `\t`, `\x1b`, `\u{9b}`) and each backslash doubled, so what is shown
+/// reads back as the value, and no escape in it can be taken for another.
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\0'..='\u{1f}' | '\u{7f}' => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            '\u{80}'..='\u{9f}' => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `text` without escape sequences and control characters other than tab, and other than the
@@ -169,26 +194,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plain_text_tabs_and_unicode_are_kept_as_they_are() {
-        for text in ["", "accepted: run wr_1", "a\tb", "café ✓ 東京", "100%"] {
+    fn plain_text_and_unicode_are_kept_as_they_are() {
+        for text in ["", "accepted: run wr_1", "café ✓ 東京", "100%", "C:\\dir"] {
             assert!(
                 matches!(field(text), Cow::Borrowed(t) if t == text),
                 "{text:?}"
             );
         }
         assert!(matches!(strip("one\ntwo", true), Cow::Borrowed("one\ntwo")));
+        assert!(matches!(strip("a\tb", false), Cow::Borrowed("a\tb")));
     }
 
     #[test]
-    fn removes_c0_controls_but_tab_and_del_and_c1_controls() {
-        assert_eq!(field("a\u{0}b\u{7}c\u{8}d\u{7f}e\tf"), "abcde\tf");
-        assert_eq!(field("x\u{85}y\u{8d}z\u{9c}w"), "xyzw");
-        assert_eq!(field("bell\u{7}\u{7}"), "bell");
+    fn a_field_with_a_control_is_shown_escaped_never_altered() {
+        assert_eq!(field("\u{1b}[31mrun-1"), "\\x1b[31mrun-1");
+        assert_eq!(field("a\u{0}b\u{7}c\u{7f}d\te"), "a\\x00b\\x07c\\x7fd\\te");
+        assert_eq!(field("x\u{85}y\u{9b}2J"), "x\\u{85}y\\u{9b}2J");
+        assert_eq!(field("one\ntwo\r\nthree"), "one\\ntwo\\r\\nthree");
+        // A backslash of a value that is escaped is doubled: `\x1b` as text reads back as it is.
+        assert_eq!(field("\\x1b and \u{1b}"), "\\\\x1b and \\x1b");
+        for hostile in [
+            "\u{1b}]0;owned\u{7}title",
+            "\u{9d}52;c;eA==\u{9c}",
+            "\r\u{1b}[2J",
+        ] {
+            assert!(!field(hostile).chars().any(is_control), "{hostile:?}");
+        }
     }
 
     #[test]
-    fn a_line_break_in_a_field_becomes_a_space_and_a_carriage_return_never_survives() {
-        assert_eq!(field("one\ntwo\r\nthree\rfour"), "one two three four");
+    fn strip_removes_c0_controls_but_tab_and_del_and_c1_controls() {
+        assert_eq!(strip("a\u{0}b\u{7}c\u{8}d\u{7f}e\tf", false), "abcde\tf");
+        assert_eq!(strip("x\u{85}y\u{8d}z\u{9c}w", false), "xyzw");
+        assert_eq!(strip("bell\u{7}\u{7}", false), "bell");
+    }
+
+    #[test]
+    fn strip_turns_a_line_break_into_a_space_and_a_carriage_return_never_survives() {
+        assert_eq!(
+            strip("one\ntwo\r\nthree\rfour", false),
+            "one two three four"
+        );
         assert_eq!(
             strip("error: x\raccepted: run wr_9\nnext", true),
             "error: xaccepted: run wr_9\nnext"
@@ -196,7 +242,8 @@ mod tests {
     }
 
     #[test]
-    fn removes_csi_sequences_whole_in_both_forms() {
+    fn strip_removes_csi_sequences_whole_in_both_forms() {
+        let field = |text| strip(text, false);
         assert_eq!(field("\u{1b}[2Jcleared"), "cleared");
         assert_eq!(
             field("up\u{1b}[3Aover\u{1b}[1;1Hhome\u{1b}[K"),
@@ -209,7 +256,8 @@ mod tests {
     }
 
     #[test]
-    fn removes_osc_strings_with_either_terminator_title_and_clipboard_included() {
+    fn strip_removes_osc_strings_with_either_terminator_title_and_clipboard_included() {
+        let field = |text| strip(text, false);
         assert_eq!(field("\u{1b}]0;owned\u{7}title"), "title");
         assert_eq!(field("\u{1b}]2;owned\u{1b}\\title"), "title");
         assert_eq!(field("\u{1b}]52;c;cm0gLXJmIH4=\u{7}clip"), "clip");
@@ -222,7 +270,8 @@ mod tests {
     }
 
     #[test]
-    fn removes_dcs_pm_apc_and_other_escape_sequences() {
+    fn strip_removes_dcs_pm_apc_and_other_escape_sequences() {
+        let field = |text| strip(text, false);
         assert_eq!(field("\u{1b}P1$r0m\u{1b}\\dcs"), "dcs");
         assert_eq!(
             field("\u{1b}^pm\u{1b}\\\u{1b}_apc\u{7}\u{1b}Xsos\u{9c}end"),

@@ -33,6 +33,24 @@ impl Trigger {
         Ok(trigger)
     }
 
+    /// `text`, a `TRIGGER` argument, as it may be shown: a trigger URL with its token (the last
+    /// segment of its route) replaced by `MARKER`, anything else replaced whole. By position,
+    /// never by searching the text for the token.
+    pub(crate) fn shown(text: &str) -> String {
+        let marker = crate::redact::MARKER;
+        match Self::read(text) {
+            Ok(Self {
+                base_url: Some(base),
+                legacy_org,
+                ..
+            }) => match legacy_org {
+                Some(org) => format!("{base}{ROUTE}{org}/{marker}"),
+                None => format!("{base}{ROUTE}{marker}"),
+            },
+            _ => marker.to_owned(),
+        }
+    }
+
     /// [`Trigger::parse`], without the redaction set.
     fn read(text: &str) -> Result<Self, String> {
         let text = text.trim();

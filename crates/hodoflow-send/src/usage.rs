@@ -24,7 +24,8 @@ use crate::report::{Exit, Failure, Report};
 /// Reports `error`, a usage error clap caught in `args` (the program first), and returns the
 /// exit code: clap's message on standard error, and with `--json` the report on standard output.
 pub(crate) fn refuse(error: &clap::Error, args: &[OsString]) -> u8 {
-    let rendered = error.render().to_string();
+    // clap's message quotes what was typed, where a secret may have been typed by mistake.
+    let rendered = crate::redact::text(&error.render().to_string()).into_owned();
     crate::redact::eprint(rendered.trim_end());
     if json_requested(args) {
         let report = Report::failure(Failure::invalid_input(message(&rendered)));

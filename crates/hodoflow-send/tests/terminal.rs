@@ -1,6 +1,7 @@
 //! Terminal safety: a server that answers with escape sequences and control characters in its
 //! error bodies, titles, messages, catalogue and stored errors gets none of them onto the
-//! operator's terminal in text mode, while `--json` stays exact JSON. Each test runs the built
+//! operator's terminal in text mode (a value holding them is shown escaped, `\x1b[2J`), while
+//! `--json` stays exact JSON. Each test runs the built
 //! binary against the contract server on 127.0.0.1:0 and reads the ledger.
 
 mod support;
@@ -142,8 +143,12 @@ fn modulify_errors_and_catalogue_descriptions_reach_text_mode_inert() {
         .lines()
         .find(|line| line.starts_with("hostile_tool"))
         .unwrap();
+    // Its first line, shown escaped: every byte there, none of them a control.
     assert!(
-        hostile.ends_with("VISIBLE"),
+        hostile.ends_with(
+            "destructive  \\x1b[2J\\x1b[H\\x1b]0;pwned title\\x07\\x1b]52;c;cm0gLXJmIH4=\\x1b\\\\\
+             \\x1b[3A\\x1b[2K\\x1b]8;;http://evil.example\\x07\\u{9b}2J\\u{9d}0;t\\u{9c}\\rVISIBLE\\x07\\x00"
+        ),
         "the description, made inert: {hostile:?}"
     );
     assert_eq!(

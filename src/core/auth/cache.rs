@@ -19,6 +19,14 @@ use crate::core::auth::secret::AccessToken;
 /// The most a token is refreshed ahead of its expiry.
 const MAX_REFRESH_SKEW: Duration = Duration::from_secs(30);
 
+/// The shortest life a token is cached for, counted from the start of its exchange. A token
+/// that expires sooner (`"expires_in": 0`, or one already expired when it arrives) serves only
+/// the callers that waited for its exchange, and the exchange counts as failed: the next one
+/// waits the shared backoff. `expires_in` is in whole seconds, so no token an endpoint means to
+/// last is caught; what it bounds is the exchanges of one credential, about one per 0.9 s while
+/// tokens are cached and one per backoff step while they are not.
+pub(crate) const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(1);
+
 /// A token handed out by a [`TokenCache`], with the exchange it came from.
 #[derive(Debug, Clone)]
 pub(crate) struct CachedToken {
@@ -26,6 +34,9 @@ pub(crate) struct CachedToken {
     generation: u64,
     /// `Bearer …`, built once per exchange; `None` when the token cannot be a header value.
     authorization: Option<HeaderValue>,
+    /// How long it lived from the start of its exchange, when under [`MIN_TOKEN_LIFETIME`]:
+    /// it serves only the callers that waited for that exchange.
+    short_lived: Option<Duration>,
 }
 
 impl CachedToken {
@@ -89,6 +100,13 @@ impl TokenWait {
 /// many callers need a token: 1,000 calls during a 10 s outage cost it about ten exchanges,
 /// not one per caller round trip.
 ///
+/// A token that lives less than [`MIN_TOKEN_LIFETIME`] (1 s) from the start of its exchange,
+/// such as one answered `"expires_in": 0`, is not held: the callers that waited for that
+/// exchange send it, and the exchange counts as failed, so the next waits the shared backoff.
+/// Whatever the token endpoint answers, one credential's exchanges stay a few a second at most.
+/// A 401 for such a token ends the call at once, as a refusal: exchanging again would get
+/// another token that expires at once.
+///
 /// The exchange runs in a task of its own, bounded by the timeout of the caller that started
 /// it: a caller that gives up does not cut it short for the others.
 #[derive(Clone)]
@@ -122,6 +140,9 @@ struct State {
     failures: u32,
     /// No exchange starts before this: the shared backoff after a failure.
     retry_at: Option<Instant>,
+    /// The last exchange's token when it was too short-lived to hold: for the callers that
+    /// waited for that exchange only.
+    handoff: Option<CachedToken>,
 }
 
 #[derive(Clone)]
@@ -188,21 +209,22 @@ impl TokenCache {
         {
             return Ok(token);
         }
+        let asked = runtime::now();
+        // The exchange this caller waited for, whose token it may use however short-lived.
+        let mut waited_for = None;
         loop {
-            match self.next(wait)? {
+            match self.next(wait, waited_for)? {
                 Next::Token(token) => return Ok(token),
-                Next::Backoff(at) => tokio::time::sleep_until(at).await,
+                Next::Backoff(at) => {
+                    waited_for = None;
+                    runtime::sleep_until(at).await;
+                }
                 Next::Exchange(mut finished) => {
-                    if tokio::time::timeout_at(wait.until, finished.changed())
-                        .await
-                        .is_err()
-                    {
-                        return Err(Error::token_exchange(format_args!(
-                            "no answer from the token endpoint within the {:?} the call \
-                             allowed (its attempt timeout or the time left, whichever is less)",
-                            wait.exchange_timeout
-                        )));
+                    let left = wait.until.saturating_duration_since(runtime::now());
+                    if runtime::timeout(left, finished.changed()).await.is_none() {
+                        return Err(unanswered(wait, asked));
                     }
+                    waited_for = Some(*finished.borrow_and_update());
                 }
             }
         }
@@ -218,6 +240,19 @@ impl TokenCache {
     ) -> Result<CachedToken> {
         {
             let mut state = self.inner.lock();
+            if let Some(lifetime) = stale.short_lived {
+                // The server refused a token that expired at once: another exchange would get
+                // another such token. Callers in the backoff learn it at once too.
+                let refused = refused_short_lived(lifetime);
+                if state
+                    .handoff
+                    .as_ref()
+                    .is_some_and(|handed| handed.generation == stale.generation)
+                {
+                    state.last_failure = Some(refused.clone());
+                }
+                return Err(refused);
+            }
             if state
                 .held
                 .as_ref()
@@ -233,11 +268,20 @@ impl TokenCache {
     /// Under the state's lock: the token if there is one to use, else what to wait for,
     /// starting the exchange if none is in flight and the backoff is over. The last failure
     /// when the caller should not wait: it cannot be retried, or the backoff outlasts `wait`.
-    fn next(&self, wait: TokenWait) -> Result<Next> {
+    /// `waited_for` is the exchange the caller waited for: its token is the caller's even when
+    /// it is too short-lived to be cached.
+    fn next(&self, wait: TokenWait, waited_for: Option<u64>) -> Result<Next> {
         let mut state = self.inner.lock();
         let now = runtime::now();
         if let Some(token) = state.fresh(now) {
             return Ok(Next::Token(token));
+        }
+        if let Some(token) = state
+            .handoff
+            .as_ref()
+            .filter(|handed| Some(handed.generation) == waited_for)
+        {
+            return Ok(Next::Token(token.clone()));
         }
         if state.in_flight {
             return Ok(Next::Exchange(self.inner.done.subscribe()));
@@ -255,8 +299,9 @@ impl TokenCache {
             }
             if retry_at >= wait.until {
                 return Err(failure.with_note(format_args!(
-                    "; the exchanges back off for another {:?}, past the call's time",
-                    retry_at - now
+                    "; the exchanges back off for another {:?}, past the {:?} the call has left",
+                    shown(retry_at - now),
+                    shown(wait.until.saturating_duration_since(now))
                 )));
             }
             return Ok(Next::Backoff(retry_at));
@@ -266,16 +311,16 @@ impl TokenCache {
         drop(state);
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
+            let started = runtime::now();
             let result =
-                match tokio::time::timeout(wait.exchange_timeout, inner.exchanger.exchange()).await
-                {
-                    Ok(result) => result,
-                    Err(_) => Err(Error::token_exchange(format_args!(
-                        "no answer from the token endpoint within {:?}",
-                        wait.exchange_timeout
+                match runtime::timeout(wait.exchange_timeout, inner.exchanger.exchange()).await {
+                    Some(result) => result,
+                    None => Err(Error::token_exchange(format_args!(
+                        "no answer from the token endpoint within {:?}, the attempt timeout",
+                        shown(wait.exchange_timeout)
                     ))),
                 };
-            inner.record(result);
+            inner.record(result, started);
         });
         Ok(Next::Exchange(finished))
     }
@@ -292,51 +337,65 @@ enum Next {
 }
 
 impl TokenState {
-    /// Records an exchange's result: a token is held and ends the backoff; a failure starts
-    /// (or lengthens) it.
-    fn record(&self, result: Result<AccessToken>) {
+    /// Records the result of an exchange that started at `started`: a token is held and ends
+    /// the backoff; a failure, or a token too short-lived to cache, starts (or lengthens) it.
+    fn record(&self, result: Result<AccessToken>, started: Instant) {
         let mut state = self.lock();
         let now = runtime::now();
         state.in_flight = false;
         state.finished += 1;
         self.finished.store(state.finished, Ordering::Release);
+        state.handoff = None;
         match result {
             Ok(token) => {
-                let refresh_at = refresh_at(&token, now);
+                let short_lived = short_lived(&token, started, now);
                 let authorization = token.authorization().ok();
-                let held = Held {
-                    token: CachedToken {
-                        token,
-                        generation: state.finished,
-                        authorization,
-                    },
-                    refresh_at,
+                let cached = CachedToken {
+                    token,
+                    generation: state.finished,
+                    authorization,
+                    short_lived,
                 };
-                *self.current_mut() = Some(held.clone());
-                state.held = Some(held);
-                state.last_failure = None;
-                state.failures = 0;
-                state.retry_at = None;
+                match short_lived {
+                    Some(lifetime) => {
+                        state.handoff = Some(cached);
+                        self.back_off(&mut state, now, expires_at_once(lifetime));
+                    }
+                    None => {
+                        let held = Held {
+                            refresh_at: refresh_at(&cached.token, now),
+                            token: cached,
+                        };
+                        *self.current_mut() = Some(held.clone());
+                        state.held = Some(held);
+                        state.last_failure = None;
+                        state.failures = 0;
+                        state.retry_at = None;
+                    }
+                }
             }
-            Err(error) => {
-                state.failures = state.failures.saturating_add(1);
-                let backoff = self
-                    .jitter
-                    .with(|rng| exchange_backoff(state.failures, rng))
-                    .max(error.retry_after().unwrap_or_default());
-                state.retry_at = now.checked_add(backoff);
-                tracing::warn!(
-                    failed_exchanges = state.failures,
-                    wait_ms = backoff.as_millis() as u64,
-                    retryable = error.is_retryable(),
-                    "the token exchange failed; every caller's next exchange waits"
-                );
-                state.last_failure = Some(error);
-            }
+            Err(error) => self.back_off(&mut state, now, error),
         }
         let finished = state.finished;
         drop(state);
         self.done.send_replace(finished);
+    }
+
+    /// Starts (or lengthens) the shared backoff after a failed exchange, at `now`.
+    fn back_off(&self, state: &mut State, now: Instant, error: Error) {
+        state.failures = state.failures.saturating_add(1);
+        let backoff = self
+            .jitter
+            .with(|rng| exchange_backoff(state.failures, rng))
+            .max(error.retry_after().unwrap_or_default());
+        state.retry_at = now.checked_add(backoff);
+        tracing::warn!(
+            failed_exchanges = state.failures,
+            wait_ms = backoff.as_millis() as u64,
+            retryable = error.is_retryable(),
+            "the token exchange failed; every caller's next exchange waits"
+        );
+        state.last_failure = Some(error);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -373,6 +432,66 @@ impl fmt::Debug for TokenCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenCache").finish_non_exhaustive()
     }
+}
+
+/// How long `token`, asked for at `started` and received at `now`, lives from `started`, when
+/// that is under [`MIN_TOKEN_LIFETIME`] or it has expired already; `None` for a token to hold.
+fn short_lived(token: &AccessToken, started: Instant, now: Instant) -> Option<Duration> {
+    let expires_at = token.expires_at()?;
+    let lifetime = expires_at.saturating_duration_since(started);
+    (lifetime < MIN_TOKEN_LIFETIME || expires_at <= now).then_some(lifetime)
+}
+
+/// The failure a token too short-lived to hold counts as: retryable, so callers wait the
+/// backoff for the next exchange when their time allows.
+fn expires_at_once(lifetime: Duration) -> Error {
+    Error::token_exchange(format_args!(
+        "the token endpoint issued tokens that expire at once (the last one lived {:?} from \
+         the start of its exchange; a token is kept when it lives at least {:?})",
+        shown(lifetime),
+        MIN_TOKEN_LIFETIME
+    ))
+}
+
+/// The failure when the server refused a token that expired at once: not retryable, as
+/// exchanging again gets another such token.
+fn refused_short_lived(lifetime: Duration) -> Error {
+    Error::token_exchange(format_args!(
+        "the token endpoint issued tokens that expire at once (the last one lived {:?} from \
+         the start of its exchange, under the {:?} a token must live), and the server refused \
+         the last one as expired",
+        shown(lifetime),
+        MIN_TOKEN_LIFETIME
+    ))
+    .with_status(http::StatusCode::OK)
+}
+
+/// The failure of a caller whose time ran out while the exchange it waited for went on: it
+/// states the time the caller had left, and the exchange's own bound.
+fn unanswered(wait: TokenWait, asked: Instant) -> Error {
+    let left = wait.until.saturating_duration_since(asked);
+    if left.is_zero() {
+        return Error::token_exchange(format_args!(
+            "the call had no time left to wait for the token endpoint (an exchange may take up \
+             to {:?}, the attempt timeout)",
+            shown(wait.exchange_timeout)
+        ));
+    }
+    Error::token_exchange(format_args!(
+        "no answer from the token endpoint within the {:?} the call had left (an exchange may \
+         take up to {:?}, the attempt timeout)",
+        shown(left),
+        shown(wait.exchange_timeout)
+    ))
+}
+
+/// `duration` to the millisecond for a message (to the microsecond under a millisecond), so it
+/// reads `4.999s`, not `4.998734411s`.
+fn shown(duration: Duration) -> Duration {
+    if duration < Duration::from_millis(1) {
+        return Duration::from_micros(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX));
+    }
+    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// When to refresh `token`, received at `now`: ahead of expiry by a tenth of its lifetime, at
@@ -736,5 +855,191 @@ mod tests {
             .get(WAIT())
             .await
             .expect_err("expired and not renewed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_token_that_expires_at_once_serves_the_callers_of_its_exchange_only() {
+        let exchanger = Counting::new(Some(Duration::ZERO));
+        let cache = Arc::new(TokenCache::new(exchanger.clone()));
+
+        for token in concurrent_gets(&cache, 50).await {
+            assert_eq!(token.expect("token").expose(), "token-1");
+        }
+        assert_eq!(exchanger.count(), 1, "one exchange for the 50 that waited");
+
+        // The exchange counts as failed: a caller with less time than the backoff (125-250 ms)
+        // is told why at once, without an exchange.
+        let asked = Instant::now();
+        let error = cache
+            .get(TokenWait::within(Duration::from_millis(100)))
+            .await
+            .expect_err("no token to hold");
+        assert_eq!(Instant::now(), asked, "no wait");
+        assert_eq!(exchanger.count(), 1, "no exchange");
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "token exchange failed: the token endpoint issued tokens that expire at once \
+                 (the last one lived 5ms from the start of its exchange; a token is kept when \
+                 it lives at least 1s); the exchanges back off for another "
+            ),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(", past the 100ms the call has left"),
+            "{message}"
+        );
+        assert!(error.is_retryable());
+
+        // A caller with time waits the backoff out and sends the next exchange's token.
+        let token = cache.get(WAIT()).await.expect("the next exchange's token");
+        assert_eq!(token.expose(), "token-2");
+        assert!(Instant::now() - asked >= Duration::from_millis(125));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_that_expire_at_once_cost_a_few_exchanges_a_second_at_most() {
+        // Lives 5 ms (the exchange's own time), 905 ms, and the 1 s floor: the last is held and
+        // refreshed ahead of expiry, about once per 0.9 s.
+        for (lifetime, most) in [
+            (Duration::ZERO, 10),
+            (Duration::from_millis(900), 10),
+            (Duration::from_millis(995), 12),
+        ] {
+            let exchanger = Counting::new(Some(lifetime));
+            let cache = Arc::new(TokenCache::new(exchanger.clone()));
+            // A call every 10 ms for 10 s, each with 60 s to get its token.
+            let started = Instant::now();
+            let mut tasks = Vec::new();
+            for _ in 0..1_000 {
+                let cache = Arc::clone(&cache);
+                tasks.push(tokio::spawn(async move { cache.get(WAIT()).await }));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            for task in tasks {
+                task.await.expect("task").expect("every call gets a token");
+            }
+            let seconds = (Instant::now() - started).as_secs_f64();
+            // 250 ms doubling to 5 s, drawn in the upper half: at most 9 exchanges in 10 s,
+            // and the calls still waiting at 10 s share one more.
+            let exchanges = exchanger.count();
+            assert!(
+                exchanges <= most,
+                "{lifetime:?}: {exchanges} in {seconds:.1} s"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_token_that_lives_the_floor_is_held_and_hostile_lifetimes_are_bounded() {
+        // 1 s from the exchange's start (its 5 ms included): held like any other.
+        let exchanger = Counting::new(Some(Duration::from_secs(1) - Duration::from_millis(5)));
+        let cache = TokenCache::new(exchanger.clone());
+        cache.get(WAIT()).await.expect("token");
+        cache.get(WAIT()).await.expect("the same token");
+        assert_eq!(exchanger.count(), 1);
+
+        /// Issues tokens that expired before they were asked for, or never do.
+        struct Expiry(Option<Duration>, AtomicUsize);
+        impl TokenExchanger for Expiry {
+            fn exchange(&self) -> ExchangeFuture<'_> {
+                self.1.fetch_add(1, Ordering::SeqCst);
+                let expires_at = self.0.and_then(|ago| Instant::now().checked_sub(ago));
+                Box::pin(async move { Ok(AccessToken::new("tok-expiry", expires_at)) })
+            }
+        }
+        // Expired an hour ago: served to its callers, then the backoff.
+        let past = Arc::new(Expiry(Some(Duration::from_secs(3600)), AtomicUsize::new(0)));
+        let cache = TokenCache::new(past.clone());
+        cache.get(WAIT()).await.expect("served to its caller");
+        cache
+            .get(TokenWait::within(Duration::from_millis(50)))
+            .await
+            .expect_err("in the backoff");
+        assert_eq!(past.1.load(Ordering::SeqCst), 1);
+        // No expiry: held until a 401.
+        let never = Arc::new(Expiry(None, AtomicUsize::new(0)));
+        let cache = TokenCache::new(never.clone());
+        for _ in 0..100 {
+            cache.get(WAIT()).await.expect("token");
+            tokio::time::advance(Duration::from_secs(3600)).await;
+        }
+        assert_eq!(never.1.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_401_for_a_token_that_expired_at_once_ends_the_call_without_an_exchange() {
+        let exchanger = Counting::new(Some(Duration::ZERO));
+        let cache = TokenCache::new(exchanger.clone());
+        let sent = cache.get(WAIT()).await.expect("token");
+
+        let error = cache
+            .refresh_after_unauthorized(&sent, WAIT())
+            .await
+            .expect_err("another exchange would get another such token");
+        assert_eq!(exchanger.count(), 1, "no exchange");
+        assert!(!error.is_retryable(), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "token exchange failed: the token endpoint issued tokens that expire at once (the \
+             last one lived 5ms from the start of its exchange, under the 1s a token must \
+             live), and the server refused the last one as expired"
+        );
+        // A caller in the backoff hears it at once, whatever its time.
+        let refused = cache.get(WAIT()).await.expect_err("refused");
+        assert_eq!(refused.to_string(), error.to_string());
+        assert_eq!(exchanger.count(), 1);
+    }
+
+    /// Never answers.
+    struct Silent(AtomicUsize);
+
+    impl TokenExchanger for Silent {
+        fn exchange(&self) -> ExchangeFuture<'_> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_out_of_time_states_the_time_it_had_and_the_attempt_timeout() {
+        let cache = TokenCache::new(Arc::new(Silent(AtomicUsize::new(0))));
+        let five_of_fifteen = TokenWait {
+            until: Instant::now() + Duration::from_secs(5),
+            exchange_timeout: Duration::from_secs(15),
+        };
+        let error = cache.get(five_of_fifteen).await.expect_err("no answer");
+        assert_eq!(
+            error.to_string(),
+            "token exchange failed: no answer from the token endpoint within the 5s the call \
+             had left (an exchange may take up to 15s, the attempt timeout)"
+        );
+
+        let cache = TokenCache::new(Arc::new(Silent(AtomicUsize::new(0))));
+        let none_left = TokenWait {
+            until: Instant::now(),
+            exchange_timeout: Duration::from_secs(10),
+        };
+        let error = cache.get(none_left).await.expect_err("no time");
+        assert_eq!(
+            error.to_string(),
+            "token exchange failed: the call had no time left to wait for the token endpoint \
+             (an exchange may take up to 10s, the attempt timeout)"
+        );
+
+        // The exchange itself ends at the attempt timeout; a caller in the backoff after it
+        // hears that.
+        tokio::time::sleep(Duration::from_millis(10_001)).await;
+        let error = cache
+            .get(TokenWait::within(Duration::from_millis(10)))
+            .await
+            .expect_err("backing off");
+        assert!(
+            error.to_string().starts_with(
+                "token exchange failed: no answer from the token endpoint within 10s, the \
+                 attempt timeout; the exchanges back off"
+            ),
+            "{error}"
+        );
     }
 }

@@ -16,6 +16,9 @@ pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken>> +
 ///
 /// Object-safe, so a client can hold any exchanger as `Arc<dyn TokenExchanger>`. The client
 /// calls it when it has no token, shortly before the token expires, and once after a 401.
+/// A token that lives less than 1 s from the start of the exchange is sent only by the calls
+/// that waited for it, and the exchange counts as failed: the next one waits the client's
+/// shared backoff.
 ///
 /// # Examples
 ///

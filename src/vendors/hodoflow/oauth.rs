@@ -193,7 +193,7 @@ impl TokenExchanger for ClientCredentials {
 ///
 /// `200 {"access_token","token_type","expires_in","scope"}` is a token. Anything else is a
 /// token-exchange error that quotes at most the OAuth error code, and never `secret`.
-fn read_token_answer(
+pub(crate) fn read_token_answer(
     status: StatusCode,
     body: &[u8],
     now: Instant,
