@@ -418,3 +418,151 @@ async fn a_call_in_a_sustained_outage_sends_its_attempts_and_keeps_the_last_for_
     let last = seen[4].at - seen[0].at;
     assert!(last >= Duration::from_secs(12), "{last:?}");
 }
+
+/// The shapes a sender runs in: one call at a time, a pool of workers, every call at once.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Sequential,
+    Pool(usize),
+    AllInFlight,
+}
+
+/// Runs `count` calls of `call(n)` in `shape`; their results, by `n`.
+async fn in_shape<T: Send + 'static, F>(shape: Shape, count: usize, call: F) -> Vec<T>
+where
+    F: Fn(usize) -> tokio::task::JoinHandle<T>,
+{
+    let mut ended = Vec::new();
+    match shape {
+        Shape::Sequential => {
+            for n in 0..count {
+                ended.push(call(n).await.unwrap());
+            }
+        }
+        Shape::Pool(workers) => {
+            for wave in (0..count).collect::<Vec<_>>().chunks(workers) {
+                let calls: Vec<_> = wave.iter().map(|&n| call(n)).collect();
+                for spawned in calls {
+                    ended.push(spawned.await.unwrap());
+                }
+            }
+        }
+        Shape::AllInFlight => {
+            let calls: Vec<_> = (0..count).map(&call).collect();
+            for spawned in calls {
+                ended.push(spawned.await.unwrap());
+            }
+        }
+    }
+    ended
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paced_call_ends_within_its_budget_in_every_shape() {
+    // A trigger paced at 3 per 60 s, calls of 5 s: a call waits for a slot within its own
+    // budget, or ends with it, nothing sent. No call, in any shape, outlives its budget plus one
+    // attempt's time, and no 60 s ever holds more than three sends.
+    let budget = Budget::new()
+        .max_elapsed(Duration::from_secs(5))
+        .attempt_timeout(Duration::from_secs(1));
+    for shape in [Shape::Sequential, Shape::Pool(64), Shape::AllInFlight] {
+        let script = Script::new([]);
+        let client = RetryingClient::builder("http://127.0.0.1:9")
+            .bearer_token("t0k3n")
+            .budget(budget)
+            .trigger_limit(hodoflow_retry::TriggerLimit::new(3, Duration::from_secs(60)).unwrap())
+            .transport(Scripted(script.clone()))
+            .seed(7)
+            .build()
+            .unwrap();
+        let ended = in_shape(shape, 100, |n| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let id = DeliveryId::new(IdempotencyKey::from_operation_id(&format!("paced-{n}")));
+                let sent = client
+                    .deliver("trigger-token", "{}")
+                    .delivery_id(id)
+                    .send()
+                    .await;
+                (sent.map(|d| d.attempts().len()), started.elapsed())
+            })
+        })
+        .await;
+        let mut delivered = 0;
+        for (sent, took) in ended {
+            assert!(
+                took <= Duration::from_secs(6),
+                "{shape:?}: a call took {took:?}"
+            );
+            match sent {
+                Ok(attempts) => {
+                    assert_eq!(attempts, 1);
+                    delivered += 1;
+                }
+                Err(error) => {
+                    assert_eq!(
+                        error.kind(),
+                        ErrorKind::BudgetExhausted,
+                        "{shape:?}: {error}"
+                    );
+                    assert!(error.attempts().is_empty(), "{shape:?}: nothing sent");
+                }
+            }
+        }
+        let seen = script.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), delivered, "{shape:?}");
+        assert!(delivered >= 3, "{shape:?}: the window's three at least");
+        for (n, first) in seen.iter().enumerate() {
+            let within = seen[n..]
+                .iter()
+                .take_while(|later| later.at - first.at < Duration::from_secs(60))
+                .count();
+            assert!(within <= 3, "{shape:?}: {within} sends in 60 s");
+        }
+        if !matches!(shape, Shape::Sequential) {
+            assert_eq!(delivered, 3, "{shape:?}: all at once, the window's three");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_may_queue_waits_for_its_slot_then_has_its_whole_budget() {
+    // Paced at 1 per 60 s: with `queue`, the second delivery waits for the next window and is
+    // then sent, its 5 s budget counted from when it has its slot.
+    let script = Script::new([]);
+    let client = RetryingClient::builder("http://127.0.0.1:9")
+        .bearer_token("t0k3n")
+        .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
+        .trigger_limit(hodoflow_retry::TriggerLimit::new(1, Duration::from_secs(60)).unwrap())
+        .transport(Scripted(script.clone()))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    for n in 0..2 {
+        let id = DeliveryId::new(IdempotencyKey::from_operation_id(&format!("queued-{n}")));
+        client
+            .deliver("trigger-token", "{}")
+            .delivery_id(id)
+            .queue(Duration::from_secs(120))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("delivery {n}: {e}"));
+    }
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen[1].at - started >= Duration::from_secs(60),
+        "the next window"
+    );
+    // Without `queue`, the same wait is past the budget: refused, nothing sent.
+    let id = DeliveryId::new(IdempotencyKey::from_operation_id("not-queued"));
+    let refused = client
+        .deliver("trigger-token", "{}")
+        .delivery_id(id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::BudgetExhausted);
+    assert!(refused.attempts().is_empty());
+}

@@ -52,7 +52,8 @@ pub(crate) struct Policy {
     pub(crate) queue: Option<Duration>,
 }
 
-/// How often a queued call looks again whether its service has been down too long.
+/// How often a queued call looks whether its service has been down too long; a queue
+/// allowance shorter than this is none.
 const QUEUE_LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Whom a client sends for: its endpoint, by a hash (its services' keys) and by a name the
@@ -317,41 +318,61 @@ impl Engine {
     /// stops queueing, sending nothing, once the service it would send to has been down for
     /// longer than its budget: no call started then could ride the outage out.
     async fn queue(&self, request: &FixedRequest, policy: &Policy) -> Result<Option<Queued>> {
+        // An allowance under a second is no queue: the wait is the budget's, as without one.
         let (Some(max), Some(_)) = (policy.queue, request.route_key) else {
             return Ok(None);
         };
+        if max < QUEUE_LOOK_AGAIN {
+            return Ok(None);
+        }
         let budget = policy.budget.max_elapsed;
         let started = runtime::now();
-        loop {
-            let waited = runtime::now().saturating_duration_since(started);
-            let service = self.service(request);
-            if let Some(down) = self.limits.retry_budget.service_down_for(service)
-                && down >= budget
-            {
-                return Err(Error::new(
-                    ErrorKind::RetryBudgetExhausted,
-                    format!(
-                        "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s), while it queued {:.1} s for its trigger's window; nothing was sent, send it again later",
-                        down.as_secs_f64(),
-                        budget.as_secs_f64(),
-                        waited.as_secs_f64()
-                    ),
-                ));
-            }
-            // A second at a time, so an outage that began meanwhile is seen.
-            let left = max.saturating_sub(waited);
-            let ask = Ask {
-                queue_wait: Some(left.min(QUEUE_LOOK_AGAIN)),
-                ..self.ask(request, policy, Deadline::start(policy.budget, started))
-            };
-            match self.limits.queue(&ask).await {
-                Ok(queued) => return Ok(Some(queued)),
-                Err(_) if left > QUEUE_LOOK_AGAIN => {}
-                Err(refusal) => {
-                    let error = Error::new(refusal.kind, refusal.message);
-                    return Err(error.with_retry_after(refusal.retry_after));
+        let service = self.service(request);
+        let down_too_long = || {
+            self.limits
+                .retry_budget
+                .service_down_for(service)
+                .filter(|down| *down >= budget)
+        };
+        let not_started = |down: Duration| {
+            Error::new(
+                ErrorKind::RetryBudgetExhausted,
+                format!(
+                    "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s), while it queued {:.1} s for its trigger's window; nothing was sent, send it again later",
+                    down.as_secs_f64(),
+                    budget.as_secs_f64(),
+                    runtime::now()
+                        .saturating_duration_since(started)
+                        .as_secs_f64()
+                ),
+            )
+        };
+        if let Some(down) = down_too_long() {
+            return Err(not_started(down));
+        }
+        let ask = Ask {
+            queue_wait: Some(max),
+            ..self.ask(request, policy, Deadline::start(policy.budget, started))
+        };
+        // The slots are waited for in one queue (its place kept); once a second it is looked
+        // whether the service has been down too long meanwhile.
+        let watching = async {
+            loop {
+                runtime::sleep(QUEUE_LOOK_AGAIN).await;
+                if let Some(down) = down_too_long() {
+                    return down;
                 }
             }
+        };
+        tokio::select! {
+            queued = self.limits.queue(&ask) => match queued {
+                Ok(queued) => Ok(Some(queued)),
+                Err(refusal) => {
+                    let error = Error::new(refusal.kind, refusal.message);
+                    Err(error.with_retry_after(refusal.retry_after))
+                }
+            },
+            down = watching => Err(not_started(down)),
         }
     }
 

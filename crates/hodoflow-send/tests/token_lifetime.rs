@@ -149,7 +149,10 @@ fn a_budget_that_runs_out_waiting_for_a_token_states_its_own_figures() {
         assert_eq!(ran.code, 3, "{budget}: {ran:?}");
         let report = ran.json();
         let message = report["error"]["message"].as_str().unwrap();
-        assert!(message.contains(says), "{budget}: {message}");
+        // A budget of 1 ms leaves an attempt a quarter of it: the call may still wait those
+        // microseconds for the token, and says so with its figure.
+        let short = budget == "1ms" && message.contains("µs the call had left");
+        assert!(message.contains(says) || short, "{budget}: {message}");
         assert!(!message.contains("the call allowed"), "{budget}: {message}");
         if budget == "5s" {
             let figure = message
