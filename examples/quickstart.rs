@@ -2,8 +2,8 @@
 //!
 //! The SDK at work on the embedded contract server, with no setup: 1,000 webhook deliveries and
 //! 200 JSON:API writes go through one client, 64 at a time, while about 10% of answers are lost
-//! after the server committed, about 10% are 503s, a burst of 429s closes the credential's gate,
-//! and the bearer token expires mid-run. Then the server's ledger checks exactly-once: one
+//! after the server committed, about 10% are 503s, a burst of 429s closes the webhook trigger
+//! (its deliveries only: the writes go on), and the bearer token expires mid-run. Then the server's ledger checks exactly-once: one
 //! workflow run per delivery ID, one execution per Idempotency-Key.
 
 use std::sync::Arc;
@@ -90,8 +90,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .build()?;
 
-    // 4. A quarter of the way in, a burst of ten 429s with Retry-After: 1 closes the gate for
-    //    every call; two thirds in, the server's clock passes the token's expiry.
+    // 4. A quarter of the way in, a burst of ten 429s with Retry-After: 1 closes the trigger
+    //    for its deliveries (a trigger's 429 holds that trigger only); two thirds in, the server's clock passes the token's expiry.
     let (chaos, watched) = (Arc::clone(&server), client.clone());
     tokio::spawn(async move {
         let calls = DELIVERIES + WRITES;
@@ -231,9 +231,12 @@ fn report(
         retries.timeout,
     );
     println!(
-        "  attempts     {:>5} for {} calls; waited {:.1} s at the closed gate (summed over calls)",
-        stats.attempts,
-        stats.calls,
+        "  attempts     {:>5} for {} calls",
+        stats.attempts, stats.calls
+    );
+    println!(
+        "  waited      {:>5.1} s for the closed trigger, {:.1} s at the credential's gate (summed over calls)",
+        stats.trigger_wait.as_secs_f64(),
         stats.gate_wait.as_secs_f64(),
     );
     println!(

@@ -73,8 +73,12 @@ proptest! {
                 prop_assert!(timeout <= attempt_timeout);
                 prop_assert!(elapsed + timeout <= max_elapsed);
                 prop_assert_eq!(timeout, attempt_timeout.min(max_elapsed - elapsed));
+                prop_assert!(max_elapsed - elapsed >= budget.least_attempt_time());
             }
-            None => prop_assert!(elapsed >= max_elapsed),
+            // No attempt starts with less left than the least time an attempt needs.
+            None => prop_assert!(
+                elapsed >= max_elapsed || max_elapsed - elapsed < budget.least_attempt_time()
+            ),
         }
     }
 }

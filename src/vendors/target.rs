@@ -116,6 +116,10 @@ impl Target {
     }
 
     /// The target of a stored row.
+    #[cfg_attr(
+        not(any(feature = "outbox-sqlite", feature = "outbox-postgres")),
+        allow(dead_code, reason = "read by a store backend")
+    )]
     pub(crate) fn from_row(kind: &str, method: &str, route: &str) -> Result<Self> {
         match kind {
             "webhook" => Ok(Self::webhook(route)),
