@@ -55,6 +55,7 @@ use tokio_postgres::{Config, Row};
 
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
+use crate::core::redact::Cleaner;
 use crate::core::runtime;
 
 mod listen;
@@ -170,6 +171,9 @@ const ENQUEUE: &str = "
     RETURNING *";
 
 const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
+
+/// The most bytes of the URL parser's message quoted in an error.
+const MAX_PARSER_QUOTE: usize = 512;
 
 /// Many jobs in one statement: `$1`..`$6` the columns as arrays, `$7` now; a repeated event ID
 /// (stored, or earlier in the arrays) is skipped.
@@ -447,13 +451,15 @@ impl PostgresStore {
     /// As [`connect`](Self::connect).
     pub async fn connect_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
         let config: Config = url.parse().map_err(|error: tokio_postgres::Error| {
-            // The parser's messages name an option, never its value; redact anyway.
-            let message = format!("invalid input: the outbox database URL: {error}");
-            let mut error = Error::new(ErrorKind::InvalidInput, message);
-            if let Some(password) = url_password(url) {
-                error = error.redacting(&password);
-            }
-            error
+            // The parser's messages name an option, never its value; cleaned of the password
+            // anyway, and only the parser's words, never this message's own.
+            let cleaner = Cleaner::new(url_password(url).as_deref());
+            Error::new(
+                ErrorKind::InvalidInput,
+                "invalid input: the outbox database URL: ",
+            )
+            .quoting(&error.to_string(), MAX_PARSER_QUOTE)
+            .cleaned(&cleaner)
         })?;
         let pool = ConnectionPool::new(config, timeouts.connect);
         let store = Self {
