@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(
             line.text(),
             "hodoflow http://127.0.0.1:8080 trigger 1a2b3c4d: until 2025-01-01T11:59:57Z \
-             (9 min 58 s left); the server asked to slow down"
+             (9 min 58 s left); the server asked\\nto slow down"
         );
         let ended = PauseLine::of(&Pause::new("s", now, ""), now + Duration::from_secs(1));
         assert_eq!(ended.remaining_ms, 0);

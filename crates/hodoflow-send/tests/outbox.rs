@@ -500,9 +500,10 @@ fn status_lists_every_paused_scope_and_list_says_which_job_may_have_run() {
         .find(|line| line.starts_with(&format!("  {trigger}: until {until} (")))
         .unwrap_or_else(|| panic!("{}", text.stdout));
     assert!(
-        trigger_line.ends_with(" left); 429 from the trigger"),
-        "the terminal sees no escape: {trigger_line:?}"
+        trigger_line.ends_with(" left); 429 from the trigger\\x1b[2J"),
+        "the terminal sees the escape written out, never the byte: {trigger_line:?}"
     );
+    assert!(!text.stdout.contains('\u{1b}'), "{text:?}");
     assert!(!text.stdout.contains("ended"), "{}", text.stdout);
 
     let list = run(contract
