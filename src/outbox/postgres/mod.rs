@@ -64,6 +64,7 @@ mod pool;
 use pool::{CONNECTIONS, ConnectionPool};
 
 use super::Sealed;
+use super::check_event_id;
 use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
@@ -580,6 +581,7 @@ impl PostgresStore {
 impl Store for PostgresStore {
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
         self.boxed(async move {
+            check_event_id(&job.event_id)?;
             let (method, route) = job.target.to_row();
             let now = millis(job.now);
             let inserted = self
@@ -610,6 +612,9 @@ impl Store for PostgresStore {
 
     fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>> {
         self.boxed(async move {
+            for job in &jobs {
+                check_event_id(&job.event_id)?;
+            }
             let mut conn = self.pool.get().await?;
             let insert = conn.prepare(ENQUEUE_MANY).await?;
             let get = conn.prepare(GET_MANY).await?;
@@ -783,6 +788,10 @@ impl Store for PostgresStore {
     fn get(&self, event_id: &str) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
         self.boxed(async move {
+            // PostgreSQL text holds no NUL: no job has such an ID, and asking would fail.
+            if event_id.contains('\0') {
+                return Ok(None);
+            }
             let rows = self.query(GET, &[&event_id]).await?;
             rows.first().map(job_of).transpose()
         })
@@ -848,6 +857,9 @@ impl Store for PostgresStore {
     fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
         self.boxed(async move {
+            if event_id.contains('\0') {
+                return Ok(None);
+            }
             let rows = self.query(REQUEUE, &[&event_id, &millis(now)]).await?;
             rows.first().map(job_of).transpose()
         })
