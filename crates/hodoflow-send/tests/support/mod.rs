@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test uses a part of the support module")]
 
+pub mod hostile;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
