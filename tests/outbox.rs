@@ -62,6 +62,7 @@ on_both_stores!(
     enqueue_many_of_100_000_with_1_000_repeats_stores_99_000_and_changes_none_of_the_rest,
     enqueue_many_checks_every_event_before_it_stores_any,
     bad_jobs_are_refused_before_anything_is_stored,
+    event_ids_with_a_nul_or_a_control_are_refused_and_never_found,
     lost_answers_end_accepted_or_duplicate_with_one_run_each,
     writes_and_modulify_calls_go_through_the_same_job_shape,
     a_call_that_ends_retryable_is_rescheduled_on_the_long_schedule,
@@ -339,6 +340,58 @@ async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {
         assert!(!error.to_string().contains(DEMO_TRIGGER_TOKEN));
     }
     assert_eq!(outbox.counts().await.unwrap().total(), 0);
+}
+
+async fn event_ids_with_a_nul_or_a_control_are_refused_and_never_found(backend: Backend) {
+    let outbox = fresh(backend).await;
+    let webhook = || Target::webhook(DEMO_TRIGGER_TOKEN);
+    for (event_id, named) in [
+        ("order\u{0}7", "a NUL character (U+0000) at byte 5"),
+        ("order-7\n", "a control character (U+000A) at byte 7"),
+        ("\u{1b}[2Jorder", "a control character (U+001B) at byte 0"),
+        ("order\u{9b}7", "a control character (U+009B) at byte 5"),
+        ("order\t7", "a control character (U+0009) at byte 5"),
+    ] {
+        let error = outbox.enqueue(event_id, webhook(), "{}").await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+        assert_eq!(
+            error.to_string(),
+            format!("invalid input: the event ID holds {named}: an event ID is printable text")
+        );
+        let many = outbox
+            .enqueue_many([("fine", webhook(), "{}"), (event_id, webhook(), "{}")])
+            .await
+            .unwrap_err();
+        assert_eq!(many.kind(), ErrorKind::InvalidInput, "{many}");
+        // A store asked directly checks too.
+        let direct = outbox
+            .store()
+            .enqueue(hodoflow_retry::outbox::NewJob {
+                event_id: event_id.to_owned(),
+                identity: hodoflow_retry::IdempotencyKey::from_operation_id(event_id),
+                target: webhook(),
+                body: Bytes::from_static(b"{}"),
+                now: SystemTime::now(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(direct.kind(), ErrorKind::InvalidInput, "{direct}");
+        // Looked up, it is no job (PostgreSQL would refuse to compare a NUL).
+        assert!(outbox.job(event_id).await.unwrap().is_none());
+        assert!(outbox.retry(event_id).await.unwrap().is_none());
+    }
+    let error = outbox
+        .enqueue(&format!("order-{DEMO_TRIGGER_TOKEN}"), webhook(), "{}")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("trigger token"), "{error}");
+    assert!(!error.to_string().contains(DEMO_TRIGGER_TOKEN));
+    assert_eq!(outbox.counts().await.unwrap().total(), 0, "nothing stored");
+    // Printable text of any script is an event ID.
+    outbox
+        .enqueue("commande-été-東京", webhook(), "{}")
+        .await
+        .unwrap();
 }
 
 async fn lost_answers_end_accepted_or_duplicate_with_one_run_each(backend: Backend) {

@@ -141,4 +141,6 @@ pub(crate) struct FinalAnswer {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
     pub(crate) attempts: Vec<Attempt>,
+    /// Cleans what is read of the answer's body and kept, such as a run ID (`redact.rs`).
+    pub(crate) cleaner: crate::core::redact::Cleaner,
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use crate::core::redact::Cleaner;
+
 /// What one attempt came back with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -143,6 +145,11 @@ impl WaitReason {
 /// cut here (on a character boundary), so a call's records stay small.
 pub(crate) const MAX_REQUEST_ID: usize = 128;
 
+/// How much of an `x-request-id` an attempt holds until its call ends and it is cleaned
+/// ([`Attempt::clean`]): the cut to [`MAX_REQUEST_ID`] comes after the cleaning, so a secret
+/// across it is removed whole.
+const HEARD_REQUEST_ID: usize = 4096;
+
 /// The record of one attempt: its number, what came back, and the wait chosen after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
@@ -170,7 +177,7 @@ impl Attempt {
         Self {
             number,
             result,
-            request_id: request_id.map(bounded),
+            request_id: request_id.map(|id| bounded(id, HEARD_REQUEST_ID)),
             wait: Duration::ZERO,
             wait_reason: WaitReason::None,
             running: false,
@@ -181,6 +188,15 @@ impl Attempt {
     /// may be running now.
     pub(crate) fn mark_running(&mut self) {
         self.running = true;
+    }
+
+    /// Cleans the `x-request-id` the server sent of every secret `cleaner` knows, escapes its
+    /// controls, then cuts it to [`MAX_REQUEST_ID`] bytes (`redact.rs`). Until then it is the
+    /// server's text as it came, shown cut.
+    pub(crate) fn clean(&mut self, cleaner: &Cleaner) {
+        if let Some(id) = &mut self.request_id {
+            *id = cleaner.text(id, MAX_REQUEST_ID);
+        }
     }
 
     /// Records the wait chosen after this attempt.
@@ -208,8 +224,14 @@ impl Attempt {
     }
 
     /// The answer's `x-request-id`, if any. It identifies this attempt only, never the operation.
+    ///
+    /// At most 128 bytes, control and bidirectional formatting characters escaped (`\x1b`,
+    /// `\u{202e}`), and every secret the client holds replaced by `<redacted>`, whole or in
+    /// part: a server may echo the bearer token it was sent.
     pub fn request_id(&self) -> Option<&str> {
-        self.request_id.as_deref()
+        self.request_id
+            .as_deref()
+            .map(|id| crate::core::redact::bound(id, MAX_REQUEST_ID))
     }
 
     /// The wait chosen after this attempt; zero when none followed.
@@ -231,15 +253,10 @@ impl Attempt {
     }
 }
 
-/// `id` cut to [`MAX_REQUEST_ID`] bytes, on a character boundary.
-fn bounded(mut id: String) -> String {
-    if id.len() > MAX_REQUEST_ID {
-        let mut end = MAX_REQUEST_ID;
-        while !id.is_char_boundary(end) {
-            end -= 1;
-        }
-        id.truncate(end);
-    }
+/// `id` cut to `limit` bytes, on a character boundary.
+fn bounded(mut id: String, limit: usize) -> String {
+    let end = crate::core::redact::bound(&id, limit).len();
+    id.truncate(end);
     id
 }
 
@@ -251,7 +268,7 @@ impl fmt::Display for Attempt {
             AttemptResult::Status(status) => write!(f, "{}", status.as_u16())?,
             AttemptResult::Transport(kind) => write!(f, "no answer ({})", kind.as_str())?,
         }
-        if let Some(id) = &self.request_id {
+        if let Some(id) = self.request_id() {
             write!(f, " ({id})")?;
         }
         if self.wait_reason != WaitReason::None {
@@ -328,6 +345,23 @@ mod tests {
             MAX_REQUEST_ID,
             "two-byte characters fit exactly"
         );
+    }
+
+    #[test]
+    fn a_request_id_is_cleaned_before_it_is_cut() {
+        let token = "hft_a_token_that_is_long_enough";
+        let cleaner = Cleaner::new([token]);
+        for at in 100..140 {
+            let id = format!("{}{token}\u{202e}", "r".repeat(at));
+            let mut attempt = Attempt::answered(1, StatusCode::OK, Some(id));
+            attempt.clean(&cleaner);
+            let kept = attempt.request_id().unwrap();
+            assert!(kept.len() <= MAX_REQUEST_ID, "{at}");
+            assert!(!kept.contains("hft_a_to"), "{at}: {kept}");
+        }
+        let mut attempt = Attempt::answered(1, StatusCode::OK, Some("req\u{1b}[2J".into()));
+        attempt.clean(&cleaner);
+        assert_eq!(attempt.request_id(), Some("req\\x1b[2J"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::core::error::{Error, ErrorKind};
 use crate::core::matrix::{Rule, Verdict, lookup};
 use crate::core::profile::SurfaceProfile;
 
-/// The longest server error code quoted in an error message.
+/// The longest server error code quoted in an error message, in bytes, once cleaned.
 const MAX_QUOTED_CODE: usize = 100;
 
 /// The verdict of `profile`'s retry matrix on `answer`.
@@ -53,20 +53,18 @@ pub(crate) fn final_error(profile: &SurfaceProfile, answer: &Answer, now: System
         _ => kind.describe(),
     };
     let codes = profile.codes(answer.body());
-    let code = codes
-        .first()
-        .map(|code| code.chars().take(MAX_QUOTED_CODE).collect::<String>());
-    let mut message = format!("{what} ({}", status.as_u16());
-    if let Some(code) = code {
-        message.push(' ');
-        message.push_str(&code);
-    }
-    message.push(')');
+    // The server's code is its own words: quoted apart from this message's, so that only it is
+    // cleaned of secrets, before it is cut (`redact.rs`).
+    let mut error = match codes.first() {
+        Some(code) => Error::new(kind, format!("{what} ({} ", status.as_u16()))
+            .quoting(code, MAX_QUOTED_CODE)
+            .with_note(")"),
+        None => Error::new(kind, format!("{what} ({})", status.as_u16())),
+    };
     if let Some(action) = action {
-        message.push_str(": ");
-        message.push_str(&lower_first(action));
+        error = error.with_note(format_args!(": {}", lower_first(action)));
     }
-    let mut error = Error::new(kind, message)
+    let mut error = error
         .with_status(status)
         .with_retry_after(answer.retry_after(now));
     if !answer.body().is_empty() {

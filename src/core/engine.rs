@@ -3,8 +3,8 @@
 //! It asks the plan what to do (`plan.rs`, pure), does it, and tells the plan what happened:
 //! asks the [`Limiters`] for the attempt's scope, gets the token, sends, lets the limiters hear
 //! the answer, records the attempt, sleeps. It decides nothing of its own. A call has one exit
-//! ([`Engine::attempts`]), where its attempts are attached to what it returns and the secrets an
-//! error could quote are redacted, whichever step ended it.
+//! ([`Engine::attempts`]), where its attempts are attached to what it returns and what it keeps
+//! of a server's words is cleaned of every secret (`redact.rs`), whichever step ended it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +31,7 @@ use crate::core::matrix::Verdict;
 use crate::core::otel;
 use crate::core::plan::{Event, Now, Plan, Step};
 use crate::core::profile::SurfaceProfile;
+use crate::core::redact::Cleaner;
 use crate::core::request::FixedRequest;
 use crate::core::runtime;
 use crate::core::schedule::{SharedSchedule, Waits};
@@ -203,8 +204,9 @@ impl Engine {
         );
     }
 
-    /// The one exit of a call: its attempts are attached to what it returns, and a trigger
-    /// token or bearer token an error quotes is redacted, whichever step ended it.
+    /// The one exit of a call: its attempts are attached to what it returns, and what a server
+    /// said that it keeps (each `x-request-id`, the error code an error quotes) is cleaned of
+    /// every secret of the client and the request (`redact.rs`), whichever step ended it.
     async fn attempts<T: Transport>(
         &self,
         request: &FixedRequest,
@@ -216,21 +218,24 @@ impl Engine {
         let ended = self
             .act(request, policy, transport, &mut attempts, &mut token)
             .await;
+        let cleaner = Cleaner::with(
+            self.tokens.as_ref().map(TokenCache::secrets),
+            request.secrets(),
+        );
         match ended {
-            Ok((status, headers, body)) => Ok(FinalAnswer {
-                status,
-                headers,
-                body,
-                attempts,
-            }),
-            Err(error) => {
-                let error = error.redacting(secret(&token));
-                let error = match request.route_name() {
-                    Some(trigger) => error.redacting(trigger),
-                    None => error,
-                };
-                Err(error.with_attempts(attempts))
+            Ok((status, headers, body)) => {
+                attempts
+                    .iter_mut()
+                    .for_each(|attempt| attempt.clean(&cleaner));
+                Ok(FinalAnswer {
+                    status,
+                    headers,
+                    body,
+                    attempts,
+                    cleaner,
+                })
             }
+            Err(error) => Err(error.with_attempts(attempts).cleaned(&cleaner)),
         }
     }
 
@@ -574,11 +579,6 @@ impl CallState<'_, '_> {
             }
         }
     }
-}
-
-/// The bearer token to keep out of error messages; none when the caller sent its own.
-fn secret(token: &Option<CachedToken>) -> &str {
-    token.as_ref().map_or("", CachedToken::expose)
 }
 
 /// The record of attempt `number`: an answer that the same key is still running (the

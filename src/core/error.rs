@@ -17,6 +17,7 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use crate::core::attempt::Attempt;
+use crate::core::redact::Cleaner;
 
 /// A `Result` whose error defaults to this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -147,6 +148,9 @@ pub struct Error(Box<ErrorDetails>);
 struct ErrorDetails {
     kind: ErrorKind,
     message: Cow<'static, str>,
+    /// Where the message quotes a server's words, and those words: the only part of the
+    /// message a [`Cleaner`] cleans.
+    quoted: Option<Quoted>,
     #[source]
     source: Option<Arc<dyn StdError + Send + Sync>>,
     status: Option<StatusCode>,
@@ -157,12 +161,25 @@ struct ErrorDetails {
     key: Option<crate::core::key::value::IdempotencyKey>,
 }
 
+/// A server's words in an error's message: where they are shown, and what they were, redacted
+/// of every secret cleaned so far (neither escaped nor bounded: that is how they are shown).
+#[derive(Debug, Clone)]
+struct Quoted {
+    shown: std::ops::Range<usize>,
+    words: String,
+    limit: usize,
+}
+
+/// A server's words are kept at most this long until they are cleaned.
+const QUOTED_KEPT: usize = 4096;
+
 impl Error {
     /// An error of `kind` whose `Display` is `message`.
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Self(Box::new(ErrorDetails {
             kind,
             message: message.into(),
+            quoted: None,
             source: None,
             status: None,
             retry_after: None,
@@ -252,15 +269,44 @@ impl Error {
         self
     }
 
-    /// Replaces `secret` wherever the message quotes it, as it does when a server echoes a
-    /// token in an error code. The body is the server's own text and stays as it came.
-    pub(crate) fn redacting(mut self, secret: &str) -> Self {
-        if !secret.is_empty() && self.0.message.contains(secret) {
-            self.0.message = Cow::Owned(
-                self.0
-                    .message
-                    .replace(secret, crate::core::redact::REDACTED),
-            );
+    /// Adds `words`, a server's (or another party's) text such as an error code, to the end of
+    /// the message, shown at most `limit` bytes long with its controls escaped
+    /// ([`Cleaner::text`]). It is the one part of the message [`cleaned`](Self::cleaned)
+    /// cleans; an error quotes one text at most (a second replaces the first's record, and is
+    /// shown as it came).
+    pub(crate) fn quoting(mut self, words: &str, limit: usize) -> Self {
+        let words = crate::core::redact::bound(words, QUOTED_KEPT).to_owned();
+        let shown = Cleaner::default().text(&words, limit);
+        let mut message = self.0.message.into_owned();
+        let start = message.len();
+        message.push_str(&shown);
+        self.0.quoted = Some(Quoted {
+            shown: start..message.len(),
+            words,
+            limit,
+        });
+        self.0.message = Cow::Owned(message);
+        self
+    }
+
+    /// The error with the server's words it quotes ([`quoting`](Self::quoting)) and the
+    /// `x-request-id` of each of its attempts cleaned by `cleaner`: every secret it knows
+    /// replaced, controls escaped, then bounded. The SDK's own words are never searched; the
+    /// body ([`body`](Self::body)) stays as it came.
+    pub(crate) fn cleaned(mut self, cleaner: &Cleaner) -> Self {
+        let details = &mut *self.0;
+        if let Some(quoted) = &mut details.quoted {
+            if let Cow::Owned(redacted) = cleaner.redact(&quoted.words) {
+                quoted.words = redacted;
+            }
+            let shown = cleaner.text(&quoted.words, quoted.limit);
+            let mut message = std::mem::take(&mut details.message).into_owned();
+            message.replace_range(quoted.shown.clone(), &shown);
+            quoted.shown.end = quoted.shown.start + shown.len();
+            details.message = Cow::Owned(message);
+        }
+        for attempt in &mut details.attempts {
+            attempt.clean(cleaner);
         }
         self
     }
@@ -305,7 +351,10 @@ impl Error {
     }
 
     /// The error body of the last answer, if the server sent one, as it came: a server may echo
-    /// what it was sent, so treat it as untrusted text and redact before logging it.
+    /// what it was sent, so treat it as untrusted text and redact before logging it. (The
+    /// message's quote of the server's error code and each attempt's `x-request-id` are
+    /// cleaned of the client's secrets; the body is not, so that it reads as the server wrote
+    /// it.)
     pub fn body(&self) -> Option<&Bytes> {
         self.0.body.as_ref()
     }

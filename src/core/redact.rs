@@ -1,7 +1,42 @@
-//! What never reaches a log line: a body's bytes, and a secret, which leaves a placeholder.
+//! What never reaches a log line or a kept record: a body's bytes, and a secret, which leaves a
+//! placeholder.
 //!
 //! Which part of a path is a secret is a vendor's rule (Hodoflow's trigger token:
 //! `vendors/hodoflow/routes.rs`).
+//!
+//! # What a server says is cleaned where it enters
+//!
+//! A server, or a proxy in front of it, may echo what it was sent: the bearer token in an
+//! `x-request-id`, the trigger token in an error code, the client secret in a run ID. So every
+//! text the SDK keeps of an answer (the `x-request-id` of each attempt, the error code an error
+//! quotes, a webhook's run ID, the OAuth error code of a refused exchange) passes a
+//! [`Cleaner`] where it enters the record that keeps it, before anything reads it:
+//!
+//! 1. every secret the client holds is replaced by [`REDACTED`]: whole, in the forms it takes
+//!    percent-encoded (a form body, a path) or escaped in a JSON or Rust string, and any piece of
+//!    [`PIECE`] bytes or more of any of those forms (a proxy that cut it, a server that quoted
+//!    half of it);
+//! 2. control characters and the bidirectional formatting characters (which reorder what a
+//!    reader sees) are escaped visibly, Rust-style (`\x1b`, `\n`, `\u{202e}`), a backslash
+//!    doubled whenever anything is escaped, so the text reads back as the value it is;
+//! 3. only then is it bounded, on a character boundary: a secret across the cut was removed
+//!    whole before.
+//!
+//! Only the server's part is cleaned: the SDK's own words around it are never searched, so a
+//! token that happens to read `accepted` cannot rewrite a message ([`Error`](crate::Error)
+//! keeps where its quote of the server sits).
+//!
+//! The secrets are the client's [`Secrets`] (what its exchanger declares it holds, such as a
+//! client secret or a static token; every access token it was issued, the last
+//! [`TOKENS_KEPT`]; the client's signing secrets) and, per call, its trigger token, its own
+//! signing secrets and the request's own `Authorization` (a middleware stack without an
+//! exchanger sends the caller's).
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// A body in a `Debug` line: its length, never its bytes (never log a
 /// sensitive body).
@@ -15,3 +50,458 @@ impl std::fmt::Debug for BodyLen {
 
 /// The placeholder that stands for a removed secret.
 pub(crate) const REDACTED: &str = "<redacted>";
+
+/// The fewest bytes of a secret (in any of its forms) recognised as a piece of it.
+pub(crate) const PIECE: usize = 8;
+
+/// A secret shorter than this is not cleaned: it protects nothing (it can be guessed) and would
+/// turn short words into markers. From [`MIN_SECRET`] to [`PIECE`] bytes, a form is matched
+/// whole only.
+const MIN_SECRET: usize = 4;
+
+/// How many of the access tokens a client was issued are kept to clean with: the current one
+/// and those before it, which a server may still echo from a request in flight.
+pub(crate) const TOKENS_KEPT: usize = 16;
+
+/// The secrets a client holds, shared by its clones: to clean what a server echoes.
+///
+/// `Debug` prints how many there are, never one of them.
+#[derive(Clone, Default)]
+pub(crate) struct Secrets(Arc<RwLock<Known>>);
+
+#[derive(Default)]
+struct Known {
+    /// The client secret, a static token, the client's signing secrets.
+    fixed: Vec<Box<str>>,
+    /// The last [`TOKENS_KEPT`] access tokens, the newest last.
+    tokens: VecDeque<Box<str>>,
+    /// Both, ready to scan with.
+    pattern: Arc<Pattern>,
+}
+
+impl Known {
+    fn rebuild(&mut self) {
+        let mut pattern = Pattern::default();
+        for secret in self.fixed.iter().chain(&self.tokens) {
+            pattern.add(secret);
+        }
+        pattern.finish();
+        self.pattern = Arc::new(pattern);
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Secrets")
+            .field("fixed", &known.fixed.len())
+            .field("tokens", &known.tokens.len())
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// Adds a secret the client holds for as long as it lives.
+    pub(crate) fn add(&self, secret: &str) {
+        if secret.len() < MIN_SECRET {
+            return;
+        }
+        let mut known = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if known.fixed.iter().any(|known| &**known == secret) {
+            return;
+        }
+        known.fixed.push(secret.into());
+        known.rebuild();
+    }
+
+    /// Adds an access token the client was issued; the oldest of more than [`TOKENS_KEPT`] is
+    /// forgotten.
+    pub(crate) fn add_token(&self, token: &str) {
+        if token.len() < MIN_SECRET {
+            return;
+        }
+        let mut known = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if known.tokens.iter().any(|known| &**known == token) {
+            return;
+        }
+        if known.tokens.len() == TOKENS_KEPT {
+            known.tokens.pop_front();
+        }
+        known.tokens.push_back(token.into());
+        known.rebuild();
+    }
+
+    fn pattern(&self) -> Arc<Pattern> {
+        Arc::clone(
+            &self
+                .0
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pattern,
+        )
+    }
+}
+
+/// Every form of some secrets, ready to find in a text: each [`PIECE`]-byte window of each
+/// form as an integer (sorted, for a binary search), and the forms too short for a window.
+#[derive(Default)]
+struct Pattern {
+    windows: Vec<u64>,
+    short: Vec<Box<str>>,
+}
+
+impl Pattern {
+    fn add(&mut self, secret: &str) {
+        if secret.len() < MIN_SECRET {
+            return;
+        }
+        for form in forms(secret) {
+            if form.len() >= PIECE {
+                self.windows
+                    .extend(form.as_bytes().windows(PIECE).map(window));
+            } else if !self.short.iter().any(|short| **short == *form) {
+                self.short.push(form.into());
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        self.windows.sort_unstable();
+        self.windows.dedup();
+        self.short.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.windows.is_empty() && self.short.is_empty()
+    }
+
+    /// Adds to `found` the byte ranges of `text` that are a secret's form or a piece of one.
+    fn find(&self, text: &str, found: &mut Vec<Range<usize>>) {
+        if !self.windows.is_empty() {
+            for (at, bytes) in text.as_bytes().windows(PIECE).enumerate() {
+                if self.windows.binary_search(&window(bytes)).is_ok() {
+                    found.push(at..at + PIECE);
+                }
+            }
+        }
+        for form in &self.short {
+            found.extend(
+                text.match_indices(&**form)
+                    .map(|(at, form)| at..at + form.len()),
+            );
+        }
+    }
+}
+
+/// A window of [`PIECE`] bytes as one integer.
+fn window(bytes: &[u8]) -> u64 {
+    let mut word = [0; PIECE];
+    word.copy_from_slice(bytes);
+    u64::from_ne_bytes(word)
+}
+
+/// The forms a server or a proxy may quote `secret` in: as it is, percent-encoded as in a form
+/// body (`+` or `%20` for a space, upper- or lower-case hex), and escaped in a JSON or a Rust
+/// string.
+fn forms(secret: &str) -> Vec<String> {
+    let quoted = |text: String| text[1..text.len() - 1].to_owned();
+    let mut forms = vec![
+        secret.to_owned(),
+        percent(secret, "+", false),
+        percent(secret, "%20", false),
+        percent(secret, "+", true),
+        serde_json::to_string(secret).map_or_else(|_| secret.to_owned(), quoted),
+        quoted(format!("{secret:?}")),
+    ];
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// `text` percent-encoded as `application/x-www-form-urlencoded` writes it: letters, digits and
+/// `*-._` as they are, a space as `space`, every other byte `%XX`.
+fn percent(text: &str, space: &str, lower: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                out.push(char::from(byte));
+            }
+            b' ' => out.push_str(space),
+            byte if lower => {
+                let _ = write!(out, "%{byte:02x}");
+            }
+            byte => {
+                let _ = write!(out, "%{byte:02X}");
+            }
+        }
+    }
+    out
+}
+
+/// Cleans a server's text against the secrets of one call (see the module docs).
+#[derive(Clone, Default)]
+pub(crate) struct Cleaner {
+    /// The client's secrets, as they were when the call ended.
+    shared: Arc<Pattern>,
+    /// The call's own: its trigger token, signing secrets, `Authorization`.
+    own: Arc<Pattern>,
+}
+
+impl std::fmt::Debug for Cleaner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cleaner")
+    }
+}
+
+impl Cleaner {
+    /// A cleaner of `secrets` alone.
+    pub(crate) fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::with(None, secrets)
+    }
+
+    /// A cleaner of the client's `shared` secrets and of `own`.
+    pub(crate) fn with<'a>(
+        shared: Option<&Secrets>,
+        own: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let mut pattern = Pattern::default();
+        for secret in own {
+            pattern.add(secret);
+        }
+        pattern.finish();
+        Self {
+            shared: shared.map(Secrets::pattern).unwrap_or_default(),
+            own: Arc::new(pattern),
+        }
+    }
+
+    /// `text`, a server's words, with every secret (whole, encoded, or a piece of
+    /// [`PIECE`] bytes or more) replaced by [`REDACTED`]; neither escaped nor bounded.
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.shared.is_empty() && self.own.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut found = Vec::new();
+        self.shared.find(text, &mut found);
+        self.own.find(text, &mut found);
+        if found.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        found.sort_unstable_by_key(|range| range.start);
+        let mut out = String::with_capacity(text.len());
+        let mut kept = 0;
+        let mut ranges = found.into_iter().peekable();
+        while let Some(range) = ranges.next() {
+            let mut end = range.end;
+            // Overlapping and touching pieces are one secret's.
+            while let Some(next) = ranges.next_if(|next| next.start <= end) {
+                end = end.max(next.end);
+            }
+            let start = floor_boundary(text, range.start.max(kept));
+            let end = ceil_boundary(text, end);
+            out.push_str(&text[kept..start]);
+            out.push_str(REDACTED);
+            kept = end;
+        }
+        out.push_str(&text[kept..]);
+        Cow::Owned(out)
+    }
+
+    /// `text`, a server's words as kept: redacted ([`redact`](Self::redact)), escaped
+    /// ([`escape`]), then bounded to `limit` bytes ([`bound`]).
+    pub(crate) fn text(&self, text: &str, limit: usize) -> String {
+        let redacted = self.redact(text);
+        let escaped = escape(&redacted);
+        bound(&escaped, limit).to_owned()
+    }
+}
+
+/// Whether `c` is escaped in a server's text: a C0 or C1 control, DEL, a bidirectional
+/// formatting character (marks, embeddings, overrides, isolates), or a line or paragraph
+/// separator.
+pub(crate) fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        | '\u{2028}' | '\u{2029}')
+}
+
+/// `text` as it is when no character of it is [hidden](is_hidden); otherwise each such
+/// character written as an escape (`\n`, `\r`, `\t`, `\x1b`, `\u{202e}`) and each backslash
+/// doubled, so what is shown reads back as the value, and no escape in it can be taken for
+/// another.
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\0'..='\u{1f}' | '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if is_hidden(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, and before a [`REDACTED`] the
+/// cut would split.
+pub(crate) fn bound(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let end = floor_boundary(text, limit);
+    let from = floor_boundary(text, end.saturating_sub(REDACTED.len() - 1));
+    let split = text[from..end]
+        .match_indices('<')
+        .map(|(at, _)| from + at)
+        .find(|&at| text[at..].starts_with(REDACTED) && at + REDACTED.len() > end);
+    &text[..split.unwrap_or(end)]
+}
+
+/// The largest character boundary of `text` at or before `at`.
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The smallest character boundary of `text` at or after `at`.
+fn ceil_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "hft_TOKEN_0123456789abcdef";
+    const CLIENT_SECRET: &str = "cs_SECRET/with+and=";
+
+    fn cleaner() -> Cleaner {
+        let secrets = Secrets::default();
+        secrets.add(CLIENT_SECRET);
+        secrets.add_token(TOKEN);
+        Cleaner::with(Some(&secrets), ["trg_TRIGGER_token_77"])
+    }
+
+    #[test]
+    fn every_secret_is_replaced_whole_and_other_text_kept() {
+        let cleaner = cleaner();
+        assert_eq!(
+            cleaner.redact(&format!(
+                "req {TOKEN} on trg_TRIGGER_token_77, again {TOKEN}."
+            )),
+            "req <redacted> on <redacted>, again <redacted>."
+        );
+        assert!(matches!(cleaner.redact("req_1234 plain"), Cow::Borrowed(_)));
+        assert!(matches!(Cleaner::default().redact(TOKEN), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_piece_of_eight_bytes_or_more_is_a_secret_and_a_shorter_one_is_not() {
+        let cleaner = cleaner();
+        assert_eq!(
+            cleaner.redact(&format!("x{}y", &TOKEN[5..13])),
+            "x<redacted>y"
+        );
+        assert_eq!(cleaner.redact(&format!("x{}", &TOKEN[..20])), "x<redacted>");
+        assert_eq!(
+            cleaner.redact(&TOKEN[3..10]),
+            &TOKEN[3..10],
+            "7 bytes: no piece"
+        );
+    }
+
+    #[test]
+    fn encoded_and_escaped_forms_are_redacted() {
+        let cleaner = cleaner();
+        for form in [
+            "cs_SECRET%2Fwith%2Band%3D",
+            "cs_SECRET%2fwith%2band%3d",
+            "cs_SECRET/with+and=",
+        ] {
+            assert_eq!(
+                cleaner.redact(&format!("<{form}>")),
+                "<<redacted>>",
+                "{form}"
+            );
+        }
+        let quoted = Cleaner::new(["a \"quoted\" secret"]);
+        assert_eq!(
+            quoted.redact(r#"{"e":"a \"quoted\" secret"}"#),
+            r#"{"e":"<redacted>"}"#
+        );
+    }
+
+    #[test]
+    fn short_secrets_are_matched_whole_and_tiny_ones_not_at_all() {
+        let cleaner = Cleaner::new(["abcde", "xy"]);
+        assert_eq!(cleaner.redact("1abcde2 xy"), "1<redacted>2 xy");
+    }
+
+    #[test]
+    fn a_secret_across_the_cut_is_removed_before_the_text_is_bounded() {
+        let cleaner = cleaner();
+        for at in 90..110 {
+            let text = format!("{}{TOKEN}tail", "r".repeat(at));
+            let kept = cleaner.text(&text, 100);
+            assert!(kept.len() <= 100, "{at}");
+            assert!(!kept.contains("hft_"), "{at}: {kept}");
+            assert!(
+                kept.ends_with('r') || kept.ends_with(REDACTED),
+                "a marker is never cut: {at}: {kept}"
+            );
+        }
+    }
+
+    #[test]
+    fn controls_and_bidi_characters_are_escaped_visibly() {
+        assert_eq!(escape("plain é"), "plain é");
+        assert_eq!(escape("a\u{1b}[2J\nb"), "a\\x1b[2J\\nb");
+        assert_eq!(
+            escape("x\u{202e}y\u{2066}z\u{9b}"),
+            "x\\u{202e}y\\u{2066}z\\u{9b}"
+        );
+        assert_eq!(escape("\\n and \0"), "\\\\n and \\x00");
+        assert_eq!(escape(&escape("a\u{7}")), escape("a\u{7}"), "idempotent");
+    }
+
+    #[test]
+    fn bounds_on_a_character_boundary() {
+        assert_eq!(bound("ééé", 5), "éé");
+        assert_eq!(bound("short", 100), "short");
+        assert_eq!(bound("ab<redacted>cd", 5), "ab");
+        assert_eq!(bound("ab<redacted>cd", 12), "ab<redacted>");
+    }
+
+    #[test]
+    fn the_oldest_of_too_many_tokens_is_forgotten() {
+        let secrets = Secrets::default();
+        let token = |n: usize| char::from(b'a' + n as u8).to_string().repeat(12);
+        for n in 0..=TOKENS_KEPT {
+            secrets.add_token(&token(n));
+        }
+        let cleaner = Cleaner::with(Some(&secrets), []);
+        assert_eq!(cleaner.redact(&token(TOKENS_KEPT)), REDACTED);
+        assert_eq!(cleaner.redact(&token(1)), REDACTED);
+        assert_eq!(cleaner.redact(&token(0)), token(0), "forgotten");
+        assert!(!format!("{secrets:?}").contains("aaaa"));
+    }
+}

@@ -217,6 +217,21 @@ impl FixedRequest {
         }
     }
 
+    /// The secrets this request carries, to clean what a server echoes (`redact.rs`): its
+    /// trigger token, its signing secrets, and the credentials of an `Authorization` of its own
+    /// (a middleware stack without an exchanger sends the caller's). Never log them.
+    pub(crate) fn secrets(&self) -> impl Iterator<Item = &str> {
+        let credentials = self
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .map(|value| value.split_once(' ').map_or(value, |(_, rest)| rest).trim());
+        self.route_name()
+            .into_iter()
+            .chain(self.signer.iter().flat_map(Signer::texts))
+            .chain(credentials)
+    }
+
     /// The route's key (a delivery's trigger token, the last segment of its path); a secret,
     /// never logged.
     pub(crate) fn route_name(&self) -> Option<&str> {

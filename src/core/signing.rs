@@ -84,6 +84,8 @@ const SECRET_BASE64: GeneralPurpose = GeneralPurpose::new(
 pub struct SigningSecret {
     key: hmac::Key,
     fingerprint: [u8; FINGERPRINT_BYTES],
+    /// The secret's text, to clean what a server echoes (`redact.rs`); never shown.
+    text: Secret,
 }
 
 impl SigningSecret {
@@ -119,6 +121,7 @@ impl SigningSecret {
         Ok(Self {
             key: hmac::Key::new(hmac::HMAC_SHA256, &key),
             fingerprint,
+            text: secret.clone(),
         })
     }
 
@@ -206,6 +209,11 @@ impl Signer {
             .map(SigningSecret::fingerprint)
             .collect();
         prints.join(", ")
+    }
+
+    /// The text of each secret, to clean what a server echoes. Never log it.
+    pub(crate) fn texts(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|secret| secret.text.expose())
     }
 
     /// How many secrets sign.

@@ -75,7 +75,12 @@ impl fmt::Display for JobState {
 }
 
 /// The last attempt of a job that did not end well: the error's kind, status, `x-request-id`
-/// and message (which never holds a token).
+/// and message.
+///
+/// The workers store what the client kept of the server's words, already cleaned of every
+/// secret the client holds (`x-request-id` and the error code a message quotes, see
+/// [`Attempt::request_id`](crate::Attempt::request_id)), with their control and bidirectional
+/// formatting characters escaped: the request ID at most 256 bytes, the message at most 1,024.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LastError {
     /// The error kind's name, such as `"transport"` or `"forbidden"`.

@@ -195,7 +195,8 @@ impl Outbox {
     ///
     /// # Errors
     ///
-    /// `invalid_input`, before anything is stored, for a blank or over-long event ID, a target
+    /// `invalid_input`, before anything is stored, for a blank or over-long event ID, one that
+    /// holds a NUL or another control character or the job's own trigger token, a target
     /// that cannot be sent (a trigger token or Modulify method that is not one path segment, a
     /// write that is not an unsafe method under `/api/json/`), or a body over [`MAX_BODY`];
     /// the store's error when it fails.
@@ -460,14 +461,15 @@ impl Outbox {
 
 /// The checks of [`Outbox::enqueue`].
 fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
-    if event_id.trim().is_empty() {
-        return Err(Error::invalid_input("the event ID is blank"));
-    }
-    if event_id.len() > MAX_EVENT_ID {
-        return Err(Error::invalid_input(format!(
-            "the event ID is {} bytes long; at most {MAX_EVENT_ID} are allowed",
-            event_id.len()
-        )));
+    check_event_id(event_id)?;
+    if let Target::Webhook { trigger_token } = target
+        && trigger_token.expose().len() >= 4
+        && event_id.contains(trigger_token.expose())
+    {
+        return Err(Error::invalid_input(
+            "the event ID holds the job's trigger token, a secret: the event ID is shown \
+             wherever the job is (logs, listings, the status page); choose one without it",
+        ));
     }
     if body.len() > MAX_BODY {
         return Err(Error::new(
@@ -479,4 +481,30 @@ fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
         ));
     }
     target.check()
+}
+
+/// The checks of an event ID wherever one enters the outbox (both stores make them too): not
+/// blank, at most [`MAX_EVENT_ID`] bytes, and printable text, without a NUL or any other
+/// control character (it names the job in URLs, logs and listings; PostgreSQL cannot store a
+/// NUL at all).
+pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
+    if event_id.trim().is_empty() {
+        return Err(Error::invalid_input("the event ID is blank"));
+    }
+    if event_id.len() > MAX_EVENT_ID {
+        return Err(Error::invalid_input(format!(
+            "the event ID is {} bytes long; at most {MAX_EVENT_ID} are allowed",
+            event_id.len()
+        )));
+    }
+    if let Some((at, c)) = event_id.char_indices().find(|(_, c)| c.is_control()) {
+        let what = match c {
+            '\0' => "a NUL character (U+0000)".to_owned(),
+            c => format!("a control character (U+{:04X})", u32::from(c)),
+        };
+        return Err(Error::invalid_input(format!(
+            "the event ID holds {what} at byte {at}: an event ID is printable text"
+        )));
+    }
+    Ok(())
 }

@@ -447,6 +447,12 @@ impl Store for SqliteStore {
     }
 
     fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>> {
+        if let Err(error) = jobs
+            .iter()
+            .try_for_each(|job| super::check_event_id(&job.event_id))
+        {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         let stored = self.run(move |connection| {
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -178,8 +178,8 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         report.figure(label, measured);
     }
 
-    report.note("a 429 or 503 with Retry-After closes the SDK's gate for every call of the client until the latest refusal's instant, released with jitter (a fifth of the wait at most); a call whose first attempt met the closed gate sends it (and meets its refusal) a second later, which closes the gate again for the retries of the others: that is lateness, never earliness (refusals_arrived_over_ms)");
-    report.note("a retry that follows a Retry-After of at least 1 s is free in the default retry budget: the credential's gate paces it");
+    report.note("the SDK closes what a refusal speaks for: a trigger's 429 with Retry-After closes that trigger until the stated instant, released with jitter (a fifth of the wait at most); a 503 with Retry-After holds its own call, which waits the stated time; every operation here has its own trigger, so no refusal holds another operation: lateness is the jitter and the machine, never earliness");
+    report.note("a retry that follows a Retry-After of at least 1 s is free in the default retry budget: the server paced it");
     let failed = sdk_failed.unwrap_or(f64::INFINITY);
     report.exactly("sdk.operations_failed", failed, 0.0);
     report.at_most("sdk.early", early as f64, 0.0);

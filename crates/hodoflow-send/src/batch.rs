@@ -145,8 +145,29 @@ pub(crate) fn prepare(cli: &Cli, batch: &cli::Batch) -> Result<Prepared, String>
     };
     Outbox::check("batch", &target, b"").map_err(refused)?;
     if outbox.is_some() {
-        for event in &events {
-            Outbox::check(&event.event_id, &target, &event.body).map_err(refused)?;
+        // Each job as the outbox will take it (its event ID printable text, …): every line
+        // that it would refuse is named.
+        let bad: Vec<String> = events
+            .iter()
+            .filter_map(|event| {
+                let refused = Outbox::check(&event.event_id, &target, &event.body).err()?;
+                let why = refused.to_string();
+                let why = why
+                    .strip_prefix("invalid input: ")
+                    .unwrap_or(&why)
+                    .to_owned();
+                Some(format!("line {}: {why}", event.line))
+            })
+            .collect();
+        if !bad.is_empty() {
+            return Err(crate::events::quoted(
+                &format!(
+                    "--events has {} line(s) the outbox cannot store; nothing was sent or \
+                     stored: ",
+                    bad.len()
+                ),
+                &bad,
+            ));
         }
     }
     let builder = crate::client::builder(cli, trigger.base_url.as_deref(), Some(&batch.signing))?;
@@ -568,6 +589,7 @@ mod tests {
         let event = Event {
             event_id: "e-9".into(),
             body: b"{}".to_vec(),
+            line: 1,
         };
         let line = not_started(
             event,

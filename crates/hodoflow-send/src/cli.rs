@@ -473,6 +473,9 @@ pub(crate) enum OutboxCommand {
     /// Serve the outbox's status page: counts, the backlog over the last hour, every paused
     /// scope, the failed jobs with a retry button, each job's history, and /ready. Loopback by
     /// default; the bound address is printed on standard output. A retry needs the admin token.
+    /// The page answers only to its own names (its address, localhost, --admin-host). Reading
+    /// creates no session; a login makes a new session (a new ID, 12 h at most) and a logout
+    /// forgets it.
     Serve {
         /// The address to listen on, IP:PORT (port 0: a free one). Any address but loopback
         /// needs --admin-token-file.
@@ -484,14 +487,68 @@ pub(crate) enum OutboxCommand {
     },
 }
 
-/// The admin token of the status page (`outbox serve`, `outbox worker --admin`).
+/// The admin token, names and limits of the status page (`outbox serve`, `outbox worker
+/// --admin`).
 #[derive(Debug, Args)]
 pub(crate) struct AdminOptions {
-    /// A file holding the page's admin token (16 characters or more; a trailing newline is
-    /// trimmed). Needed to requeue a job from the page (log in with it, or send it as
-    /// `Authorization: Bearer`), and to listen anywhere but loopback. Never shown or logged.
+    /// A file holding the page's admin token (a trailing newline is trimmed): 16 characters or
+    /// more and about 60 bits of strength (no runs like aaaa or 1234, no repeated stretch;
+    /// `openssl rand -hex 32` makes one). Needed to requeue a job from the page (log in with
+    /// it, or send it as `Authorization: Bearer`), and to listen anywhere but loopback. Never
+    /// shown or logged. Wrong tokens are throttled per client address: after 2 in a row, a
+    /// wait of 5 s, doubling to 60 s (429).
     #[arg(long, value_name = "FILE")]
     pub(crate) admin_token_file: Option<PathBuf>,
+    /// Another name the page answers to, as a browser or a proxy sends it in `Host` (NAME or
+    /// NAME:PORT; repeat for more). The page answers only to the address a connection came in
+    /// on, localhost and these names; any other Host gets 421 (DNS rebinding).
+    #[arg(long = "admin-host", value_name = "NAME")]
+    pub(crate) admin_hosts: Vec<String>,
+    /// How long a client has to send a request's line and headers, counted from the
+    /// connection's start or the end of the previous answer (also how long a kept-alive
+    /// connection may wait for its next request); then the connection is closed.
+    #[arg(
+        long,
+        value_name = "DUR",
+        default_value = "10s",
+        value_parser = crate::duration::parse
+    )]
+    pub(crate) admin_header_timeout: std::time::Duration,
+    /// How long a connection may move no byte, either way (a stalled body, an answer not
+    /// read), before it is closed. A request not read and answered within 30 s gets 408.
+    #[arg(
+        long,
+        value_name = "DUR",
+        default_value = "60s",
+        value_parser = crate::duration::parse
+    )]
+    pub(crate) admin_idle_timeout: std::time::Duration,
+    /// The most connections the page serves at once; further ones wait in the listen queue
+    /// until one closes.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 256,
+        value_parser = clap::value_parser!(u32).range(1..=65_536)
+    )]
+    pub(crate) admin_max_connections: u32,
+}
+
+impl AdminOptions {
+    /// The page's names besides its address and localhost, and its connections' limits.
+    ///
+    /// # Errors
+    ///
+    /// A usage sentence naming an `--admin-host` that is not a name.
+    pub(crate) fn page(&self) -> Result<(crate::page::Hosts, crate::page::Limits), String> {
+        let hosts = crate::page::Hosts::new(&self.admin_hosts)?;
+        let limits = crate::page::Limits {
+            header_read: self.admin_header_timeout,
+            idle: self.admin_idle_timeout,
+            max_connections: self.admin_max_connections as usize,
+        };
+        Ok((hosts, limits))
+    }
 }
 
 /// Parses a cursor a listing printed.

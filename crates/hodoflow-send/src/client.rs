@@ -124,4 +124,8 @@ impl TokenExchanger for Recording {
             Ok(token)
         })
     }
+
+    fn secrets(&self) -> Vec<hodoflow_retry::Secret> {
+        self.inner.secrets()
+    }
 }

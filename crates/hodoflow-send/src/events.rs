@@ -27,6 +27,8 @@ pub(crate) struct Parsed {
 pub(crate) struct Event {
     pub(crate) event_id: String,
     pub(crate) body: Vec<u8>,
+    /// The line it was read from (from 1), to name it in a refusal.
+    pub(crate) line: usize,
 }
 
 /// An input line.
@@ -84,6 +86,7 @@ pub(crate) fn parse(text: &[u8], limit: usize) -> Result<Parsed, String> {
             events.push(Event {
                 event_id: parsed.event_id,
                 body: body.to_vec(),
+                line: number,
             });
         }
     }

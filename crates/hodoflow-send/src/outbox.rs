@@ -301,12 +301,20 @@ fn admin_of(command: &OutboxCommand) -> Result<Option<crate::page::Admin>, Strin
     use crate::page::Admin;
     match command {
         OutboxCommand::Serve { listen, admin } => {
-            Admin::check(*listen, admin.admin_token_file.as_deref()).map(Some)
+            let (hosts, limits) = admin.page()?;
+            Admin::check(*listen, admin.admin_token_file.as_deref(), hosts, limits).map(Some)
         }
         OutboxCommand::Worker(worker) => {
-            match (worker.admin, &worker.admin_options.admin_token_file) {
-                (Some(addr), file) => Admin::check(addr, file.as_deref()).map(Some),
+            let options = &worker.admin_options;
+            match (worker.admin, &options.admin_token_file) {
+                (Some(addr), file) => {
+                    let (hosts, limits) = options.page()?;
+                    Admin::check(addr, file.as_deref(), hosts, limits).map(Some)
+                }
                 (None, Some(_)) => Err("--admin-token-file needs --admin IP:PORT".to_owned()),
+                (None, None) if !options.admin_hosts.is_empty() => {
+                    Err("--admin-host needs --admin IP:PORT".to_owned())
+                }
                 (None, None) => Ok(None),
             }
         }

@@ -47,11 +47,12 @@ pub(crate) fn field(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// `text` as it is when it holds no control character; otherwise each control written as an
-/// escape (`\n`, `\r`, `\t`, `\x1b`, `\u{9b}`) and each backslash doubled, so what is shown
-/// reads back as the value, and no escape in it can be taken for another.
+/// `text` as it is when it holds no control character and no bidirectional formatting
+/// character (which reorders what a reader sees); otherwise each of them written as an escape
+/// (`\n`, `\r`, `\t`, `\x1b`, `\u{9b}`, `\u{202e}`) and each backslash doubled, so what is
+/// shown reads back as the value, and no escape in it can be taken for another.
 pub(crate) fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_control) {
+    if !text.chars().any(|c| is_control(c) || is_bidi(c)) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -63,6 +64,7 @@ pub(crate) fn escape(text: &str) -> Cow<'_, str> {
             '\t' => out.push_str("\\t"),
             '\0'..='\u{1f}' | '\u{7f}' => out.push_str(&format!("\\x{:02x}", u32::from(c))),
             '\u{80}'..='\u{9f}' => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c if is_bidi(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
             c => out.push(c),
         }
     }
@@ -140,23 +142,34 @@ pub(crate) fn bound(text: &str, limit: usize) -> Cow<'_, str> {
     Cow::Owned(cut.join("\n"))
 }
 
-/// `json`, serialized JSON, with DEL and the C1 controls written as `\u007f` ... `\u009f`.
+/// `json`, serialized JSON, with DEL, the C1 controls and the bidirectional formatting
+/// characters written as `\u007f` ... `\u009f`, `\u202e` ...
 ///
-/// serde_json escapes the C0 controls but writes DEL and C1 as they are, and a terminal may
-/// take U+009B for CSI. Outside a string JSON has no such character, so the text keeps its
-/// exact value: the same JSON, every control escaped.
+/// serde_json escapes the C0 controls but writes DEL, C1 and the bidirectional formatting
+/// characters as they are: a terminal may take U+009B for CSI, and U+202E reorders what the
+/// reader sees. Outside a string JSON has no such character, so the text keeps its exact value:
+/// the same JSON, each of them escaped.
 pub(crate) fn escape_json_controls(json: &str) -> Cow<'_, str> {
-    if !json.chars().any(|c| matches!(c, '\u{7f}'..='\u{9f}')) {
+    let hidden = |c: char| matches!(c, '\u{7f}'..='\u{9f}') || is_bidi(c);
+    if !json.chars().any(hidden) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         match c {
-            '\u{7f}'..='\u{9f}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if hidden(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
             c => out.push(c),
         }
     }
     Cow::Owned(out)
+}
+
+/// A bidirectional formatting character: the marks, embeddings, overrides and isolates, and
+/// the line and paragraph separators.
+fn is_bidi(c: char) -> bool {
+    matches!(c,
+        '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        | '\u{2028}' | '\u{2029}')
 }
 
 /// A C0 control, DEL or a C1 control.
@@ -210,6 +223,8 @@ mod tests {
         assert_eq!(field("\u{1b}[31mrun-1"), "\\x1b[31mrun-1");
         assert_eq!(field("a\u{0}b\u{7}c\u{7f}d\te"), "a\\x00b\\x07c\\x7fd\\te");
         assert_eq!(field("x\u{85}y\u{9b}2J"), "x\\u{85}y\\u{9b}2J");
+        assert_eq!(field("txt\u{202e}gpj.exe"), "txt\\u{202e}gpj.exe");
+        assert_eq!(field("a\u{2066}b\u{200f}"), "a\\u{2066}b\\u{200f}");
         assert_eq!(field("one\ntwo\r\nthree"), "one\\ntwo\\r\\nthree");
         // A backslash of a value that is escaped is doubled: `\x1b` as text reads back as it is.
         assert_eq!(field("\\x1b and \u{1b}"), "\\\\x1b and \\x1b");
@@ -285,10 +300,13 @@ mod tests {
 
     #[test]
     fn json_keeps_its_value_with_del_and_c1_escaped() {
-        let value = serde_json::json!({"t": "a\u{1b}[2J\u{9b}2J\u{9d}0;x\u{9c}\u{7f}é"});
+        let value = serde_json::json!({"t": "a\u{1b}[2J\u{9b}2J\u{9d}0;x\u{9c}\u{7f}é\u{202e}"});
         let line = value.to_string();
         let escaped = escape_json_controls(&line);
-        assert!(!escaped.chars().any(is_control), "{escaped}");
+        assert!(
+            !escaped.chars().any(|c| is_control(c) || is_bidi(c)),
+            "{escaped}"
+        );
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&escaped).unwrap(),
             value

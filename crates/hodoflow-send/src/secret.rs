@@ -60,11 +60,18 @@ pub(crate) fn modulify_token(file: Option<&Path>) -> Result<Secret, String> {
 /// The fewest characters of an admin token (`--admin-token-file`).
 pub(crate) const ADMIN_TOKEN_MIN: usize = 16;
 
+/// The least strength of an admin token, in bits, by [`strength`]'s estimate.
+pub(crate) const ADMIN_TOKEN_MIN_BITS: f64 = 60.0;
+
+/// How to make an admin token, as the errors say it.
+const MAKE_ONE: &str = "write a random one into the file, e.g. `openssl rand -hex 32 > FILE`";
+
 /// Reads the status page's admin token from `file`, and adds it to the redaction set.
 ///
 /// # Errors
 ///
-/// As [`client_secret`], and when the token is shorter than [`ADMIN_TOKEN_MIN`] characters.
+/// As [`client_secret`], and when the token is shorter than [`ADMIN_TOKEN_MIN`] characters or
+/// weaker than [`ADMIN_TOKEN_MIN_BITS`] ([`strength`]). The error never quotes the token.
 pub(crate) fn admin_token(file: &Path) -> Result<Secret, String> {
     let source = Source {
         what: "admin token",
@@ -72,13 +79,78 @@ pub(crate) fn admin_token(file: &Path) -> Result<Secret, String> {
         env: "HODOFLOW_ADMIN_TOKEN_FILE",
     };
     let token = read(&source, Some(file))?;
-    if token.expose().trim().chars().count() < ADMIN_TOKEN_MIN {
+    let token = token.expose().trim();
+    if token.chars().count() < ADMIN_TOKEN_MIN {
         return Err(format!(
-            "the admin token is shorter than {ADMIN_TOKEN_MIN} characters: write a random one \
-             into the file (e.g. `openssl rand -hex 32`)"
+            "the admin token is shorter than {ADMIN_TOKEN_MIN} characters: {MAKE_ONE}"
         ));
     }
-    Ok(Secret::new(token.expose().trim().to_owned()))
+    let bits = strength(token);
+    if bits < ADMIN_TOKEN_MIN_BITS {
+        return Err(format!(
+            "the admin token is too weak to guard the page: about {bits:.0} bits, by an \
+             estimate that counts nothing for runs (aaaa, 1234, dcba) and repeated stretches, \
+             where {ADMIN_TOKEN_MIN_BITS:.0} are needed: {MAKE_ONE}"
+        ));
+    }
+    Ok(Secret::new(token.to_owned()))
+}
+
+/// A conservative estimate of how many bits guessing `token` takes: each character counts the
+/// bits of the alphabet of the character classes the token uses (lower case 26, upper case 26,
+/// digits 10, other ASCII 33, anything else 100), except a character that continues a run of
+/// three (`aaa`, `abc`, `321`) and a stretch of four or more that repeats an earlier one
+/// (`passwordpassword`), which count nothing. A random token of 32 hex digits, or of 16
+/// letters and digits, passes; `aaaaaaaaaaaaaaaa` (5 bits) and `0123456789abcdef` (21 bits) do
+/// not. (16 random hex digits pass unless, once in two thousand, they are all digits.)
+pub(crate) fn strength(token: &str) -> f64 {
+    let chars: Vec<char> = token.chars().collect();
+    let classes = [
+        (chars.iter().any(char::is_ascii_lowercase), 26),
+        (chars.iter().any(char::is_ascii_uppercase), 26),
+        (chars.iter().any(char::is_ascii_digit), 10),
+        (
+            chars
+                .iter()
+                .any(|c| c.is_ascii() && !c.is_ascii_alphanumeric()),
+            33,
+        ),
+        (chars.iter().any(|c| !c.is_ascii()), 100),
+    ];
+    let alphabet: u32 = classes
+        .iter()
+        .filter(|(used, _)| *used)
+        .map(|(_, size)| size)
+        .sum();
+    let per_char = f64::from(alphabet.max(1)).log2();
+    let step = |a: char, b: char| i64::from(u32::from(b)) - i64::from(u32::from(a));
+    let mut bits = 0.0;
+    let mut at = 0;
+    while at < chars.len() {
+        let repeated = (0..at)
+            .map(|from| {
+                chars[from..]
+                    .iter()
+                    .zip(&chars[at..])
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        if repeated >= 4 {
+            at += repeated;
+            continue;
+        }
+        let run = at >= 2 && {
+            let now = step(chars[at - 1], chars[at]);
+            now.abs() <= 1 && now == step(chars[at - 2], chars[at - 1])
+        };
+        if !run {
+            bits += per_char;
+        }
+        at += 1;
+    }
+    bits
 }
 
 /// Reads the secret `source` describes, from `file` or else its variable.
@@ -174,6 +246,54 @@ fn trim_newline(mut text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weak_admin_tokens_are_refused_with_a_way_to_make_one_and_random_ones_pass() {
+        let path = std::env::temp_dir().join(format!(
+            "hodoflow-send-admin-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        for weak in [
+            "aaaaaaaaaaaaaaaa",
+            "0123456789abcdef",
+            "abababababababab",
+            "passwordpassword",
+            "Passw0rd!Passw0rd!",
+            "zyxwvutsrqponmlkjihgfedcba",
+        ] {
+            std::fs::write(&path, format!("{weak}\n")).unwrap();
+            let error = admin_token(&path).unwrap_err();
+            assert!(error.contains("too weak"), "{weak}: {error}");
+            assert!(error.contains("openssl rand -hex 32"), "{error}");
+            assert!(!error.contains(weak), "{error}");
+        }
+        std::fs::write(&path, "short-7\n").unwrap();
+        assert!(admin_token(&path).unwrap_err().contains("shorter than 16"));
+        for good in [
+            "admin-token-0123456789abcdef",
+            "gate-token-0123456789",
+            "correct horse battery staple",
+        ] {
+            std::fs::write(&path, good).unwrap();
+            assert_eq!(admin_token(&path).unwrap().expose(), good);
+        }
+        std::fs::remove_file(&path).unwrap();
+        // Random tokens as `openssl rand -hex 32` (its first 32 digits) or `openssl rand
+        // -base64 12` (letters and digits) make them pass, whatever runs they hold by chance.
+        let random = |len: usize, alphabet: &[u8]| -> String {
+            (0..len)
+                .map(|_| char::from(alphabet[rand::random_range(0..alphabet.len())]))
+                .collect()
+        };
+        let hex = b"0123456789abcdef";
+        let alnum = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        for _ in 0..2_000 {
+            for token in [random(32, hex), random(16, alnum)] {
+                assert!(strength(&token) >= ADMIN_TOKEN_MIN_BITS, "{token}");
+            }
+        }
+    }
 
     #[test]
     fn a_trailing_newline_is_trimmed_and_nothing_else() {

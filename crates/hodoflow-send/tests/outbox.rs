@@ -504,6 +504,7 @@ fn status_lists_every_paused_scope_and_list_says_which_job_may_have_run() {
             && !trigger_line.contains('\u{1b}'),
         "the terminal sees the escape written out, never the byte: {trigger_line:?}"
     );
+    assert!(!text.stdout.contains('\u{1b}'), "{text:?}");
     assert!(!text.stdout.contains("ended"), "{}", text.stdout);
 
     let list = run(contract

@@ -160,6 +160,9 @@ fn modulify_errors_and_catalogue_descriptions_reach_text_mode_inert() {
     );
 }
 
+/// An event ID with control characters never enters the outbox: the line is named, nothing
+/// is stored or sent. One with a bidirectional override (printable text) is stored, and is
+/// listed escaped in text and as `\u202e` in JSON, with the stored hostile error inert.
 #[test]
 fn an_outbox_job_with_a_hostile_event_id_and_stored_error_lists_inert() {
     let contract = Contract::start();
@@ -169,21 +172,38 @@ fn an_outbox_job_with_a_hostile_event_id_and_stored_error_lists_inert() {
             .header("content-type", "application/problem+json")
             .body(&hostile_body()),
     );
-    let line = json!({"event_id": format!("evt-{HOSTILE}"), "body": {}}).to_string();
-    let events = TempFile::new("hostile.ndjson", format!("{line}\n").as_bytes());
     let outbox = TempFile::new("outbox.db", b"");
     let _journal = (
         TempFile(format!("{}-wal", outbox.arg()).into()),
         TempFile(format!("{}-shm", outbox.arg()).into()),
     );
-    let batch = run(contract.send().env("RUST_LOG", "debug").args([
-        "batch",
-        TRIGGER,
-        "--events",
-        &events.arg(),
-        "--outbox",
-        &outbox.arg(),
-    ]));
+    let batch = |event_id: &str| {
+        let fine = json!({"event_id": "evt-fine", "body": {}}).to_string();
+        let line = json!({"event_id": event_id, "body": {}}).to_string();
+        let events = TempFile::new("hostile.ndjson", format!("{fine}\n{line}\n").as_bytes());
+        run(contract.send().env("RUST_LOG", "debug").args([
+            "batch",
+            TRIGGER,
+            "--events",
+            &events.arg(),
+            "--outbox",
+            &outbox.arg(),
+        ]))
+    };
+    let refused = batch(&format!("evt-{HOSTILE}"));
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert_inert(&refused);
+    assert!(
+        refused.stdout.contains(
+            "line 2: the event ID holds a control character (U+001B) at byte 4: an event ID is \
+             printable text"
+        ),
+        "{refused:?}"
+    );
+    assert!(contract.ledger().requests_to("POST", WEBHOOKS).is_empty());
+
+    let spoofed = "evt-\u{202e}4pm.exe";
+    let batch = batch(spoofed);
     assert_eq!(batch.code, 1, "{batch:?}");
     assert_inert(&batch);
     for args in [
@@ -197,19 +217,24 @@ fn an_outbox_job_with_a_hostile_event_id_and_stored_error_lists_inert() {
             .args(&args));
         assert_eq!(ran.code, 0, "{ran:?}");
         assert_inert(&ran);
+        assert!(!ran.all().contains('\u{202e}'), "{ran:?}");
     }
     let listed = run(contract
         .send()
         .args(["outbox", "--outbox", &outbox.arg(), "list"]));
-    assert!(listed.stdout.contains("evt-"), "{listed:?}");
-    // --json keeps the stored event ID exactly.
+    assert!(listed.stdout.contains("evt-\\u{202e}4pm.exe"), "{listed:?}");
+    // --json keeps the stored event ID exactly, the override written as an escape.
     let exact = run(contract
         .send()
         .args(["--json", "outbox", "--outbox", &outbox.arg(), "list"]));
-    assert_eq!(
-        exact.json()["jobs"][0]["event_id"],
-        format!("evt-{HOSTILE}"),
-        "{exact:?}"
-    );
-    assert_eq!(contract.ledger().requests_to("POST", WEBHOOKS).len(), 1);
+    assert!(exact.stdout.contains("evt-\\u202e4pm.exe"), "{exact:?}");
+    let jobs = exact.json();
+    let ids: Vec<&str> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["event_id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&spoofed), "{exact:?}");
+    assert_eq!(contract.ledger().requests_to("POST", WEBHOOKS).len(), 2);
 }

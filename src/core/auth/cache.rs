@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::core::error::{Error, Result};
 use crate::core::jitter::Jitter;
+use crate::core::redact::Secrets;
 use crate::core::runtime;
 
 use super::TokenExchanger;
@@ -46,7 +47,8 @@ impl CachedToken {
         &self.token
     }
 
-    /// The token's text, to redact from what a server echoes. Never log it.
+    /// The token's text. Never log it.
+    #[cfg(test)]
     pub(crate) fn expose(&self) -> &str {
         self.token.secret().expose()
     }
@@ -116,6 +118,9 @@ pub(crate) struct TokenCache {
 
 struct TokenState {
     exchanger: Arc<dyn TokenExchanger>,
+    /// What the exchanger declared it holds, and every token it issued: to clean what a
+    /// server echoes (`redact.rs`).
+    secrets: Secrets,
     /// The held token, mirrored from `State::held`, so the common case (a fresh token) is read
     /// without taking the state's lock.
     current: std::sync::RwLock<Option<Held>>,
@@ -179,9 +184,14 @@ impl State {
 
 impl TokenCache {
     pub(crate) fn new(exchanger: Arc<dyn TokenExchanger>) -> Self {
+        let secrets = Secrets::default();
+        for secret in exchanger.secrets() {
+            secrets.add(secret.expose());
+        }
         Self {
             inner: Arc::new(TokenState {
                 exchanger,
+                secrets,
                 current: std::sync::RwLock::new(None),
                 state: std::sync::Mutex::new(State::default()),
                 finished: AtomicU64::new(0),
@@ -189,6 +199,11 @@ impl TokenCache {
                 jitter: Jitter::new(None),
             }),
         }
+    }
+
+    /// The secrets of this credential: what its exchanger holds, and the tokens it issued.
+    pub(crate) fn secrets(&self) -> &Secrets {
+        &self.inner.secrets
     }
 
     /// Exchanges finished, failed ones included.
@@ -348,6 +363,7 @@ impl TokenState {
         state.handoff = None;
         match result {
             Ok(token) => {
+                self.secrets.add_token(token.secret().expose());
                 let short_lived = short_lived(&token, started, now);
                 let authorization = token.authorization().ok();
                 let cached = CachedToken {

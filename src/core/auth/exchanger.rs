@@ -45,12 +45,26 @@ pub trait TokenExchanger: Send + Sync {
     /// Return an [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when it
     /// fails, and never put a secret in it.
     fn exchange(&self) -> ExchangeFuture<'_>;
+
+    /// The secrets this exchanger holds, such as a client secret: the client replaces them
+    /// (whole, encoded, or a piece of 8 bytes or more) with `<redacted>` in everything it keeps
+    /// of what a server said (an `x-request-id`, an error code, a run ID), as it does every
+    /// access token it was issued. Asked once, when the client is built.
+    ///
+    /// Default: none. An exchanger that wraps another should return the inner one's.
+    fn secrets(&self) -> Vec<Secret> {
+        Vec::new()
+    }
 }
 
 /// A shared exchanger, so the caller can keep a handle on what it gave the client.
 impl<T: TokenExchanger + ?Sized> TokenExchanger for Arc<T> {
     fn exchange(&self) -> ExchangeFuture<'_> {
         (**self).exchange()
+    }
+
+    fn secrets(&self) -> Vec<Secret> {
+        (**self).secrets()
     }
 }
 
@@ -63,5 +77,9 @@ impl TokenExchanger for StaticToken {
     fn exchange(&self) -> ExchangeFuture<'_> {
         let token = AccessToken::new(self.0.clone(), None);
         Box::pin(std::future::ready(Ok(token)))
+    }
+
+    fn secrets(&self) -> Vec<Secret> {
+        vec![self.0.clone()]
     }
 }

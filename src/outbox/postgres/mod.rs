@@ -55,6 +55,7 @@ use tokio_postgres::{Config, Row};
 
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
+use crate::core::redact::Cleaner;
 use crate::core::runtime;
 
 mod listen;
@@ -63,6 +64,7 @@ mod pool;
 use pool::{CONNECTIONS, ConnectionPool};
 
 use super::Sealed;
+use super::check_event_id;
 use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
@@ -170,6 +172,9 @@ const ENQUEUE: &str = "
     RETURNING *";
 
 const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
+
+/// The most bytes of the URL parser's message quoted in an error.
+const MAX_PARSER_QUOTE: usize = 512;
 
 /// Many jobs in one statement: `$1`..`$6` the columns as arrays, `$7` now; a repeated event ID
 /// (stored, or earlier in the arrays) is skipped.
@@ -447,13 +452,15 @@ impl PostgresStore {
     /// As [`connect`](Self::connect).
     pub async fn connect_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
         let config: Config = url.parse().map_err(|error: tokio_postgres::Error| {
-            // The parser's messages name an option, never its value; redact anyway.
-            let message = format!("invalid input: the outbox database URL: {error}");
-            let mut error = Error::new(ErrorKind::InvalidInput, message);
-            if let Some(password) = url_password(url) {
-                error = error.redacting(&password);
-            }
-            error
+            // The parser's messages name an option, never its value; cleaned of the password
+            // anyway, and only the parser's words, never this message's own.
+            let cleaner = Cleaner::new(url_password(url).as_deref());
+            Error::new(
+                ErrorKind::InvalidInput,
+                "invalid input: the outbox database URL: ",
+            )
+            .quoting(&error.to_string(), MAX_PARSER_QUOTE)
+            .cleaned(&cleaner)
         })?;
         let pool = ConnectionPool::new(config, timeouts.connect);
         let store = Self {
@@ -574,6 +581,7 @@ impl PostgresStore {
 impl Store for PostgresStore {
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
         self.boxed(async move {
+            check_event_id(&job.event_id)?;
             let (method, route) = job.target.to_row();
             let now = millis(job.now);
             let inserted = self
@@ -604,6 +612,9 @@ impl Store for PostgresStore {
 
     fn enqueue_many(&self, jobs: Vec<NewJob>) -> StoreFuture<'_, Vec<(Job, bool)>> {
         self.boxed(async move {
+            for job in &jobs {
+                check_event_id(&job.event_id)?;
+            }
             let mut conn = self.pool.get().await?;
             let insert = conn.prepare(ENQUEUE_MANY).await?;
             let get = conn.prepare(GET_MANY).await?;
@@ -777,6 +788,10 @@ impl Store for PostgresStore {
     fn get(&self, event_id: &str) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
         self.boxed(async move {
+            // PostgreSQL text holds no NUL: no job has such an ID, and asking would fail.
+            if event_id.contains('\0') {
+                return Ok(None);
+            }
             let rows = self.query(GET, &[&event_id]).await?;
             rows.first().map(job_of).transpose()
         })
@@ -842,6 +857,9 @@ impl Store for PostgresStore {
     fn requeue(&self, event_id: &str, now: SystemTime) -> StoreFuture<'_, Option<Job>> {
         let event_id = event_id.to_owned();
         self.boxed(async move {
+            if event_id.contains('\0') {
+                return Ok(None);
+            }
             let rows = self.query(REQUEUE, &[&event_id, &millis(now)]).await?;
             rows.first().map(job_of).transpose()
         })

@@ -423,19 +423,14 @@ impl WorkerPool {
                     Delivered::Done => (JobState::Done, None),
                 };
                 return Record {
-                    run_id,
+                    run_id: run_id.map(|id| kept(&id, MAX_STORED_TEXT)),
                     ..ended(state, now, first_sent_at, attempts, None)
                 };
             }
             Err(error) => error,
         };
         let attempts = error.attempts().len() as u32;
-        let last_error = Some(LastError {
-            kind: error.kind().as_str().to_owned(),
-            status: error.status().map(|status| status.as_u16()),
-            request_id: error.request_id().map(str::to_owned),
-            message: error.to_string(),
-        });
+        let last_error = Some(last_error(&error));
         // Kept on the job (the store never clears it): a later call's answer does not say
         // what an earlier, unanswered one did.
         let may_have_run = error.may_have_run();
@@ -488,6 +483,31 @@ impl WorkerPool {
             ..ended(JobState::Pending, now, first_sent_at, attempts, last_error)
         })
     }
+}
+
+/// The most bytes of a server's text a job keeps: its run ID, the `x-request-id` of its last
+/// error (the client keeps 128 already).
+const MAX_STORED_TEXT: usize = 256;
+
+/// The most bytes of the message of a job's last error.
+const MAX_STORED_MESSAGE: usize = 1024;
+
+/// What a job keeps of the error its call ended with. The client cleaned the server's words
+/// in it of every secret it holds, where they entered the error (`redact.rs`); each text is
+/// bounded here again, its controls escaped, whatever a delivering client returned.
+fn last_error(error: &Error) -> LastError {
+    LastError {
+        kind: error.kind().as_str().to_owned(),
+        status: error.status().map(|status| status.as_u16()),
+        request_id: error.request_id().map(|id| kept(id, MAX_STORED_TEXT)),
+        message: kept(&error.to_string(), MAX_STORED_MESSAGE),
+    }
+}
+
+/// `text` as a job keeps it: controls escaped, at most `limit` bytes.
+fn kept(text: &str, limit: usize) -> String {
+    let escaped = crate::core::redact::escape(text);
+    crate::core::redact::bound(&escaped, limit).to_owned()
 }
 
 /// Counts a delivery that may send while it lives, a panic included.

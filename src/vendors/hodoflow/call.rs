@@ -278,7 +278,7 @@ impl<'a> Delivering<'a> {
             Some(signer) => refused_signature(error, signer),
             None => error,
         })?;
-        let outcome = WebhookOutcome::from_body(&answered.body);
+        let outcome = WebhookOutcome::from_body(&answered.body).cleaned(&answered.cleaner);
         Ok(Delivery::new(outcome, id, answered.attempts))
     }
 

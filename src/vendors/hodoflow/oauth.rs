@@ -12,6 +12,7 @@ use crate::core::answer_limit::{BodyRead, TOKEN_ANSWER_LIMIT, read_body};
 use crate::core::attempt::TransportKind;
 use crate::core::endpoint;
 use crate::core::error::{Error, Result};
+use crate::core::redact::Cleaner;
 use crate::core::retry_after::parse_retry_after;
 use crate::core::runtime::wall_now;
 use crate::vendors::hodoflow::tables::TOKEN_PATH;
@@ -187,6 +188,11 @@ impl TokenExchanger for ClientCredentials {
     fn exchange(&self) -> ExchangeFuture<'_> {
         Box::pin(self.request())
     }
+
+    /// The client secret.
+    fn secrets(&self) -> Vec<Secret> {
+        vec![self.client_secret.clone()]
+    }
 }
 
 /// Reads the token endpoint's answer, received at `now`.
@@ -203,12 +209,17 @@ pub(crate) fn read_token_answer(
         let code = serde_json::from_slice::<Value>(body)
             .ok()
             .and_then(|answer| answer.get("error")?.as_str().map(str::to_owned))
-            .filter(|code| is_oauth_error_code(code) && !code.contains(secret.expose()));
-        let what = match code {
-            Some(code) => format!("the token endpoint answered {} {code}", status.as_u16()),
-            None => format!("the token endpoint answered {}", status.as_u16()),
+            .filter(|code| is_oauth_error_code(code));
+        let what = format!("the token endpoint answered {}", status.as_u16());
+        let error = match code {
+            // The endpoint's words, cleaned of the secret here and of the client's other
+            // secrets where the call ends.
+            Some(code) => Error::token_exchange(format_args!("{what} "))
+                .quoting(&code, MAX_OAUTH_CODE)
+                .cleaned(&Cleaner::new([secret.expose()])),
+            None => Error::token_exchange(what),
         };
-        return Err(Error::token_exchange(what).with_status(status));
+        return Err(error.with_status(status));
     }
 
     let unreadable = |why: &str| {
@@ -267,10 +278,13 @@ fn seconds(value: &Value) -> Option<u64> {
     }
 }
 
+/// The longest OAuth error code quoted.
+const MAX_OAUTH_CODE: usize = 64;
+
 /// Whether `code` looks like an OAuth error code (`invalid_client`): short, and only the
 /// characters RFC 6749 allows, so quoting it cannot leak a body.
 fn is_oauth_error_code(code: &str) -> bool {
-    (1..=64).contains(&code.len())
+    (1..=MAX_OAUTH_CODE).contains(&code.len())
         && code
             .bytes()
             .all(|byte| byte.is_ascii_graphic() && byte != b'"' && byte != b'\\')
@@ -355,7 +369,16 @@ mod tests {
         assert!(!invalid.is_retryable());
 
         let echoed = answer(400, r#"{"error":"s3cr3t-value"}"#);
-        assert!(!echoed.to_string().contains(SECRET), "{echoed}");
+        assert_eq!(
+            echoed.to_string(),
+            "token exchange failed: the token endpoint answered 400 <redacted>"
+        );
+        let piece = answer(400, r#"{"error":"code_3cr3t-valu_x"}"#);
+        assert_eq!(
+            piece.to_string(),
+            "token exchange failed: the token endpoint answered 400 code_<redacted>_x",
+            "a piece of 8 bytes is a secret too"
+        );
         assert!(answer(503, "<html>").is_retryable());
     }
 

@@ -12,6 +12,7 @@ use crate::core::answer::X_REQUEST_ID;
 use crate::core::attempt::Attempt;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::DeliveryId;
+use crate::core::redact::Cleaner;
 use crate::vendors::hodoflow::tables;
 
 /// How the server took a webhook delivery.
@@ -19,7 +20,9 @@ use crate::vendors::hodoflow::tables;
 #[non_exhaustive]
 pub enum WebhookOutcome {
     /// The first delivery: the run was committed and enqueued, not completed. `run_id` is `None`
-    /// when the `202` body could not be read; the server committed all the same.
+    /// when the `202` body could not be read; the server committed all the same. As a server's
+    /// text it is at most 256 bytes, its control and bidirectional formatting characters
+    /// escaped, every secret of the client replaced by `<redacted>`.
     Accepted {
         /// The ID of the workflow run the delivery started.
         run_id: Option<String>,
@@ -54,7 +57,21 @@ impl WebhookOutcome {
             Err(_) => Self::Accepted { run_id: None },
         }
     }
+
+    /// The outcome with its run ID, a server's text, cleaned of every secret `cleaner` knows,
+    /// its controls escaped and cut to [`MAX_RUN_ID`] bytes (`redact.rs`).
+    pub(crate) fn cleaned(self, cleaner: &Cleaner) -> Self {
+        match self {
+            Self::Accepted { run_id: Some(id) } => Self::Accepted {
+                run_id: Some(cleaner.text(&id, MAX_RUN_ID)),
+            },
+            other => other,
+        }
+    }
 }
+
+/// The longest run ID kept of a `202 accepted`, in bytes (a run ID is a UUID: 36).
+pub(crate) const MAX_RUN_ID: usize = 256;
 
 /// A webhook delivery the server took.
 #[derive(Debug, Clone)]

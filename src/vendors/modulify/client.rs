@@ -174,10 +174,13 @@ impl ModulifyClient {
             .run(&request, &inner.policy, &mut Http(&inner.http))
             .await?;
         Catalogue::from_json(&answered.body).map_err(|source| {
+            // The decoder may quote the server's text: cleaned as a server's words are.
             Error::new(
                 ErrorKind::Decode,
-                format!("{}: the catalogue: {source}", ErrorKind::Decode),
+                format!("{}: the catalogue: ", ErrorKind::Decode),
             )
+            .quoting(&source.to_string(), MAX_DECODE_QUOTE)
+            .cleaned(&answered.cleaner)
             .with_status(answered.status)
             .with_source(source)
         })
@@ -303,6 +306,9 @@ impl MethodCall<'_> {
         })
     }
 }
+
+/// The most bytes of a decoder's message about the catalogue quoted in an error.
+const MAX_DECODE_QUOTE: usize = 256;
 
 /// The call's budget ran out while it read the catalogue: nothing was sent to the method.
 fn catalogue_late(max_elapsed: Duration) -> Error {

@@ -31,9 +31,10 @@ pub(crate) fn esc(text: &str) -> String {
     out
 }
 
-/// Stored text as shown: redacted, then escaped.
+/// Stored text as shown: redacted, its controls and bidirectional formatting characters
+/// escaped visibly and bounded (`redact::shown`), then HTML-escaped.
 pub(crate) fn shown(text: &str) -> String {
-    esc(&crate::redact::text(text))
+    esc(&crate::redact::shown(text))
 }
 
 /// `text` as one path segment: every byte but the URL's unreserved ones percent-encoded.
@@ -49,9 +50,21 @@ pub(crate) fn segment(text: &str) -> String {
     out
 }
 
-/// The link of a job's page.
+/// What marks a job's path segment that is not its event ID as it is ([`job_href`]).
+const ESCAPED: char = '~';
+
+/// The link of a job's page: `/jobs/` and the event ID as one path segment, with [`ESCAPED`]
+/// in front when the ID is `.` or `..` (a browser resolves a dot segment away, even
+/// percent-encoded as `%2E`) or starts with it.
 pub(crate) fn job_href(event_id: &str) -> String {
-    format!("/jobs/{}", segment(event_id))
+    let escaped = matches!(event_id, "." | "..") || event_id.starts_with(ESCAPED);
+    let mark = if escaped { "~" } else { "" };
+    format!("/jobs/{mark}{}", segment(event_id))
+}
+
+/// The event ID of a job's path segment, decoded, as [`job_href`] wrote it.
+pub(crate) fn event_id_of(segment: &str) -> &str {
+    segment.strip_prefix(ESCAPED).unwrap_or(segment)
 }
 
 /// A whole page: `title` (this file's text or escaped) and `body` (HTML).
@@ -530,6 +543,32 @@ mod tests {
         assert_eq!(segment("a/b?c#d e"), "a%2Fb%3Fc%23d%20e");
         assert_eq!(segment("\"><x"), "%22%3E%3Cx");
         assert_eq!(segment("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn dot_ids_and_ids_starting_with_a_tilde_are_escaped_and_read_back() {
+        for (id, href) in [
+            (".", "/jobs/~."),
+            ("..", "/jobs/~.."),
+            ("~x", "/jobs/~~x"),
+            ("...", "/jobs/..."),
+            ("a.b", "/jobs/a.b"),
+            ("x~", "/jobs/x~"),
+        ] {
+            assert_eq!(job_href(id), href);
+            let segment = href.strip_prefix("/jobs/").unwrap();
+            assert_eq!(event_id_of(segment), id);
+            assert!(local_page(href), "{href}");
+        }
+    }
+
+    #[test]
+    fn stored_text_shows_controls_and_bidi_characters_escaped() {
+        assert_eq!(
+            shown("req\u{202e}<b>\u{1b}[2J"),
+            "req\\u{202e}&lt;b&gt;\\x1b[2J"
+        );
+        assert!(shown(&"x".repeat(200_000)).len() < 2100, "bounded");
     }
 
     #[test]

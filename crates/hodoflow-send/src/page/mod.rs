@@ -1,5 +1,5 @@
 //! The outbox's status page: `outbox serve --listen ADDR`, or `outbox worker --admin ADDR`
-//! beside the workers (issue 22, items 2 and 5).
+//! beside the workers.
 //!
 //! Server-rendered HTML, no front-end build step and no script at all: plain links and forms,
 //! a stylesheet at `/style.css`, and the backlog chart as inline SVG drawn here.
@@ -12,51 +12,72 @@
 //! | `POST /login`, `POST /logout` | the admin token, for this browser's session |
 //! | `GET /ready` | 200 when the store answers (its migrations ran when it was opened), else 503 |
 //! | `GET /style.css` | the stylesheet |
-//!
 //! | `GET /metrics` | the outbox's figures (and, beside a worker, its client's) in the OpenMetrics text format, for Prometheus (`hodoflow_retry::metrics`) |
 //!
 //! `/metrics` is open like the pages: on loopback to anyone, elsewhere only with the admin
 //! token (Prometheus sends it with `authorization: {type: Bearer, credentials_file: …}`).
 //!
+//! A job's path is `/jobs/` and its event ID percent-encoded as one path segment, with a `~`
+//! in front when the ID is `.` or `..` or starts with `~` (a browser resolves a dot segment
+//! away, even percent-encoded, so `/jobs/~..` stands for the job `..`).
+//!
 //! # Security model
 //!
 //! The page can requeue deliveries, so:
 //! - It binds to loopback by default (`127.0.0.1:8089`). Any other address needs
-//!   `--admin-token-file FILE` (16 characters at least; the first line, a trailing newline
-//!   trimmed), else the command refuses to start (exit 2). On a non-loopback address every page
-//!   but `/ready` and `/style.css` also needs the token: a browser logs in first.
+//!   `--admin-token-file FILE`, else the command refuses to start (exit 2). The token must be
+//!   strong (`secret.rs`: 16 characters or more, and about 60 bits by a conservative estimate,
+//!   so `aaaaaaaaaaaaaaaa` is refused at start-up with a way to make one). On a non-loopback
+//!   address every page but `/ready` and `/style.css` also needs the token: a browser logs in
+//!   first.
+//! - It answers only to its own names (`host.rs`): the address a connection came in on,
+//!   `localhost`, and each `--admin-host NAME`; any other `Host` gets `421` on every route, so
+//!   a web page that rebinds its own name to this address reads nothing.
 //! - A requeue always needs the admin token, loopback or not: either the request carries
 //!   `Authorization: Bearer <token>` (for scripts; a browser never sends that header on its own,
 //!   so no CSRF token is needed then), or the browser logged in through the page's form (which
-//!   marks its session, `session.rs`) and the form carries the session's CSRF token. Without
+//!   made it a new session, `session.rs`) and the form carries the session's CSRF token. Without
 //!   `--admin-token-file` the page is read-only. The token is compared in constant time and
-//!   never logged, stored in a cookie or shown.
+//!   never logged, stored in a cookie or shown; wrong tokens are throttled per client with a
+//!   growing wait (`throttle.rs`).
+//! - Reading a page creates no session: anonymous traffic cannot fill the session table or log
+//!   an admin out (`session.rs`).
+//! - Connections are bounded in number and in time (`listener.rs`): a header-read timeout, an
+//!   idle timeout, a request timeout and a cap on connections at once.
 //! - No page shows a trigger token, a route holding one, a body, a delivery ID (the identity
-//!   key), a client secret or a store password: the fields are chosen one by one (`html.rs`), and
-//!   stored text (event IDs, error messages, request IDs from a server) passes the redaction set
-//!   and then HTML escaping.
+//!   key), a client secret or a store password: the fields are chosen one by one (`html.rs`).
+//!   What a server said (request IDs, run IDs, error codes) was cleaned of every secret of the
+//!   client where the workers' client received it, before it was stored (the SDK's
+//!   `redact.rs`), so the page needs to know no secret; stored text still passes this tool's
+//!   redaction set, its controls and bidirectional formatting characters are shown escaped
+//!   (`\x1b`, `\u{202e}`), it is bounded, and then HTML-escaped.
 //! - Every response carries `Content-Security-Policy: default-src 'none'; style-src 'self';
 //!   img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'` (no
 //!   script may run, inline or not), `X-Content-Type-Options: nosniff`,
 //!   `Referrer-Policy: no-referrer` and `Cache-Control: no-store`.
-//! - The session cookie is `HttpOnly; SameSite=Strict`. It is not `Secure`: the page speaks
-//!   plain HTTP; serve a non-loopback page behind a TLS proxy.
+//! - The cookies are `HttpOnly; SameSite=Strict`. They are not `Secure`: the page speaks
+//!   plain HTTP; serve a non-loopback page behind a TLS proxy (and name it with
+//!   `--admin-host`).
 //!
 //! # Dependencies
 //!
 //! axum (already in the workspace as the contract server's, HTTP/1 only, with its form and
-//! query extractors) serves the page. The HTML is written with `format!` and one escaping
-//! function ([`html::esc`], unit-tested) rather than a template crate: the page is five small
-//! views, and askama or maud would add a proc-macro crate to every build of the CLI for them.
-//! Every value that is not the page's own text goes through `esc`.
+//! query extractors) routes the requests; `listener.rs` says why the connections are accepted
+//! with hyper directly. The HTML is written with `format!` and one escaping function
+//! ([`html::esc`], unit-tested) rather than a template crate: the page is five small views, and
+//! askama or maud would add a proc-macro crate to every build of the CLI for them. Every value
+//! that is not the page's own text goes through `esc`.
 
+mod host;
 mod html;
+mod listener;
 mod session;
+mod throttle;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::extract::{Form, Path as UrlPath, Query, Request, State};
@@ -69,8 +90,12 @@ use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
 
+pub(crate) use host::Hosts;
 use html::{Listing, Viewer};
+pub(crate) use listener::Limits;
+use listener::Peer;
 use session::Sessions;
+use throttle::{Judged, Throttle};
 
 /// Jobs per page of a listing.
 const PAGE: usize = 50;
@@ -97,25 +122,38 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 pub(crate) struct Admin {
     addr: SocketAddr,
     token: Option<Secret>,
+    hosts: Hosts,
+    limits: Limits,
 }
 
 impl Admin {
-    /// Checks `addr` and reads the admin token of `token_file`, before any store is opened.
+    /// Checks `addr` and reads the admin token of `token_file`, before any store is opened;
+    /// the page answers to the names `hosts` and keeps within `limits`.
     ///
     /// # Errors
     ///
     /// A usage sentence: a non-loopback address without a token file, or a token file that
-    /// cannot be read or holds fewer than 16 characters.
-    pub(crate) fn check(addr: SocketAddr, token_file: Option<&Path>) -> Result<Self, String> {
+    /// cannot be read or holds a weak token (`secret.rs`).
+    pub(crate) fn check(
+        addr: SocketAddr,
+        token_file: Option<&Path>,
+        hosts: Hosts,
+        limits: Limits,
+    ) -> Result<Self, String> {
         let token = token_file.map(crate::secret::admin_token).transpose()?;
         if !addr.ip().is_loopback() && token.is_none() {
             return Err(format!(
                 "{addr} is not a loopback address: the status page can requeue deliveries, so \
-                 serving it there needs --admin-token-file FILE (a random token of 16 \
-                 characters or more); or listen on 127.0.0.1"
+                 serving it there needs --admin-token-file FILE (a random token, e.g. from \
+                 `openssl rand -hex 32`); or listen on 127.0.0.1"
             ));
         }
-        Ok(Self { addr, token })
+        Ok(Self {
+            addr,
+            token,
+            hosts,
+            limits,
+        })
     }
 
     /// Binds the address; returns the listener and the address it got (port 0: a free one).
@@ -151,12 +189,12 @@ impl Admin {
             metrics,
             open: self.addr.ip().is_loopback(),
             token: self.token,
+            hosts: self.hosts,
             sessions: Sessions::default(),
+            throttle: Throttle::default(),
             backlog: std::sync::Mutex::default(),
         };
-        axum::serve(listener, router(Arc::new(app)))
-            .with_graceful_shutdown(stop)
-            .await
+        listener::serve(listener, router(Arc::new(app)), self.limits, stop).await
     }
 }
 
@@ -169,7 +207,11 @@ struct App {
     /// Bound to loopback: the pages are readable without logging in.
     open: bool,
     token: Option<Secret>,
+    /// The names the page answers to besides its address and `localhost`.
+    hosts: Hosts,
     sessions: Sessions,
+    /// Wrong admin tokens, per client.
+    throttle: Throttle,
     /// The last backlog read: when, the time of its last point, and its points.
     backlog: std::sync::Mutex<Option<Backlog>>,
 }
@@ -197,9 +239,20 @@ impl App {
             Some((std::time::Instant::now(), end, points.clone()));
         Ok((end, points))
     }
+
+    /// Judges `given`, an admin token a client presented, throttled per client.
+    fn judge(&self, peer: &Peer, given: &str) -> Judged {
+        let Some(token) = &self.token else {
+            return Judged::Wrong;
+        };
+        self.throttle.judge(peer.remote.ip(), Instant::now(), || {
+            session::same(given.trim().as_bytes(), token.expose().as_bytes())
+        })
+    }
 }
 
-/// The page's routes, with the security headers on every response.
+/// The page's routes. Every response carries the security headers; every request is checked
+/// for the page's own `Host` first, and answered within [`listener::REQUEST`].
 fn router(app: Arc<App>) -> Router {
     let pages = Router::new()
         .route("/", get(overview))
@@ -211,6 +264,11 @@ fn router(app: Arc<App>) -> Router {
         .route("/style.css", get(style));
     with_metrics(pages)
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(within_time))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            own_host,
+        ))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(app)
 }
@@ -220,16 +278,33 @@ fn with_metrics(router: Router<Arc<App>>) -> Router<Arc<App>> {
     router.route("/metrics", get(metrics))
 }
 
+/// A plain-text response.
+fn text(status: StatusCode, body: impl Into<String>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body.into(),
+    )
+        .into_response()
+}
+
 /// The OpenMetrics exposition of the outbox (and the client beside it); 503 when the store
 /// cannot be read, since a partial page would read as zeros.
-async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if !app.open && !bearer_ok(&app, &headers) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "the metrics need the admin token (Authorization: Bearer)\n",
-        )
-            .into_response();
+async fn metrics(
+    State(app): State<Arc<App>>,
+    axum::Extension(peer): axum::Extension<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    match bearer(&app, &peer, &headers) {
+        Some(Judged::ShutOut(wait)) => return shut_out(wait),
+        Some(Judged::Right) => {}
+        _ if app.open => {}
+        _ => {
+            return text(
+                StatusCode::UNAUTHORIZED,
+                "the metrics need the admin token (Authorization: Bearer)\n",
+            );
+        }
     }
     match app.metrics.encode().await {
         Ok(body) => (
@@ -237,15 +312,13 @@ async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
             body,
         )
             .into_response(),
-        Err(error) => (
+        Err(error) => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!(
                 "the metrics cannot be read: the store failed ({})\n",
                 error.kind().as_str()
             ),
-        )
-            .into_response(),
+        ),
     }
 }
 
@@ -265,6 +338,41 @@ async fn security_headers(request: Request, next: Next) -> Response {
     response
 }
 
+/// Refuses, with `421 Misdirected Request`, a request whose `Host` is not one of the page's
+/// names (`host.rs`): on every route.
+async fn own_host(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok());
+    let allowed = request
+        .extensions()
+        .get::<Peer>()
+        .is_some_and(|peer| app.hosts.allows(host, peer.local));
+    if !allowed {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this status page answers only to its own names: the address it listens on, \
+             localhost, and each --admin-host NAME\n",
+        );
+    }
+    next.run(request).await
+}
+
+/// Answers `408` when a request is not read and answered within [`listener::REQUEST`].
+async fn within_time(request: Request, next: Next) -> Response {
+    match tokio::time::timeout(listener::REQUEST, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => text(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request was not read and answered within {} s\n",
+                listener::REQUEST.as_secs()
+            ),
+        ),
+    }
+}
+
 /// An HTML response.
 fn html_response(status: StatusCode, body: String) -> Response {
     (
@@ -275,66 +383,116 @@ fn html_response(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-/// The browser's session, created (with its `Set-Cookie`) when it has none.
+/// `429` for a client shut out after too many wrong admin tokens (`throttle.rs`).
+fn shut_out(wait: Duration) -> Response {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let mut response = html_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        html::message(
+            "Too many wrong tokens",
+            &format!(
+                "Too many wrong admin tokens came from this address: try again in {seconds} s."
+            ),
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
+
+/// The admin token a request carries as `Authorization: Bearer`, judged; `None` without one.
+fn bearer(app: &App, peer: &Peer, headers: &HeaderMap) -> Option<Judged> {
+    let given = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?;
+    Some(app.judge(peer, given))
+}
+
+/// Who reads: an admin's session (found by its cookie) or none, the CSRF token the page's forms
+/// carry, and the bearer token the request presented.
 struct Visit {
-    id: String,
-    session: session::Session,
+    session: Option<(String, session::Session)>,
+    /// The session's CSRF token, or the anonymous browser's (`session.rs`); empty when the
+    /// page shows no form (it was started without an admin token).
+    csrf: String,
+    /// The anonymous CSRF token came with the request (not made now).
+    csrf_sent: bool,
+    /// A `Set-Cookie` for a new anonymous CSRF token.
     set_cookie: Option<String>,
-    /// `Authorization: Bearer` with the admin token.
-    bearer: bool,
+    bearer: Option<Judged>,
 }
 
 impl Visit {
-    fn of(app: &App, headers: &HeaderMap) -> Self {
+    fn of(app: &App, peer: &Peer, headers: &HeaderMap) -> Self {
         let cookies = headers
             .get(header::COOKIE)
             .and_then(|value| value.to_str().ok());
-        let bearer = bearer_ok(app, headers);
-        match app.sessions.find(cookies) {
-            Some((id, session)) => Self {
-                id,
-                session,
-                set_cookie: None,
-                bearer,
-            },
-            None => {
-                let (id, session) = app.sessions.create();
-                let set_cookie = Some(session::set_cookie(&id));
-                Self {
-                    id,
-                    session,
-                    set_cookie,
-                    bearer,
+        let bearer = bearer(app, peer, headers);
+        let session = app.sessions.find(cookies);
+        let mut visit = Self {
+            csrf: String::new(),
+            csrf_sent: false,
+            set_cookie: None,
+            bearer,
+            session: None,
+        };
+        if let Some((_, found)) = &session {
+            visit.csrf = found.csrf.clone();
+        } else if app.token.is_some() {
+            match session::csrf_of(cookies) {
+                Some(sent) => {
+                    visit.csrf = sent.to_owned();
+                    visit.csrf_sent = true;
+                }
+                None => {
+                    visit.csrf = session::random_hex();
+                    visit.set_cookie = Some(session::set_csrf_cookie(&visit.csrf));
                 }
             }
+        }
+        visit.session = session;
+        visit
+    }
+
+    /// `429` when the bearer token came from a client shut out for guessing.
+    fn shut_out(&self) -> Option<Response> {
+        match self.bearer {
+            Some(Judged::ShutOut(wait)) => Some(shut_out(wait)),
+            _ => None,
         }
     }
 
     /// Whether this visitor holds the admin token (a logged-in session, or a bearer header).
     fn admin(&self) -> bool {
-        self.bearer || self.session.admin
+        self.bearer == Some(Judged::Right) || self.session.is_some()
     }
 
     fn viewer(&self, app: &App) -> Viewer {
         Viewer {
-            csrf: self.session.csrf.clone(),
+            csrf: self.csrf.clone(),
             admin: self.admin(),
             retry_enabled: app.token.is_some(),
         }
     }
 
-    /// `response` with the session's cookie, if it is new.
+    /// `response` with the cookie of a new anonymous CSRF token, if one was made.
     fn respond(&self, mut response: Response) -> Response {
         if let Some(cookie) = &self.set_cookie
             && let Ok(value) = HeaderValue::from_str(cookie)
         {
-            response.headers_mut().insert(header::SET_COOKIE, value);
+            response.headers_mut().append(header::SET_COOKIE, value);
         }
         response
     }
 
     /// The login page instead of `page`, when the pages need the token and it is not held.
     fn gate(&self, app: &App) -> Option<Response> {
+        if let Some(refused) = self.shut_out() {
+            return Some(refused);
+        }
         if app.open || self.admin() {
             return None;
         }
@@ -343,29 +501,19 @@ impl Visit {
             &format!(
                 "<h1>Log in</h1><p>This page is served beyond loopback: the admin token is \
                  needed to read it.</p>{}",
-                html::login_form(&self.session.csrf, "/", "")
+                html::login_form(&self.csrf, "/", "")
             ),
         );
         Some(self.respond(html_response(StatusCode::UNAUTHORIZED, body)))
     }
 
-    /// Whether `csrf` is this session's token (and the session came with the request).
+    /// Whether `csrf` is the token of this session, or of this anonymous browser (sent back
+    /// in its cookie).
     fn csrf_ok(&self, csrf: Option<&str>) -> bool {
-        self.set_cookie.is_none()
-            && csrf.is_some_and(|csrf| session::same(csrf.as_bytes(), self.session.csrf.as_bytes()))
+        let sent = self.session.is_some() || self.csrf_sent;
+        sent && !self.csrf.is_empty()
+            && csrf.is_some_and(|csrf| session::same(csrf.as_bytes(), self.csrf.as_bytes()))
     }
-}
-
-/// Whether the request carries `Authorization: Bearer <admin token>`.
-fn bearer_ok(app: &App, headers: &HeaderMap) -> bool {
-    let Some(token) = &app.token else {
-        return false;
-    };
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .is_some_and(|given| session::same(given.trim().as_bytes(), token.expose().as_bytes()))
 }
 
 /// A store failure as a page: its kind only (the message may name the database).
@@ -393,10 +541,11 @@ struct ListQuery {
 
 async fn overview(
     State(app): State<Arc<App>>,
+    axum::Extension(peer): axum::Extension<Peer>,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,
 ) -> Response {
-    let visit = Visit::of(&app, &headers);
+    let visit = Visit::of(&app, &peer, &headers);
     if let Some(gate) = visit.gate(&app) {
         return gate;
     }
@@ -471,15 +620,17 @@ struct JobQuery {
 
 async fn job(
     State(app): State<Arc<App>>,
-    UrlPath(event_id): UrlPath<String>,
+    axum::Extension(peer): axum::Extension<Peer>,
+    UrlPath(segment): UrlPath<String>,
     headers: HeaderMap,
     Query(query): Query<JobQuery>,
 ) -> Response {
-    let visit = Visit::of(&app, &headers);
+    let visit = Visit::of(&app, &peer, &headers);
     if let Some(gate) = visit.gate(&app) {
         return gate;
     }
-    match app.outbox.job(&event_id).await {
+    let event_id = html::event_id_of(&segment);
+    match app.outbox.job(event_id).await {
         Ok(Some(job)) => {
             crate::job_line::remember_secret(&job);
             let notice = query.requeued.as_deref().map(|how| match how {
@@ -494,7 +645,10 @@ async fn job(
         }
         Ok(None) => visit.respond(html_response(
             StatusCode::NOT_FOUND,
-            html::message("No such job", &format!("No job with event ID {event_id}.")),
+            html::message(
+                "No such job",
+                &format!("No job with event ID {}.", crate::redact::shown(event_id)),
+            ),
         )),
         Err(error) => visit.respond(store_failed(&error)),
     }
@@ -509,7 +663,8 @@ struct RetryForm {
 
 async fn retry(
     State(app): State<Arc<App>>,
-    UrlPath(event_id): UrlPath<String>,
+    axum::Extension(peer): axum::Extension<Peer>,
+    UrlPath(segment): UrlPath<String>,
     headers: HeaderMap,
     form: Result<Form<RetryForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
@@ -530,8 +685,11 @@ async fn retry(
             "This page is read-only: it was started without --admin-token-file.",
         );
     }
-    let visit = Visit::of(&app, &headers);
-    if !visit.bearer {
+    let visit = Visit::of(&app, &peer, &headers);
+    if let Some(refused) = visit.shut_out() {
+        return refused;
+    }
+    if visit.bearer != Some(Judged::Right) {
         if !visit.csrf_ok(form.csrf.as_deref()) {
             return visit.respond(refuse(
                 StatusCode::FORBIDDEN,
@@ -539,26 +697,27 @@ async fn retry(
                  session): reload the page and press the button again.",
             ));
         }
-        if !visit.session.admin {
+        if visit.session.is_none() {
             return visit.respond(refuse(
                 StatusCode::FORBIDDEN,
                 "Requeueing needs the admin token: log in on the page first.",
             ));
         }
     }
-    match crate::requeue::requeue(&app.outbox, &event_id).await {
+    let event_id = html::event_id_of(&segment);
+    match crate::requeue::requeue(&app.outbox, event_id).await {
         Ok((_, was)) => {
             let back = match form.back.as_deref() {
                 Some("list") => "/".to_owned(),
                 _ if was == JobState::NeedsReconciliation => {
-                    format!("{}?requeued=reconcile", html::job_href(&event_id))
+                    format!("{}?requeued=reconcile", html::job_href(event_id))
                 }
-                _ => format!("{}?requeued=1", html::job_href(&event_id)),
+                _ => format!("{}?requeued=1", html::job_href(event_id)),
             };
             visit.respond((StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response())
         }
         Err(crate::requeue::Refused::Store(error)) => visit.respond(store_failed(&error)),
-        Err(refused) => visit.respond(refuse(StatusCode::CONFLICT, &refused.sentence(&event_id))),
+        Err(refused) => visit.respond(refuse(StatusCode::CONFLICT, &refused.sentence(event_id))),
     }
 }
 
@@ -572,11 +731,12 @@ struct LoginForm {
 
 async fn login(
     State(app): State<Arc<App>>,
+    axum::Extension(peer): axum::Extension<Peer>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let visit = Visit::of(&app, &headers);
-    let Some(token) = &app.token else {
+    let visit = Visit::of(&app, &peer, &headers);
+    if app.token.is_none() {
         return visit.respond(html_response(
             StatusCode::FORBIDDEN,
             html::message(
@@ -584,7 +744,7 @@ async fn login(
                 "This page was started without --admin-token-file.",
             ),
         ));
-    };
+    }
     if !visit.csrf_ok(form.csrf.as_deref()) {
         return visit.respond(html_response(
             StatusCode::FORBIDDEN,
@@ -594,55 +754,62 @@ async fn login(
             ),
         ));
     }
-    let given = form.token.unwrap_or_default();
-    if !session::same(given.trim().as_bytes(), token.expose().as_bytes()) {
-        // Slows down guessing; the token is never logged.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        return visit.respond(html_response(
-            StatusCode::FORBIDDEN,
-            html::message("Not logged in", "That is not the admin token."),
-        ));
+    match app.judge(&peer, &form.token.unwrap_or_default()) {
+        Judged::ShutOut(wait) => return shut_out(wait),
+        Judged::Wrong => {
+            return visit.respond(html_response(
+                StatusCode::FORBIDDEN,
+                html::message("Not logged in", "That is not the admin token."),
+            ));
+        }
+        Judged::Right => {}
     }
-    app.sessions.set_admin(&visit.id, true);
+    // A new session, a new ID: whatever ID the browser had before is forgotten.
+    let (id, _) = app
+        .sessions
+        .log_in(visit.session.as_ref().map(|(id, _)| id.as_str()));
     let back = form
         .back
         .filter(|back| html::local_page(back))
         .unwrap_or_else(|| "/".to_owned());
-    (StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response()
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&session::set_cookie(&id)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
 }
 
 async fn logout(
     State(app): State<Arc<App>>,
+    axum::Extension(peer): axum::Extension<Peer>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let visit = Visit::of(&app, &headers);
-    if visit.csrf_ok(form.csrf.as_deref()) {
-        app.sessions.set_admin(&visit.id, false);
+    let visit = Visit::of(&app, &peer, &headers);
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    if let Some((id, _)) = &visit.session
+        && visit.csrf_ok(form.csrf.as_deref())
+    {
+        app.sessions.log_out(id);
+        if let Ok(cookie) = HeaderValue::from_str(&session::clear_cookie()) {
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
+        }
     }
-    visit.respond((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response())
+    response
 }
 
 /// 200 when the store answers a count in time; the store was migrated when it was opened,
 /// before the listener was bound.
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    let text = |status: StatusCode, body: String| {
-        (
-            status,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            body,
-        )
-            .into_response()
-    };
     match tokio::time::timeout(READY_TIMEOUT, app.outbox.counts()).await {
-        Ok(Ok(_)) => text(StatusCode::OK, "ready\n".to_owned()),
+        Ok(Ok(_)) => text(StatusCode::OK, "ready\n"),
         Ok(Err(error)) => text(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: the store failed ({})\n", error.kind().as_str()),
         ),
         Err(_) => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the store did not answer in 5 s\n".to_owned(),
+            "not ready: the store did not answer in 5 s\n",
         ),
     }
 }
@@ -668,10 +835,17 @@ mod tests {
 
     #[test]
     fn only_loopback_is_served_without_a_token() {
-        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        assert!(Admin::check(loopback, None).is_ok());
-        assert!(Admin::check("[::1]:0".parse().unwrap(), None).is_ok());
-        let error = Admin::check("0.0.0.0:8089".parse().unwrap(), None).unwrap_err();
+        let check = |addr: &str| {
+            Admin::check(
+                addr.parse().unwrap(),
+                None,
+                Hosts::default(),
+                Limits::default(),
+            )
+        };
+        assert!(check("127.0.0.1:0").is_ok());
+        assert!(check("[::1]:0").is_ok());
+        let error = check("0.0.0.0:8089").unwrap_err();
         assert!(error.contains("--admin-token-file"), "{error}");
     }
 
@@ -679,7 +853,8 @@ mod tests {
     async fn get(addr: SocketAddr, path: &str, extra: &str) -> (String, String) {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.unwrap();
@@ -704,13 +879,18 @@ mod tests {
             outbox,
             open: false,
             token: Some(Secret::new("gate-token-0123456789")),
+            hosts: Hosts::default(),
             sessions: Sessions::default(),
+            throttle: Throttle::default(),
             backlog: std::sync::Mutex::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {
-            axum::serve(listener, router(Arc::new(app))).await.unwrap();
+            let never = std::future::pending();
+            listener::serve(listener, router(Arc::new(app)), Limits::default(), never)
+                .await
+                .unwrap();
         });
 
         let (head, body) = get(addr, "/", "").await;

@@ -3,6 +3,9 @@
 
 #![allow(dead_code, reason = "each test uses a part of the support module")]
 
+pub mod hostile;
+pub mod page;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
