@@ -21,6 +21,7 @@ use hodoflow_retry::{
 };
 use serde_json::json;
 
+use support::Captured;
 use support::hostile::{HOSTILE_SECRET, Hostile, Reply, Seen};
 
 /// The trigger token; the webhook path holds it. The secrets are random-looking, so that no 8
@@ -192,7 +193,10 @@ fn shown_error(error: &Error) -> String {
 }
 
 #[tokio::test]
-async fn no_secret_a_server_echoes_is_in_what_a_call_returns_across_every_cut() {
+async fn no_secret_a_server_echoes_is_in_what_a_call_returns_or_logs_across_every_cut() {
+    // Every event logged, at every level, the attempts' `x-request-id` included (this binary's
+    // other tests' events too: they must not hold a secret either).
+    let logged = Captured::everywhere(tracing::Level::TRACE);
     let server = Hostile::start(echo).await;
     let credentials = client(&server, false);
     let bearer = client(&server, true);
@@ -240,6 +244,14 @@ async fn no_secret_a_server_echoes_is_in_what_a_call_returns_across_every_cut() 
     assert_eq!(checked, orders().len());
     // The server did echo them: the secrets reached it.
     assert!(!server.issued().is_empty());
+    let logs = logged.text();
+    assert!(
+        logs.contains("request_id="),
+        "the attempts were logged with their x-request-id: {logs}"
+    );
+    if let Some(piece) = leak(&logs, &secrets(&server)) {
+        panic!("the logs hold {piece:?}");
+    }
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use http::{HeaderMap, StatusCode};
 use tracing::Instrument;
 
 use crate::core::answer::{Answer, FinalAnswer};
-use crate::core::attempt::{Attempt, TransportKind, WaitReason};
+use crate::core::attempt::{Attempt, MAX_REQUEST_ID, TransportKind, WaitReason};
 use crate::core::auth::{CachedToken, TokenCache, TokenWait};
 use crate::core::backoff::Backoff;
 use crate::core::budget::{Budget, Deadline};
@@ -31,7 +31,7 @@ use crate::core::matrix::Verdict;
 use crate::core::otel;
 use crate::core::plan::{Event, Now, Plan, Step};
 use crate::core::profile::SurfaceProfile;
-use crate::core::redact::Cleaner;
+use crate::core::redact::{Cleaner, Secrets};
 use crate::core::request::FixedRequest;
 use crate::core::runtime;
 use crate::core::schedule::{SharedSchedule, Waits};
@@ -257,6 +257,7 @@ impl Engine {
         let mut plan = Plan::new(profile, policy.budget, waits, holds_token, runtime::now());
         let mut call = CallState {
             ask: self.ask(request, policy, *plan.deadline()),
+            secrets: (self.tokens.as_ref().map(TokenCache::secrets), request),
             queued,
             permits: None,
             answer: None,
@@ -511,6 +512,9 @@ impl Engine {
 /// permits of the attempt in flight, the last answer, and the exit's records and token.
 struct CallState<'a, 'e> {
     ask: Ask<'a>,
+    /// What a server's words are cleaned of before they are logged: the client's secrets
+    /// (read when a line is written, so a token issued mid-call counts) and the request's.
+    secrets: (Option<&'a Secrets>, &'a FixedRequest),
     /// The route's slots it queued for, which its first attempt goes with.
     queued: Option<Queued>,
     permits: Option<Permits>,
@@ -538,15 +542,19 @@ impl CallState<'_, '_> {
             tracing::error!(
                 attempt = self.attempts.len(),
                 status = 401,
-                request_id = self
-                    .answer
-                    .as_ref()
-                    .and_then(Answer::request_id)
-                    .unwrap_or("-"),
+                request_id = self.request_id().as_deref().unwrap_or("-"),
                 "unauthorized again after a token re-exchange: stopping; alert an operator",
             );
         }
         error
+    }
+
+    /// The last answer's `x-request-id` as it may be logged: cleaned of every secret, escaped
+    /// and bounded, as the attempt keeps it.
+    fn request_id(&self) -> Option<String> {
+        let id = self.answer.as_ref()?.request_id()?;
+        let (shared, request) = self.secrets;
+        Some(Cleaner::with(shared, request.secrets()).text(id, MAX_REQUEST_ID))
     }
 
     /// One event for the last attempt: number, status or transport error, `x-request-id`,
@@ -568,7 +576,8 @@ impl CallState<'_, '_> {
             (None, Some(kind)) => kind.as_str().to_owned(),
             (None, None) => "-".to_owned(),
         };
-        let request_id = answer.request_id().unwrap_or("-");
+        let request_id = self.request_id();
+        let request_id = request_id.as_deref().unwrap_or("-");
         match wait {
             Some((wait, reason, cause)) => {
                 let wait_ms = wait.as_millis() as u64;

@@ -332,6 +332,21 @@ impl Captured {
         (captured, tracing::subscriber::set_default(subscriber))
     }
 
+    /// Captures every event and span at `level` and below on every thread, for the rest of the
+    /// process: once per test binary. A thread's own subscriber can miss a library's events
+    /// (a callsite that first registered with no subscriber listening keeps a cached "never").
+    pub fn everywhere(level: tracing::Level) -> Self {
+        let captured = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(captured.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("one global subscriber per test binary");
+        captured
+    }
+
     /// What was written so far, as text.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
