@@ -48,7 +48,7 @@ impl CachedToken {
     }
 
     /// The token's text. Never log it.
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn expose(&self) -> &str {
         self.token.secret().expose()
     }
