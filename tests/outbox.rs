@@ -71,6 +71,7 @@ on_both_stores!(
     a_job_whose_worker_died_is_reclaimed_after_its_lease,
     a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
     two_worker_pools_share_one_trigger_window_and_meet_no_429,
+    one_vendors_429_never_delays_the_other_vendors_due_jobs,
     workers_without_a_limit_share_the_window_the_server_states,
     a_restarted_worker_resumes_at_the_rate_the_server_stated,
     an_operator_retry_requeues_a_failed_job,
@@ -524,6 +525,145 @@ async fn writes_and_modulify_calls_go_through_the_same_job_shape(backend: Backen
     let ledger = server.ledger();
     assert_eq!(ledger.writes_executed(write.identity.as_str()), 1);
     assert_eq!(ledger.modulify_executions(call.identity.as_str()), 1);
+}
+
+/// Workers with a Hodoflow client and a Modulify client on one store: a 429 from one vendor
+/// (`Retry-After: 30`, past the calls' 5 s budget) pauses that vendor's scope in the store and
+/// puts off its jobs, and the other vendor's due jobs go at once, first attempt accepted. One
+/// worker at a time, so every job after the 429 meets the pause it left.
+async fn one_vendors_429_never_delays_the_other_vendors_due_jobs(backend: Backend) {
+    let server = support::server().await;
+    let clock = ManualClock::new(start());
+    let outbox = fresh(backend).await.with_clock(clock.clone());
+    let modulify = || {
+        ModulifyClient::new(
+            support::builder(&server)
+                .bearer_token(DEMO_MODULIFY_TOKEN)
+                .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
+                .build()
+                .unwrap(),
+        )
+    };
+    let workers = || {
+        outbox
+            .workers(client(&server, 5))
+            .modulify(modulify())
+            .concurrency(1)
+            .lease(LEASE)
+    };
+    let message = r#"{"projectId":"site_1","prompt":"Hi."}"#;
+    let project = r#"{"data":{"type":"projects","attributes":{"name":"Atlas"}}}"#;
+
+    // Modulify limits its token: the Modulify jobs wait, the Hodoflow jobs do not.
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "30")
+            .body(r#"{"data":null,"error":{"code":"rate_limited","message":"spent"}}"#)
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    outbox
+        .enqueue("m-1", Target::modulify("send_message"), message)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_millis(1));
+    outbox
+        .enqueue("m-2", Target::modulify("send_message"), message)
+        .await
+        .unwrap();
+    for n in 0..5 {
+        clock.advance(Duration::from_millis(1));
+        outbox
+            .enqueue(&format!("h-{n}"), Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+            .await
+            .unwrap();
+        outbox
+            .enqueue(
+                &format!("w-{n}"),
+                Target::create("/api/json/v1/projects"),
+                project,
+            )
+            .await
+            .unwrap();
+    }
+    workers().run_until_idle().await.unwrap();
+
+    for n in 0..5 {
+        let delivery = outbox.job(&format!("h-{n}")).await.unwrap().unwrap();
+        let write = outbox.job(&format!("w-{n}")).await.unwrap().unwrap();
+        assert_eq!((delivery.state, delivery.attempts), (JobState::Accepted, 1));
+        assert_eq!((write.state, write.attempts), (JobState::Done, 1));
+    }
+    for id in ["m-1", "m-2"] {
+        let job = outbox.job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Pending, "{job:?}");
+        assert!(job.next_at >= start() + Duration::from_secs(30), "{job:?}");
+    }
+    let ledger = server.ledger();
+    assert_eq!(
+        ledger.requests_to("POST", "/v1/send_message").len(),
+        1,
+        "the second Modulify job met the pause and sent nothing"
+    );
+    let pauses = outbox.pauses().await.unwrap();
+    assert_eq!(pauses.len(), 1, "{pauses:?}");
+    assert!(pauses[0].scope.starts_with("modulify "), "{pauses:?}");
+
+    // The reverse: Hodoflow limits the credential's JSON:API and a trigger; the Modulify jobs,
+    // due again, go at once, and the Hodoflow jobs wait.
+    clock.advance(Duration::from_secs(60));
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "30")
+            .body(r#"{"errors":[{"status":"429","code":"rate_limited","title":"Too many"}]}"#)
+            .on("POST", "/api/json/")
+            .times(1),
+    );
+    server.inject(
+        Fault::respond(429)
+            .header("Retry-After", "30")
+            .body(r#"{"error":"Rate limit exceeded"}"#)
+            .on("POST", WEBHOOKS)
+            .times(1),
+    );
+    outbox
+        .enqueue(
+            "w-limited",
+            Target::create("/api/json/v1/projects"),
+            project,
+        )
+        .await
+        .unwrap();
+    outbox
+        .enqueue("h-limited", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    clock.advance(Duration::from_millis(1));
+    outbox
+        .enqueue("m-3", Target::modulify("send_message"), message)
+        .await
+        .unwrap();
+    workers().run_until_idle().await.unwrap();
+
+    for id in ["m-1", "m-2", "m-3"] {
+        let job = outbox.job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Done, "{job:?}");
+    }
+    let third = outbox.job("m-3").await.unwrap().unwrap();
+    assert_eq!(third.attempts, 1, "sent at once: {third:?}");
+    for id in ["w-limited", "h-limited"] {
+        let job = outbox.job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Pending, "{job:?}");
+    }
+    let mut paused: Vec<String> = outbox
+        .pauses()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|pause| pause.scope.split(' ').next().unwrap().to_owned())
+        .collect();
+    paused.sort();
+    assert_eq!(paused, ["api", "webhooks"], "the Modulify pause has ended");
 }
 
 async fn a_call_that_ends_retryable_is_rescheduled_on_the_long_schedule(backend: Backend) {
