@@ -20,7 +20,8 @@ use crate::core::signing::Signer;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, AttemptTransport, Sender};
 
-/// The default client-side limit of a webhook body: 1,048,576 bytes (document 001).
+/// The default client-side limit of a webhook body: 1,048,576 bytes (Hodoflow's webhook sender
+/// guide, "Limits and checkpoints").
 pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
 
 /// How a vendor's ready exchanger is made when the client is built: from the base URL and the
@@ -104,9 +105,9 @@ impl ClientBuilder {
     }
 
     /// Sends this static API token as the bearer token of every attempt, with no exchange: for
-    /// an API whose tokens are issued once, such as Modulify's (document 004; see
-    /// [`ModulifyClient`](crate::ModulifyClient)). The token is a secret: never logged, and
-    /// redacted from errors when a server echoes it.
+    /// an API whose tokens are issued once, such as Modulify's (`docs/wire-contract.md`,
+    /// "Modulify"; see [`ModulifyClient`](crate::ModulifyClient)). The token is a secret: never
+    /// logged, and redacted from errors when a server echoes it.
     ///
     /// Default: none; set this, [`client_credentials`](Self::client_credentials) or
     /// [`exchanger`](Self::exchanger).
@@ -154,8 +155,9 @@ impl ClientBuilder {
     /// Paces the deliveries to every webhook trigger to `limit` on the client, so a burst
     /// waits here instead of bouncing off 429s, whatever the server's `RateLimit-Policy` says:
     /// the caller's limit wins over the server's figures. [`TriggerLimit::DOCUMENTED`] is
-    /// document 001's default of 100 requests per 60 s. A call's first attempt waits for its
-    /// slot before its budget starts, at most `max_elapsed`; a retry's wait counts against it.
+    /// the default of Hodoflow's webhook sender guide, 100 requests per 60 s. A call's first
+    /// attempt waits for its slot before its budget starts, at most `max_elapsed`; a retry's wait
+    /// counts against it.
     ///
     /// Default: no pacing (only the server's 429s pace deliveries); see
     /// [`pace_triggers`](Self::pace_triggers) to pace at the server's own figures.
@@ -176,9 +178,10 @@ impl ClientBuilder {
 
     /// Paces the deliveries to every webhook trigger that has no
     /// [`trigger_limit`](Self::trigger_limit) at the trigger's own limit, as the server states
-    /// it on every answer (`RateLimit-Policy: "trigger";q=100;w=60`), and at document 001's
+    /// it on every answer (`RateLimit-Policy: "trigger";q=100;w=60`), and at the documented
     /// default, [`TriggerLimit::DOCUMENTED`], until the server has said. The precedence is
-    /// the caller's limit, then the server's figures, then document 001's.
+    /// the caller's limit, then the server's figures, then the documented default
+    /// (`docs/wire-contract.md`, "RateLimit fields").
     /// [`Stats::trigger_held_by`](crate::Stats::trigger_held_by) says which one held calls.
     ///
     /// Default: off (no pacing unless [`trigger_limit`](Self::trigger_limit) is set).
@@ -250,11 +253,11 @@ impl ClientBuilder {
 
     /// Signs every webhook delivery of this client with `secret`, a Standard Webhooks secret
     /// (`whsec_` followed by the base64 of at least 24 bytes), for triggers that demand signed
-    /// deliveries (CONTRACT.md, "Signed deliveries"). Every attempt carries `webhook-id` (the
-    /// delivery ID), `webhook-timestamp` (when that attempt is sent) and `webhook-signature`,
-    /// made again for each attempt over the same body bytes, so a retry minutes later is never
-    /// stale. Called again, it adds a secret, as [`signing_secrets`](Self::signing_secrets)
-    /// does. Writes, reads and GraphQL are never signed.
+    /// deliveries (`docs/wire-contract.md`, "Signed deliveries"). Every attempt carries
+    /// `webhook-id` (the delivery ID), `webhook-timestamp` (when that attempt is sent) and
+    /// `webhook-signature`, made again for each attempt over the same body bytes, so a retry
+    /// minutes later is never stale. Called again, it adds a secret, as
+    /// [`signing_secrets`](Self::signing_secrets) does. Writes, reads and GraphQL are never signed.
     ///
     /// The secret is never logged, nor shown in `Debug` or in an error: those name it by its
     /// [fingerprint](crate::SigningSecret::fingerprint).
@@ -295,7 +298,8 @@ impl ClientBuilder {
 
     /// Seeds the draws of this client's jitter (backoff, the gate's spread), so the same calls
     /// against the same answers wait the same times: for tests and simulations. The retry
-    /// budget has a seed of its own ([`RetryBudgetBuilder::seed`](crate::RetryBudgetBuilder::seed)).
+    /// budget has a seed of its own
+    /// ([`RetryBudgetBuilder::seed`](crate::RetryBudgetBuilder::seed)).
     ///
     /// Default: seeded from the operating system.
     pub fn seed(mut self, seed: u64) -> Self {
@@ -441,7 +445,7 @@ impl RetryingClient {
 
     /// The limit this client paces deliveries to the trigger with `trigger_token` at now, and
     /// where it came from ([`ClientBuilder::trigger_limit`], the server's `RateLimit-Policy`
-    /// or document 001's default); `None` when it does not pace them.
+    /// or Hodoflow's documented default); `None` when it does not pace them.
     pub fn trigger_pacing(&self, trigger_token: &str) -> Option<TriggerPacing> {
         self.inner
             .engine

@@ -49,7 +49,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 ///
 /// The [`Surface`] comes from the method and the path (a prefix before `/api/` is allowed, so a
 /// base path works). A path with `/api/json/` or `/api/v1/webhooks/` in it, or ending in
-/// `/api/graphql`, is claimed by the Hodoflow profile (documents 000 and 001):
+/// `/api/graphql`, is claimed by the Hodoflow profile (`docs/wire-contract.md`):
 ///
 /// | request on a claimed path | surface | key |
 /// |---|---|---|
@@ -75,11 +75,11 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// Every attempt of an unsafe request carries the same `Idempotency-Key` and the same body bytes.
 /// The caller's header is used when present, after the checks of [`IdempotencyKey::new`] (an
 /// invalid one is refused before anything is sent); on a webhook delivery, the first delivery
-/// header of document 001 ([`DeliveryId::from_headers`]). Otherwise one random key (UUIDv4) is
-/// generated once, before the first attempt, and reported: an `INFO` event
-/// `generated an Idempotency-Key` with the key, [`RetryReport::idempotency_key`] in the
-/// response's extensions, and [`Error::idempotency_key`] on an error. Send the request again
-/// with that key to repeat the same operation.
+/// header in the order of Hodoflow's webhook sender guide ([`DeliveryId::from_headers`]). Otherwise
+/// one random key (UUIDv4) is generated once, before the first attempt, and reported: an `INFO`
+/// event `generated an Idempotency-Key` with the key, [`RetryReport::idempotency_key`] in the
+/// response's extensions, and [`Error::idempotency_key`] on an error. Send the request again with
+/// that key to repeat the same operation.
 ///
 /// A body that cannot be replayed (a stream) is sent once, as it is, through the rest of the
 /// stack, and never retried: there are no bytes to send again. Only its key is fixed and

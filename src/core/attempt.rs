@@ -1,8 +1,8 @@
 //! The record of one attempt.
 //!
-//! Document 001 asks a sender to record, for every attempt, the response status, the
-//! `x-request-id` when present, and the stable delivery ID. Every outcome and every error of this
-//! crate carries these records, so a caller can log or reconcile without tracing enabled.
+//! Hodoflow's webhook sender guide asks a sender to record, for every attempt, the response status,
+//! the `x-request-id` when present, and the stable delivery ID. Every outcome and every error of
+//! this crate carries these records, so a caller can log or reconcile without tracing enabled.
 
 use std::fmt;
 use std::time::Duration;
@@ -124,7 +124,8 @@ pub enum WaitReason {
     /// The token was exchanged before the next attempt; no wait.
     Reexchange,
     /// The server asked for a `Retry-After` it did not give: the backoff's fallback, plus the
-    /// jitter of a `Retry-After` (see [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback)).
+    /// jitter of a `Retry-After` (see
+    /// [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback)).
     RetryAfterFallback,
 }
 

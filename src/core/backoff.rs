@@ -2,8 +2,8 @@
 //!
 //! Exponential backoff with *full* jitter: the wait before retry `n` is uniform in
 //! `[0, min(cap, base * 2^n)]`. Full jitter spreads many workers that failed together across the
-//! whole window, so they do not come back together (document 000: "add jitter so many workers do
-//! not retry together").
+//! whole window, so they do not come back together (Hodoflow's "Idempotency and retries": "add
+//! jitter so many workers do not retry together").
 //!
 //! When the server names a wait in `Retry-After`, it is never undercut: the SDK waits that long
 //! plus a small positive jitter (at most 10% of it, at most one second), so workers that got the
@@ -12,8 +12,9 @@
 //! A 429 without a usable `Retry-After` (absent, or a value that is neither delay-seconds nor an
 //! HTTP-date) is not retried on the short exponential schedule: a rate limit does not clear in
 //! 300 ms, and a quick retry only spends the credential's budget. It waits
-//! [`Backoff::DEFAULT_RETRY_AFTER_FALLBACK`], 2 s, the default document 004 gives a client for a
-//! missing `Retry-After`, with the same jitter, or the backoff when that is longer.
+//! [`Backoff::DEFAULT_RETRY_AFTER_FALLBACK`], 2 s, the default the retry loop of Modulify's
+//! "Idempotency and retries" gives a missing `Retry-After`, with the same jitter, or the backoff
+//! when that is longer.
 //!
 //! A custom [`Schedule`](crate::Schedule) may replace the exponential waits; the `Retry-After`
 //! floor and the fallback above apply to its waits the same way.
@@ -59,8 +60,9 @@ impl Backoff {
     pub const DEFAULT_BASE: Duration = Duration::from_millis(500);
     /// The default cap: 30 s.
     pub const DEFAULT_CAP: Duration = Duration::from_secs(30);
-    /// The default least wait after a 429 without a usable `Retry-After`: 2 s, document 004's
-    /// `Number(response.headers.get('Retry-After') || 2)`.
+    /// The default least wait after a 429 without a usable `Retry-After`: 2 s, the
+    /// `Number(response.headers.get('Retry-After') || 2)` of Modulify's "Idempotency and
+    /// retries".
     pub const DEFAULT_RETRY_AFTER_FALLBACK: Duration = Duration::from_secs(2);
 
     /// The default policy: base 500 ms, doubling to a 30 s cap; 2 s after a 429 without a usable

@@ -1,9 +1,9 @@
 //! How much retrying one operation may do.
 //!
-//! Why a time budget and not only an attempt count? Document 000 asks for both: "cap attempts and
-//! total elapsed time". An attempt count alone lets one `Retry-After: 3600` hold a worker for an
-//! hour; a time budget alone lets fast failures hammer the server. So an operation stops at
-//! whichever comes first.
+//! Why a time budget and not only an attempt count? Hodoflow's "Idempotency and retries" asks
+//! for both: "cap attempts and total elapsed time". An attempt count alone lets one `Retry-After:
+//! 3600` hold a worker for an hour; a time budget alone lets fast failures hammer the server. So an
+//! operation stops at whichever comes first.
 //!
 //! **The budget is the whole call.** `max_elapsed` runs from `send()` to the result: every wait
 //! counts, a wait for a trigger's slot or a closed scope included. `max_attempts` counts every

@@ -72,7 +72,7 @@ pub(crate) struct Heard<'a> {
 }
 
 /// The time of a decision: the engine's instant (for the deadline) and the wall clock's (for
-/// the dates an error quotes), both read from the one clock (`clock.rs`).
+/// the dates an error quotes), both read from the one runtime (`runtime.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Now {
     pub(crate) at: Instant,

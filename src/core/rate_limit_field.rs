@@ -1,5 +1,6 @@
-//! The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, in the shape CONTRACT.md
-//! fixes): `RateLimit-Policy` states a quota, `RateLimit` what is left of it.
+//! The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, in the shape
+//! `docs/wire-contract.md` fixes): `RateLimit-Policy` states a quota, `RateLimit` what is left of
+//! it.
 //!
 //! ```text
 //! RateLimit-Policy: "trigger";q=100;w=60     100 requests per 60-second window
@@ -14,12 +15,12 @@
 //! are skipped (once they parse).
 //!
 //! Two readers, one per scope. Which policy speaks for a trigger is the vendor's to name (its
-//! profile's `trigger_policy`; Hodoflow's CONTRACT.md names it `"trigger"` on webhook answers
-//! and says other names are ignored for it):
+//! profile's `trigger_policy`; for Hodoflow `docs/wire-contract.md` names it `"trigger"` on
+//! webhook answers, and other names never speak for a trigger):
 //! - [`exhausted_for`]: the credential's gate. A policy other than the trigger's with nothing
-//!   remaining closes it until its reset (`fleet/gate.rs`).
+//!   remaining closes it until its reset (`limit/gate.rs`).
 //! - [`trigger_window`]: the trigger's own window: its quota and window pace the trigger
-//!   (`fleet/trigger_limit.rs`), and its `r=0` holds that trigger alone until the reset. A
+//!   (`limit/window.rs`), and its `r=0` holds that trigger alone until the reset. A
 //!   trigger's spent window never closes the credential's gate: other triggers and the API have
 //!   windows of their own.
 

@@ -30,7 +30,8 @@ pub(crate) struct FixedRequest {
     /// Every header but `Authorization`, the key or delivery ID included.
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
-    /// The Idempotency-Key or delivery ID, for logs (keys are not secrets, document 000).
+    /// The Idempotency-Key or delivery ID, for logs (keys are not secrets: Hodoflow's "Idempotency
+    /// and retries").
     pub(crate) identity: Option<String>,
     /// The route with a window of its own (a webhook trigger), by a hash of its key; `None` on
     /// the API.

@@ -1,7 +1,7 @@
 //! Signed deliveries: Standard Webhooks v1 signatures, made again for every attempt.
 //!
-//! A trigger may demand that deliveries prove their sender (CONTRACT.md, "Signed deliveries").
-//! Every attempt then carries `webhook-id` (the delivery ID, the same value as its
+//! A trigger may demand that deliveries prove their sender (`docs/wire-contract.md`, "Signed
+//! deliveries"). Every attempt then carries `webhook-id` (the delivery ID, the same value as its
 //! `Idempotency-Key`), `webhook-timestamp` (Unix seconds when this attempt is sent) and
 //! `webhook-signature`: `v1,<base64 HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`, one for each
 //! secret during a rotation, space-separated.
@@ -43,7 +43,7 @@ use crate::core::error::{Error, Result};
 
 /// The prefix of a Standard Webhooks secret.
 const PREFIX: &str = "whsec_";
-/// The fewest key bytes a secret may decode to (CONTRACT.md).
+/// The fewest key bytes a secret may decode to (`docs/wire-contract.md`, "Signed deliveries").
 pub const MIN_SECRET_BYTES: usize = 24;
 /// The bytes of a secret's SHA-256 its fingerprint shows.
 const FINGERPRINT_BYTES: usize = 8;

@@ -71,7 +71,7 @@ pub struct Stats {
     /// holding it. `None` when no such window is still full.
     pub trigger_full_for: Option<Duration>,
     /// The limit of the trigger window that last held (or turned away) a call, and where it
-    /// came from: the caller, the server's `RateLimit-Policy`, or document 001's default.
+    /// came from: the caller, the server's `RateLimit-Policy`, or the documented default.
     pub trigger_held_by: Option<TriggerPacing>,
     /// How long calls have been held at the credential's gate (a pause the server asked for,
     /// the rate budget, an outbox's shared pause), without a break; `None` while none waits.

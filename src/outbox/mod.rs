@@ -1,15 +1,15 @@
 //! A durable outbox: deliveries that survive crashes, restarts and long outages (feature
 //! `outbox`, with a store from `outbox-sqlite` or `outbox-postgres`).
 //!
-//! Document 001: "Generate it once for a logical event, persist it with the outbound job, and
-//! reuse it across every retry of that event." [`Outbox::enqueue`] persists the job with its
-//! identity (derived from the event ID) in one statement; enqueueing an event ID again returns
-//! the job already stored, so producers may retry too. [`Workers`] claim due jobs under a lease,
-//! deliver them through a [`RetryingClient`](crate::RetryingClient), and record the result:
+//! Hodoflow's webhook sender guide: "Generate it once for a logical event, persist it with the
+//! outbound job, and reuse it across every retry of that event." [`Outbox::enqueue`] persists the
+//! job with its identity (derived from the event ID) in one statement; enqueueing an event ID again
+//! returns the job already stored, so producers may retry too. [`Workers`] claim due jobs under a
+//! lease, deliver them through a [`RetryingClient`](crate::RetryingClient), and record the result:
 //! accepted with its run ID, duplicate, done, failed (with its kind and last attempt), or
 //! rescheduled on the [`LongSchedule`] with the next attempt time and the attempt count. A job
-//! whose worker died is reclaimed when its lease runs out, and sent again under the same
-//! identity, which the server deduplicates.
+//! whose worker died is reclaimed when its lease runs out, and sent again under the same identity,
+//! which the server deduplicates.
 //!
 //! Never after the horizon: a job is sent only while the server still remembers its identity
 //! (7 days for webhook deliveries, 24 hours for JSON:API and Modulify keys, configurable); one
@@ -80,8 +80,8 @@ pub use worker::{
 pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};
 pub(crate) use store::{Sealed, check_scope, pause_reason, window_of, window_row};
 
-/// The largest body a job may hold: the webhook and JSON:API limit of documents 000 and 001 and
-/// Modulify's (1,048,576 bytes).
+/// The largest body a job may hold: the webhook and JSON:API limit of Hodoflow and Modulify's
+/// (1,048,576 bytes; `docs/wire-contract.md`).
 pub const MAX_BODY: usize = crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// The longest event ID.

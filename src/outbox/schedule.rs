@@ -17,8 +17,9 @@
 //! # The horizon
 //!
 //! The server remembers an identity for a while: an accepted webhook delivery ID for 7 days
-//! (document 001), a JSON:API key's stored answer for 24 hours (document 000), a Modulify key's
-//! for 24 hours (document 004). An acceptance happens after the first send, so a send before
+//! (Hodoflow's webhook sender guide), a JSON:API key's stored answer for 24 hours (Hodoflow's
+//! "Idempotency and retries"), a Modulify key's for 24 hours (Modulify's "Idempotency and
+//! retries"). An acceptance happens after the first send, so a send before
 //! `first_sent_at + horizon` always meets the server's memory of it, and a send after may run the
 //! event a second time. A job is therefore sent only while its whole next call (its budget's
 //! `max_elapsed`) ends before the horizon; a job still without a definite answer then stops as

@@ -1,10 +1,11 @@
-//! The vendors: one folder per API the SDK serves, each to be read beside its documents.
+//! The vendors: one folder per API the SDK serves, each to be read beside its documentation.
 //!
-//! A vendor's folder holds everything its documents fix: the literal retry-matrix tables (as
+//! A vendor's folder holds everything its documentation fixes: the literal retry-matrix tables (as
 //! [`SurfaceProfile`]s, the shape `core/` reads), its routes and request builders, its client
 //! methods, its auth scheme, how its outcomes and replays are read, and its limits:
-//! `hodoflow/` (documents 000 and 001) and `modulify/` (document 004); `neutral.rs` holds the
-//! vendor-neutral table of RFC 9110's idempotent methods for paths no profile claims.
+//! `hodoflow/` and `modulify/` (their pages, and the wire details the SDK assumes, are in
+//! `docs/wire-contract.md`); `neutral.rs` holds the vendor-neutral table of RFC 9110's idempotent
+//! methods for paths no profile claims.
 //!
 //! The mechanism in `core/` takes a [`SurfaceProfile`] and reads its fields; it never names a
 //! vendor or matches on a surface, and it imports nothing from here (`tests/layout.rs`). So a
@@ -13,7 +14,7 @@
 //! `tests/vendors/ietf_draft/`, is one `#[path]` line below and needs no public surface: its
 //! tests hand its profile to the engine directly.)
 //!
-//! Departed from `../shared/LAYOUT.md`, and why:
+//! Choices a reader might not expect, and why:
 //! - [`Surface`] stays the public name of a table and `SurfaceProfile` is crate-private: every
 //!   public API is kept, and a profile's shape can change without a semver break.
 //! - [`IdempotencyKey::new`](crate::IdempotencyKey::new) still refuses keys outside 1 to 255
@@ -23,8 +24,9 @@
 //! - The outbox's `Target` and the `Deliver` trait are `target.rs` here, not in `outbox/`: a
 //!   vendor's delivery (`<vendor>/outbox.rs`) needs the target, and the target's checks are the
 //!   vendors' rules, so the outbox imports the vendors and no vendor imports the outbox.
-//! - `TriggerLimit` (one `{requests, per}`) is `core/limit.rs`, not `core/fleet/`: the
-//!   `RateLimit` parser and the stats read it, and the fleet's limiter reads them.
+//! - `TriggerLimit` (one `{requests, per}`) is `core/limit/figures.rs`, apart from the
+//!   trigger's limiter (`core/limit/window.rs`): the `RateLimit` parser and the stats read it,
+//!   and the limiter reads them.
 //! - `decide`'s tests are `decided.rs` here, beside the tables they walk: `core/` knows none.
 
 use std::fmt;
@@ -68,16 +70,19 @@ pub(crate) fn surface_of(method: &http::Method, path: &str, keyed: bool) -> Opti
 #[non_exhaustive]
 pub enum Surface {
     /// JSON:API unsafe writes: POST, PUT, PATCH and DELETE under `/api/json`, with an
-    /// `Idempotency-Key` (document 000).
+    /// `Idempotency-Key` (Hodoflow's "Idempotency and retries").
     JsonApiWrite,
-    /// Webhook deliveries to `/api/v1/webhooks/<token>`, with a delivery ID (document 001).
+    /// Webhook deliveries to `/api/v1/webhooks/<token>`, with a delivery ID (Hodoflow's webhook
+    /// sender guide).
     Webhook,
-    /// Reads: GET and HEAD, naturally repeatable, without a key (document 000).
+    /// Reads: GET and HEAD, naturally repeatable, without a key (Hodoflow's "Idempotency and
+    /// retries").
     Read,
-    /// GraphQL `factQuery`: read-only, without a key and without response replay (document 000).
+    /// GraphQL `factQuery`: read-only, without a key and without response replay (Hodoflow's
+    /// "Idempotency and retries").
     GraphQl,
-    /// Modulify method calls, `POST /v1/<method>` (document 004): with an `Idempotency-Key`
-    /// unless the catalogue says the method only reads.
+    /// Modulify method calls, `POST /v1/<method>` (Modulify's "Idempotency and retries"): with an
+    /// `Idempotency-Key` unless the catalogue says the method only reads.
     Modulify,
     /// An idempotent method of RFC 9110 (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) on a path no
     /// profile claims, as the reqwest-middleware adapter meets it: retried on no answer, 429
@@ -89,14 +94,14 @@ pub enum Surface {
 }
 
 impl Surface {
-    /// The Hodoflow surfaces (documents 000 and 001).
+    /// The Hodoflow surfaces (`docs/wire-contract.md`).
     #[deprecated(
         since = "0.2.0",
         note = "holds only the Hodoflow surfaces; use `Surface::all()` or `Surface::HODOFLOW`"
     )]
     pub const ALL: [Surface; 4] = Self::HODOFLOW;
 
-    /// The Hodoflow surfaces (documents 000 and 001).
+    /// The Hodoflow surfaces (`docs/wire-contract.md`).
     pub const HODOFLOW: [Surface; 4] = [
         Surface::JsonApiWrite,
         Surface::Webhook,

@@ -68,8 +68,9 @@ impl<T: TokenExchanger + ?Sized> TokenExchanger for Arc<T> {
     }
 }
 
-/// A static API token, such as Modulify's (document 004): no exchange. It never expires, so it
-/// is sent as it is on every attempt, and the matrices of a static-token API stop on a 401.
+/// A static API token, such as Modulify's (`docs/wire-contract.md`, "Modulify"): no exchange. It
+/// never expires, so it is sent as it is on every attempt, and the matrices of a static-token API
+/// stop on a 401.
 #[derive(Debug, Clone)]
 pub(crate) struct StaticToken(pub(crate) Secret);
 

@@ -19,7 +19,8 @@ pub(crate) mod value;
 
 pub use value::IdempotencyKey;
 
-/// The longest key the contract accepts, in bytes (document 004).
+/// The longest key the contract accepts, in bytes (Modulify's "Idempotency and retries";
+/// `docs/wire-contract.md`, "Idempotency keys").
 const MAX_LEN: usize = 255;
 
 impl IdempotencyKey {
@@ -63,7 +64,7 @@ impl IdempotencyKey {
     /// The recommended key: a UUIDv5 of a stable business operation ID under
     /// [`IdempotencyKey::NAMESPACE`].
     ///
-    /// Documents 000 and 001: generate the key from a stable business operation ID (an order
+    /// Hodoflow's documentation: generate the key from a stable business operation ID (an order
     /// number and a step, an event ID), persist the operation, and reuse the key on every retry.
     /// The same ID always gives the same key, so even a restarted process repeats the same
     /// operation rather than starting a new one. Two different operations must have different
@@ -174,7 +175,8 @@ pub enum DeliveryHeader {
 
 impl DeliveryHeader {
     /// The order in which the server picks the delivery identity: the first non-empty header of
-    /// these wins (document 001). `X-Request-Id` is never one of them: it changes per attempt.
+    /// these wins (Hodoflow's webhook sender guide). `X-Request-Id` is never one of them: it
+    /// changes per attempt.
     pub const PRECEDENCE: &'static [DeliveryHeader] = &[
         Self::IdempotencyKey,
         Self::GitHubDelivery,
@@ -207,7 +209,7 @@ impl fmt::Display for DeliveryHeader {
 /// The identity of a webhook delivery: the header that carries it and its value.
 ///
 /// Generate it once per logical event, persist it with the outbound job, and reuse it on every
-/// retry of that event (document 001).
+/// retry of that event (Hodoflow's webhook sender guide).
 ///
 /// # Examples
 ///
@@ -404,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn delivery_headers_follow_document_001_order() {
+    fn delivery_headers_follow_the_webhook_guide_s_order() {
         let names: Vec<_> = DeliveryHeader::PRECEDENCE
             .iter()
             .map(|header| header.name())

@@ -10,7 +10,7 @@ use http::HeaderValue;
 /// An idempotency key: 1 to 255 visible ASCII characters (`0x21..=0x7E`).
 ///
 /// Cheap to clone. Keys are not secrets, but never put a credential or tenant secret in one
-/// (document 000).
+/// (Hodoflow's "Idempotency and retries").
 ///
 /// # Examples
 ///

@@ -1,6 +1,6 @@
 //! How many deliveries a trigger accepts per window, and where that figure came from: the values
 //! the limiter paces by, the `RateLimit-Policy` parser learns, and the stats report. Apart from
-//! the limiter (`trigger_limit.rs`), so the parser and the stats need not import it.
+//! the limiter (`window.rs`), so the parser and the stats need not import it.
 
 use std::time::Duration;
 
@@ -70,8 +70,8 @@ pub enum PacingSource {
     Caller,
     /// The server's own figures: its `RateLimit-Policy: "trigger";q=…;w=…` field.
     Server,
-    /// Document 001's default, [`TriggerLimit::DOCUMENTED`]: the server has not stated its
-    /// figures (yet).
+    /// The vendor's documented default, [`TriggerLimit::DOCUMENTED`]: the server has not stated
+    /// its figures (yet).
     Documented,
 }
 

@@ -1,9 +1,9 @@
 //! The gate: the credential's rate budget, and every scope a server closed until an instant.
 //!
-//! Document 000: "Respect the credential-wide rate budget." A client sends for one credential,
-//! so one gate per client (shared by its clones) spaces its attempts: never more than
-//! `requests` in any span of `per` (a sliding log, so a server counting in fixed windows of any
-//! alignment never sees more). The rate budget is the caller's own cap on every attempt the
+//! Hodoflow's "Idempotency and retries": "Respect the credential-wide rate budget." A client sends
+//! for one credential, so one gate per client (shared by its clones) spaces its attempts: never
+//! more than `requests` in any span of `per` (a sliding log, so a server counting in fixed windows
+//! of any alignment never sees more). The rate budget is the caller's own cap on every attempt the
 //! credential sends.
 //!
 //! A server's "slow down" (a status the vendor's profile names, with `Retry-After`; a

@@ -16,8 +16,9 @@
 //! The limit of a trigger comes from, in this order:
 //! 1. the caller ([`ClientBuilder::trigger_limit`](crate::ClientBuilder::trigger_limit), a
 //!    command-line flag): it always wins;
-//! 2. the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…` (CONTRACT.md;
-//!    `rate_limit_field.rs`), learned from every delivery's answer;
+//! 2. the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…`
+//!    (`docs/wire-contract.md`, "RateLimit fields"; `rate_limit_field.rs`), learned from every
+//!    delivery's answer;
 //! 3. the vendor's documented default (Hodoflow's: [`TriggerLimit::DOCUMENTED`]), until the
 //!    server has said.
 //!
@@ -511,7 +512,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn learning_paces_at_document_001_s_default_then_at_the_server_s_figures() {
+    async fn learning_paces_at_the_documented_default_then_at_the_server_s_figures() {
         let limiter = learning();
         let trigger = RouteKey::of("t");
         assert_eq!(

@@ -1,12 +1,12 @@
 //! [`WorkerBuilder`]: what a worker pool is configured with, and how it starts.
 //!
 //! Its setters are its own, not the client's and the middleware's shared ones
-//! (`src/core/engine_options.rs`): it configures workers around a client already built. Three share a
-//! name with a [`ClientBuilder`](crate::ClientBuilder) setter but not its meaning or signature:
-//! `poll_interval` is how often a worker claims jobs (the client's, how often `follow_run` polls
-//! a run), `schedule` takes the [`LongSchedule`] of waits between a job's calls (the client's, a
-//! [`Schedule`](crate::Schedule) of waits between attempts), and `trigger_limit` takes an
-//! `Option` (`None`: no shared window) for a window every worker of the store shares.
+//! (`src/core/engine_options.rs`): it configures workers around a client already built. Three share
+//! a name with a [`ClientBuilder`](crate::ClientBuilder) setter but not its meaning or signature:
+//! `poll_interval` is how often a worker claims jobs (the client's, how often `follow_run` polls a
+//! run), `schedule` takes the [`LongSchedule`] of waits between a job's calls (the client's, a
+//! [`Schedule`](crate::Schedule) of waits between attempts), and `trigger_limit` takes an `Option`
+//! (`None`: no shared window) for a window every worker of the store shares.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,7 +47,7 @@ pub struct WorkerBuilder {
     pub(super) webhook_horizon: Duration,
     pub(super) key_horizon: Duration,
     /// The caller's limit (`Some(None)`: no shared window); `None`: the server's figures,
-    /// document 001's until known.
+    /// the documented default until known.
     pub(super) trigger_limit: Option<Option<TriggerLimit>>,
     /// The caller's name for the client's endpoint in the store; `None`: its base URL.
     pub(super) credential: Option<String>,
@@ -211,7 +211,7 @@ impl WorkerBuilder {
     /// set here wins over the server's figures.
     ///
     /// Default: the trigger's own limit, as the server states it on every answer
-    /// (`RateLimit-Policy: "trigger";q=…;w=…`), and document 001's
+    /// (`RateLimit-Policy: "trigger";q=…;w=…`), and Hodoflow's documented
     /// [`TriggerLimit::DOCUMENTED`], 100 per 60 s, until it has: the rule of
     /// [`ClientBuilder::pace_triggers`](crate::ClientBuilder::pace_triggers).
     pub fn trigger_limit(mut self, limit: Option<TriggerLimit>) -> Self {

@@ -51,14 +51,15 @@ const MAX_RECORD_BATCH: usize = 256;
 pub const PAUSE_READ_EVERY: Duration = Duration::from_millis(100);
 /// The longest wait between claims after the store failed.
 const CLAIM_RETRY_MAX: Duration = Duration::from_secs(10);
-/// The default horizon of a webhook delivery ID (document 001: accepted identities are kept for
-/// 7 days).
+/// The default horizon of a webhook delivery ID (Hodoflow's webhook sender guide: accepted
+/// identities are kept for 7 days).
 pub const WEBHOOK_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The default horizon of a JSON:API or Modulify key (documents 000 and 004: 24 hours).
+/// The default horizon of a JSON:API or Modulify key (24 hours: the "Idempotency and retries"
+/// pages of Hodoflow and of Modulify).
 pub const KEY_HORIZON: Duration = Duration::from_secs(24 * 3600);
 /// The longest lease and horizon a worker accepts: 7 days, the longest a server keeps an
-/// identity (document 001). A job in flight under a lease ending later than this from now was
-/// claimed with a lease no worker can hold: it is taken as expired, claimed again and
+/// identity (Hodoflow's webhook sender guide). A job in flight under a lease ending later than this
+/// from now was claimed with a lease no worker can hold: it is taken as expired, claimed again and
 /// `outbox retry` requeues it (a lease of `i64::MAX` milliseconds once wedged an outbox).
 pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
 

@@ -221,7 +221,8 @@ impl<'a> Delivering<'a> {
     /// Adds headers, sent unchanged on every attempt. A relay passes its provider's
     /// delivery header here (`X-GitHub-Delivery`, `X-Shopify-Webhook-Id`,
     /// `X-Twilio-Idempotency-Token`): without an explicit [`delivery_id`](Self::delivery_id),
-    /// the first of them in document 001's order is the delivery ID. `X-Request-Id` never is.
+    /// the first of them in the order of Hodoflow's webhook sender guide is the delivery ID.
+    /// `X-Request-Id` never is.
     pub fn headers(mut self, headers: HeaderMap) -> Self {
         self.options.headers.extend(headers);
         self

@@ -1,5 +1,5 @@
 //! Hodoflow's methods on [`RetryingClient`]: JSON:API writes and reads, GraphQL, webhook
-//! deliveries and workflow runs (documents 000 and 001), and on [`ClientBuilder`] its OAuth
+//! deliveries and workflow runs (`docs/wire-contract.md`), and on [`ClientBuilder`] its OAuth
 //! client credentials. The client itself (`src/client.rs`) is the same for every vendor and
 //! imports none; these are Hodoflow's surfaces of it.
 

@@ -1,17 +1,17 @@
-//! Hodoflow's documented limits: a trigger's window (document 001) and the most bytes of a
-//! webhook's answer read.
+//! Hodoflow's documented limits: a trigger's window (Hodoflow's webhook sender guide) and the most
+//! bytes of a webhook's answer read.
 
 use std::time::Duration;
 
 use crate::core::limit::figures::TriggerLimit;
 
 /// The most bytes of a webhook answer read: 64 KiB. A webhook answer is a status and a run ID
-/// (document 001: `{"status":"accepted","workflow_run_id":…}` or `{"error":…}`): a thousand
-/// times that.
+/// (`{"status":"accepted","workflow_run_id":…}` or `{"error":…}`, `docs/wire-contract.md`): a
+/// thousand times that.
 pub(crate) const WEBHOOK_ANSWER_LIMIT: usize = 64 * 1024;
 
 impl TriggerLimit {
-    /// Document 001's default: 100 requests per 60-second window.
+    /// The default of Hodoflow's webhook sender guide: 100 requests per 60-second window.
     pub const DOCUMENTED: Self = Self::from_parts(100, Duration::from_secs(60));
 }
 

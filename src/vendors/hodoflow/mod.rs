@@ -1,4 +1,4 @@
-//! Hodoflow (documents 000 and 001): its tables and routes, its request builders and client
+//! Hodoflow (`docs/wire-contract.md`): its tables and routes, its request builders and client
 //! methods, its OAuth scheme, and how its outcomes and replays are read.
 
 pub(crate) mod call;

@@ -1,6 +1,6 @@
-//! The OAuth2 client-credentials grant at the token endpoint (document 000): the form, the
-//! answer read strictly, the token endpoint's `Retry-After`, and errors that never quote the
-//! secret or the endpoint's body.
+//! The OAuth2 client-credentials grant at the token endpoint (`docs/wire-contract.md`,
+//! "Endpoints and the token exchange"): the form, the answer read strictly, the token endpoint's
+//! `Retry-After`, and errors that never quote the secret or the endpoint's body.
 
 use std::time::Duration;
 

@@ -29,7 +29,7 @@ pub enum WebhookOutcome {
     },
     /// A retry of a delivery already accepted: no second run was created, and there is no run ID.
     /// Keep the run ID of the first accepted answer; if it was lost, reconcile by business
-    /// identifier rather than sending a new delivery ID (document 001).
+    /// identifier rather than sending a new delivery ID (Hodoflow's webhook sender guide).
     Duplicate,
 }
 

@@ -1,8 +1,8 @@
 //! Hodoflow's paths fit for a log line.
 //!
-//! A webhook URL holds its trigger token, a secret (document 001: "redact URL path tokens"), and a
-//! query string may hold anything. So requests and adapters log routes only through
-//! [`route_of`] and [`redact_path`].
+//! A webhook URL holds its trigger token, a secret (Hodoflow's webhook sender guide: "redact URL
+//! path tokens"), and a query string may hold anything. So requests and adapters log routes only
+//! through [`route_of`] and [`redact_path`].
 
 use std::borrow::Cow;
 

@@ -1,8 +1,9 @@
-//! The Hodoflow profile: documents 000 (JSON:API writes, reads, GraphQL, the general matrix)
-//! and 001 (webhook deliveries), with the rules of issue 3 where the documents leave a gap
-//! (502 and 504, GraphQL errors, statuses no document names).
+//! The Hodoflow profile: Hodoflow's "Idempotency and retries" (JSON:API writes, reads, GraphQL,
+//! the general matrix) and its webhook sender guide (webhook deliveries), with the rules of
+//! `docs/wire-contract.md` where the pages leave a gap (502 and 504, error bodies, GraphQL
+//! errors, statuses no page names).
 //!
-//! Hold a table beside its document: a row is a result, its verdict, and the document's action.
+//! Hold a table beside its page: a row is a result, its verdict, and the page's action.
 //! The routes of the Hodoflow API live here too, so that a path is written once.
 
 use http::HeaderName;
@@ -14,7 +15,7 @@ use crate::vendors::hodoflow::limits::WEBHOOK_ANSWER_LIMIT;
 
 use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
 
-/// The token endpoint, `POST` with a client-credentials form (CONTRACT.md).
+/// The token endpoint, `POST` with a client-credentials form (`docs/wire-contract.md`).
 pub(crate) const TOKEN_PATH: &str = "/oauth/token";
 /// The JSON:API, reads and unsafe writes, `/api/json/v1/<type>[/<id>]`.
 pub(crate) const JSON_API_PREFIX: &str = "/api/json/";
@@ -25,15 +26,17 @@ pub(crate) const GRAPHQL_PATH: &str = "/api/graphql";
 /// Webhook triggers, `POST /api/v1/webhooks/<trigger_token>` (and the legacy
 /// `/api/v1/webhooks/<org_domain>/<trigger_token>`).
 pub(crate) const WEBHOOKS_PREFIX: &str = "/api/v1/webhooks/";
-/// The `RateLimit` policy of a trigger's window (CONTRACT.md, "RateLimit fields").
+/// The `RateLimit` policy of a trigger's window (`docs/wire-contract.md`, "RateLimit fields").
 pub(crate) const TRIGGER_POLICY: &str = "trigger";
 /// The runtime body of a `422` from a trigger that refused a delivery's authentication, such as
-/// its signature (document 001; CONTRACT.md, "Signed deliveries").
+/// its signature (Hodoflow's webhook sender guide; `docs/wire-contract.md`, "Signed
+/// deliveries").
 pub(crate) const UNSUPPORTED_AUTHENTICATION: &str = "Unsupported trigger authentication";
 
-/// What documents 000 and 001 fix for every Hodoflow surface.
+/// What Hodoflow's pages fix for every Hodoflow surface.
 pub(crate) static HODOFLOW: Vendor = Vendor {
-    // Document 000 names no limit; the crate's own rule (the one of document 004) holds.
+    // Hodoflow's "Idempotency and retries" names no limit; the crate's own rule (Modulify's)
+    // holds (`docs/wire-contract.md`, "Idempotency keys").
     keys: KeyRules { max_len: 255 },
     // "Same key and same request: replays the stored response with idempotency-replayed: true."
     replay: Replay {
@@ -42,11 +45,12 @@ pub(crate) static HODOFLOW: Vendor = Vendor {
     },
 };
 
-/// Whom a webhook delivery's signals hold (document 001, "Limits and checkpoints": 100 requests
-/// per trigger in a 60-second window). A delivery sits in its trigger's window: its `429 Rate
-/// limit exceeded` and a `"trigger"` `RateLimit` policy with nothing remaining close that
-/// trigger, never the credential or another trigger. A `503`'s `Retry-After` is the call's own
-/// wait: webhook ingestion's health is the retry budget's to tell, by its own answers.
+/// Whom a webhook delivery's signals hold (Hodoflow's webhook sender guide, "Limits and
+/// checkpoints": 100 requests per trigger in a 60-second window). A delivery sits in its trigger's
+/// window: its `429 Rate limit exceeded` and a `"trigger"` `RateLimit` policy with nothing
+/// remaining close that trigger, never the credential or another trigger. A `503`'s `Retry-After`
+/// is the call's own wait: webhook ingestion's health is the retry budget's to tell, by its own
+/// answers.
 const WEBHOOK_SCOPES: Scopes = Scopes {
     sits_in: Reach::Route,
     closes: &[(429, Reach::Route), (503, Reach::Call)],
@@ -54,10 +58,11 @@ const WEBHOOK_SCOPES: Scopes = Scopes {
     service: "webhooks",
 };
 
-/// Whom a JSON:API, read or GraphQL call's signals hold (document 000: "Respect the
-/// credential-wide rate budget"): its `429 rate_limited` closes the credential's API budget,
-/// which webhook deliveries do not sit in; a `503`'s `Retry-After` is the call's own wait. A
-/// `"trigger"` `RateLimit` policy is never the credential's (CONTRACT.md, "RateLimit fields").
+/// Whom a JSON:API, read or GraphQL call's signals hold (Hodoflow's "Idempotency and retries":
+/// "Respect the credential-wide rate budget"): its `429 rate_limited` closes the credential's API
+/// budget, which webhook deliveries do not sit in; a `503`'s `Retry-After` is the call's own wait.
+/// A `"trigger"` `RateLimit` policy is never the credential's (`docs/wire-contract.md`, "RateLimit
+/// fields").
 const API_SCOPES: Scopes = Scopes {
     sits_in: Reach::Credential,
     closes: &[(429, Reach::Credential), (503, Reach::Call)],
@@ -158,7 +163,8 @@ use ErrorKind::{
 use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 use When::{Code, NoResponse, Other, Range, Status};
 
-/// Document 000, "Retry matrix", for POST, PUT, PATCH and DELETE under `/api/json`.
+/// Hodoflow's "Idempotency and retries", "Retry matrix", for POST, PUT, PATCH and DELETE under
+/// `/api/json`.
 #[rustfmt::skip]
 const JSON_API_WRITES: &[Rule] = &[
     //   Result                                           Retry?                  Action
@@ -179,8 +185,9 @@ const JSON_API_WRITES: &[Rule] = &[
     rule(Other,                                           Stop(UnexpectedStatus), "Outside the contract; never retried"),
 ];
 
-/// Document 001, "Retry matrix", for webhook deliveries. The runtime body is the `error` field;
-/// where a row does not match on it, the document's body stands in the comment at its end.
+/// Hodoflow's webhook sender guide, "Retry matrix", for webhook deliveries. The runtime body is
+/// the `error` field (`docs/wire-contract.md`, "Webhook deliveries and their errors"); where a
+/// row does not match on it, the page's body stands in the comment at its end.
 #[rustfmt::skip]
 const WEBHOOK_DELIVERIES: &[Rule] = &[
     //   Status and runtime body                          Retry?                  Action
@@ -203,7 +210,8 @@ const WEBHOOK_DELIVERIES: &[Rule] = &[
     rule(Other,                                           Stop(UnexpectedStatus), "Outside the contract; never retried"),
 ];
 
-/// Document 000: "Reads are naturally repeatable, but still need bounded backoff." GET and HEAD.
+/// Hodoflow's "Idempotency and retries": "Reads are naturally repeatable, but still need bounded
+/// backoff." GET and HEAD.
 #[rustfmt::skip]
 const READS: &[Rule] = &[
     //   Result                                           Retry?                  Action
@@ -219,9 +227,9 @@ const READS: &[Rule] = &[
     rule(Other,                                           Stop(UnexpectedStatus), "Outside the contract; never retried"),
 ];
 
-/// Document 000: "GraphQL factQuery is read-only ... A GraphQL validation or complexity error is
-/// permanent until the document or variables change." The code is `errors[].extensions.code`,
-/// on a 400 or a 200.
+/// Hodoflow's "Idempotency and retries": "GraphQL factQuery is read-only ... A GraphQL validation
+/// or complexity error is permanent until the document or variables change." The code is
+/// `errors[].extensions.code`, on a 400 or a 200.
 #[rustfmt::skip]
 const GRAPHQL_QUERIES: &[Rule] = &[
     //   Result                                           Retry?                  Action

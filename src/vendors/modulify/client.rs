@@ -1,4 +1,5 @@
-//! Modulify method calls (document 004): any method, the catalogue deciding the key.
+//! Modulify method calls (Modulify's "Idempotency and retries"; `docs/wire-contract.md`,
+//! "Modulify"): any method, the catalogue deciding the key.
 //!
 //! Every Modulify method is `POST /v1/<method>` with a JSON body. Whether a call needs an
 //! `Idempotency-Key` is a fact of the method, published in the catalogue `GET /v1/tools`
@@ -6,7 +7,7 @@
 //! a value, one that adds something each time, a destructive one) with one, the same on every
 //! attempt. The key is the caller's ([`MethodCall::key`]), one derived from a stable business
 //! operation ID ([`MethodCall::operation_id`]), or a random UUIDv4 made once per call, as
-//! document 004 recommends; the same call never sends two keys.
+//! Modulify's "Idempotency and retries" recommends; the same call never sends two keys.
 //!
 //! The catalogue is read once per [`ModulifyClient`] (and its clones), on the first call, and
 //! cached; [`ModulifyClient::refresh_tools`] reads it again. A method the cached catalogue lacks
@@ -17,8 +18,8 @@
 //! the server would answer 404, or one this client cannot classify, and a clear refusal costs
 //! nothing while a guess would hide the mistake.
 //!
-//! The retry rules are document 004's table (`src/vendors/modulify/tables.rs`), run by the same engine
-//! as Hodoflow's: a 409 in progress and a 429 wait `Retry-After` (2 s when absent), 5xx and
+//! The retry rules are Modulify's table (`src/vendors/modulify/tables.rs`), run by the same
+//! engine as Hodoflow's: a 409 in progress and a 429 wait `Retry-After` (2 s when absent), 5xx and
 //! dropped connections back off with jitter, all with the same key; a 401 stops (the token is
 //! static); 422 `idempotency_key_reused` stops with [`ErrorKind::KeyReused`].
 
@@ -234,7 +235,7 @@ impl MethodCall<'_> {
 
     per_call_setters!("call");
 
-    /// Sends the call, retrying as document 004's table says, with the same key on every
+    /// Sends the call, retrying as Modulify's table says, with the same key on every
     /// attempt.
     ///
     /// Cancellation is safe: dropping the future stops sending; an attempt already on the wire
@@ -332,8 +333,8 @@ pub(crate) fn check_method(method: &str) -> Result<()> {
     ))
 }
 
-/// The body is a JSON object of at most [`BODY_LIMIT`] bytes (document 004's 400
-/// `invalid_request` and 413 rows, checked before anything is sent).
+/// The body is a JSON object of at most [`BODY_LIMIT`] bytes (the 400 `invalid_request` and 413
+/// rows of `docs/wire-contract.md`, "Modulify", checked before anything is sent).
 fn check_body(body: &[u8]) -> Result<()> {
     if body.len() > BODY_LIMIT {
         return Err(Error::new(

@@ -1,4 +1,5 @@
-//! Modulify (document 004): its table and the catalogue of methods, and its client.
+//! Modulify (`docs/wire-contract.md`, "Modulify"): its table and the catalogue of methods, and its
+//! client.
 
 pub(crate) mod client;
 #[cfg(feature = "outbox")]

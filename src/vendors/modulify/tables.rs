@@ -1,5 +1,5 @@
-//! The Modulify profile: document 004, with the wire details of CONTRACT.md's section
-//! "Modulify (document 004)".
+//! The Modulify profile: Modulify's "Idempotency and retries", with the wire details of
+//! `docs/wire-contract.md`, "Modulify".
 //!
 //! Where it differs from Hodoflow, on exactly the points a retry client must get right:
 //! - a key reused with another method or body is **422** `idempotency_key_reused` (Hodoflow: 409);
@@ -30,7 +30,7 @@ pub(crate) const TOOLS_PATH: &str = "/v1/tools";
 /// The largest request body the server takes (413 `payload_too_large` above).
 pub(crate) const BODY_LIMIT: usize = 1_048_576;
 
-/// What document 004 fixes for the whole API.
+/// What Modulify's "Idempotency and retries" fixes for the whole API.
 pub(crate) static MODULIFY: Vendor = Vendor {
     // "Any value of 1 to 255 visible ASCII characters works."
     keys: KeyRules { max_len: 255 },
@@ -41,9 +41,10 @@ pub(crate) static MODULIFY: Vendor = Vendor {
 };
 
 /// Whom a method call's signals hold: a `429 rate_limited` closes the token's per-minute
-/// budget on this base URL (document 004), never another vendor's calls; a `409`'s and a
-/// `503`'s `Retry-After` are the call's own wait (a 409 speaks for one key only). Document 004
-/// states no per-route window: every exhausted `RateLimit` policy is the token's.
+/// budget on this base URL (Modulify's "Idempotency and retries"), never another vendor's
+/// calls; a `409`'s and a `503`'s `Retry-After` are the call's own wait (a 409 speaks for one key
+/// only). Modulify states no per-route window: every exhausted `RateLimit` policy is the
+/// token's (`docs/wire-contract.md`, "Whom a limit holds").
 const SCOPES: Scopes = Scopes {
     sits_in: Reach::Credential,
     closes: &[
@@ -95,9 +96,10 @@ use ErrorKind::{
 use Verdict::{RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 use When::{Code, NoResponse, Other, Range, Status};
 
-/// Document 004 and CONTRACT.md's table for `POST /v1/<method>`. 502 and 504 are a gateway's
-/// failures, retried as for Hodoflow (issue 3's rule); a key the client checked cannot meet
-/// `invalid_idempotency_key`, so that row is a guard.
+/// Modulify's "Idempotency and retries" and the table of `docs/wire-contract.md`, "Modulify",
+/// for `POST /v1/<method>`. 502 and 504 are a gateway's failures, retried as for Hodoflow
+/// (`docs/wire-contract.md`, "Statuses and answers no page names"); a key the client checked cannot
+/// meet `invalid_idempotency_key`, so that row is a guard.
 #[rustfmt::skip]
 const METHOD_CALLS: &[Rule] = &[
     //   Status and error code                            Retry?                  Action
@@ -120,7 +122,8 @@ const METHOD_CALLS: &[Rule] = &[
     rule(Other,                                           Stop(UnexpectedStatus), "Outside the contract; never retried"),
 ];
 
-/// What a method does, from the catalogue's annotations (document 004, "Which calls need a key").
+/// What a method does, from the catalogue's annotations (Modulify's "Idempotency and retries",
+/// "Which calls need a key"; `docs/wire-contract.md`, "The catalogue").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Effect {

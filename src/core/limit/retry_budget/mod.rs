@@ -4,8 +4,8 @@
 //!
 //! Max attempts bounds one call; it does nothing for a fleet. When the server degrades, every
 //! call retries up to its limit at once, so 500 calls with 5 attempts each send 2,500 requests to
-//! a server that is already failing (a retry storm). Document 000 asks a sender to cap attempts
-//! *and* to respect the credential's budget.
+//! a server that is already failing (a retry storm). Hodoflow's "Idempotency and retries" asks
+//! a sender to cap attempts *and* to respect the credential's budget.
 //!
 //! # Why not a plain bucket
 //!
@@ -29,8 +29,9 @@
 //!    given to.
 //! 2. **Retries the server paced are free.** A retry that follows a `Retry-After` of at least
 //!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] costs no token and is never held: the server said
-//!    when to come back (document 001: "For 429, the server's Retry-After is authoritative"). It
-//!    still counts against its call's `Budget::max_attempts`, like every attempt.
+//!    when to come back (Hodoflow's webhook sender guide: "For 429, the server's Retry-After is
+//!    authoritative"). It still counts against its call's `Budget::max_attempts`, like every
+//!    attempt.
 //! 3. **"Down" is decided per service, from the ratio of its requests to its accepts** (the SRE
 //!    book's client-side adaptive throttling), over [`RetryBudget::HISTORY`] in one-second
 //!    buckets and over the last [`RetryBudget::SHORT_HISTORY`]: `max(0, (requests - K * accepts)
@@ -114,8 +115,8 @@ const KEEP_SERVICES: usize = 1024;
 /// `src/core/limit/retry_budget/mod.rs`.
 ///
 /// Cheap to clone: clones share one state. A client and its clones share one; give the same
-/// budget to several clients with [`ClientBuilder::retry_budget`](crate::ClientBuilder::retry_budget)
-/// to hold them together.
+/// budget to several clients with
+/// [`ClientBuilder::retry_budget`](crate::ClientBuilder::retry_budget) to hold them together.
 ///
 /// # Examples
 ///
