@@ -1,9 +1,9 @@
 //! Run with: `cargo run --example modulify`
 //!
-//! Modulify (document 004) on the embedded contract server: the catalogue decides which calls
-//! carry a key; a lost answer is replayed and the message is sent once; a call whose answer was
-//! over 1 MB is not run again, and the client is told to read the current state; a key reused
-//! for other work is refused, never retried.
+//! Modulify (`docs/wire-contract.md`, "Modulify") on the embedded contract server: the catalogue
+//! decides which calls carry a key; a lost answer is replayed and the message is sent once; a call
+//! whose answer was over 1 MB is not run again, and the client is told to read the current state; a
+//! key reused for other work is refused, never retried.
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, MockServer};
 use hodoflow_retry::{ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient};

@@ -141,7 +141,7 @@ fn client(server: &Hostile, bearer: bool) -> RetryingClient {
     } else {
         builder.client_credentials("echo-sender", HOSTILE_SECRET)
     };
-    // Far more deliveries to one trigger a second than document 001's default window takes:
+    // Far more deliveries to one trigger a second than Hodoflow's default window takes:
     // this test is about what is kept, not pacing.
     builder
         .trigger_limit(TriggerLimit::new(100_000, Duration::from_secs(1)).unwrap())

@@ -5,10 +5,10 @@
 //! - one runtime reads the time and sleeps: outside `core/runtime.rs` nothing reads
 //!   `Instant::now` or `SystemTime::now`, nor calls tokio's `sleep`, `timeout` or `interval`.
 //!
-//! A module is a file, as `farm-studio look src` draws circles (a folder's `mod.rs` is the
-//! folder's module). An edge is any `crate::…` path outside comments and outside a file's
-//! `#[cfg(test)] mod tests`, which may reach anywhere (but not out of `core/`). `lib.rs` declares
-//! and re-exports everything and is left out.
+//! A module is a node of a graph: one file (a folder's `mod.rs` is the folder's module). An edge
+//! is any `crate::…` path outside comments and outside a file's `#[cfg(test)] mod tests`, which may
+//! reach anywhere (but not out of `core/`). `lib.rs` declares and re-exports everything and is left
+//! out.
 //!
 //! There are none: any circle fails this test, with the modules and the names that tie them.
 //! (The last, `error <-> key`, was cut by keeping the key as a value, `core/key/value.rs`, apart

@@ -1,6 +1,6 @@
-//! Modulify (document 004) over real TCP against the contract server's ledger: the catalogue
-//! decides the key, one key on every attempt, a lost answer is replayed and the method runs
-//! once, and each row of document 004's table ends the way it says.
+//! Modulify over real TCP against the contract server's ledger: the catalogue decides the key,
+//! one key on every attempt, a lost answer is replayed and the method runs once, and each row of
+//! Modulify's table (`docs/wire-contract.md`, "Modulify") ends the way it says.
 
 mod support;
 

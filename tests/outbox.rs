@@ -1000,8 +1000,8 @@ async fn two_worker_pools_share_one_trigger_window_and_meet_no_429(backend: Back
 }
 
 /// No `trigger_limit`: the pools' shared window follows the server's `RateLimit-Policy`
-/// (20 per second here), not document 001's 100 per minute, which would let all 60 through at
-/// once into 429s.
+/// (20 per second here), not Hodoflow's documented 100 per minute, which would let all 60 through
+/// at once into 429s.
 async fn workers_without_a_limit_share_the_window_the_server_states(backend: Backend) {
     let window = Duration::from_secs(1);
     let server = support::server_with(MockServer::builder().limits(Limits {
@@ -1057,7 +1057,7 @@ async fn workers_without_a_limit_share_the_window_the_server_states(backend: Bac
 /// A worker killed mid-batch (its runtime, its tasks, its connections and what it learned
 /// gone, as a killed process's), and a new one started: the server states 10,000 a minute, and
 /// the killed worker left that figure in the store with the window's slots, so the new worker
-/// paces at it from its first claim. (Paced at document 001's 100 a minute while the killed
+/// paces at it from its first claim. (Paced at the documented 100 a minute while the killed
 /// worker's slots filled the window, it sent nothing for a minute.)
 async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backend) {
     let server = support::server_with(MockServer::builder().limits(Limits {
@@ -1508,8 +1508,8 @@ async fn the_backlog_counts_the_jobs_not_final_at_each_time(backend: Backend) {
 }
 
 /// 1,050 webhook jobs enqueued in 35 batches of 30, a second apart (ties of `next_at` within a
-/// batch, so the ID decides, and pages of 100 end inside a tie); then the 300 oldest claimed: 100 failed, 100 done, 100 left in
-/// flight. Returns the outbox and its clock.
+/// batch, so the ID decides, and pages of 100 end inside a tie); then the 300 oldest claimed: 100
+/// failed, 100 done, 100 left in flight. Returns the outbox and its clock.
 async fn paging_outbox(backend: Backend) -> (Outbox, ManualClock) {
     let clock = ManualClock::new(start());
     let outbox = fresh(backend).await.with_clock(clock.clone());

@@ -1,5 +1,5 @@
 //! Per-trigger pacing, one rule: the caller's limit, else the server's `RateLimit-Policy`,
-//! else document 001's default; checked against the contract server's ledger over real TCP.
+//! else Hodoflow's documented default; checked against the contract server's ledger over real TCP.
 
 mod support;
 
@@ -55,7 +55,7 @@ fn refused_429(requests: &[RequestRecord]) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_whose_policy_says_1000_a_minute_is_paced_at_1000_not_document_001_s_100() {
+async fn a_server_whose_policy_says_1000_a_minute_is_paced_at_1000_not_the_documented_100() {
     let server = server_where(|limits: &mut Limits| {
         limits.webhook_rate_limit = 1000;
         limits.webhook_rate_window = Duration::from_secs(60);
@@ -96,7 +96,7 @@ async fn a_server_whose_policy_says_1000_a_minute_is_paced_at_1000_not_document_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_states_nothing_is_paced_at_document_001_s_100_a_minute() {
+async fn a_server_that_states_nothing_is_paced_at_the_documented_100_a_minute() {
     let server = server_where(|limits: &mut Limits| {
         limits.webhook_rate_limit = 1_000_000;
         limits.webhook_rate_limit_fields = false;
@@ -167,7 +167,7 @@ async fn a_smaller_quota_learned_midway_paces_the_burst_under_it_with_no_429() {
             .budget(budget(5).max_elapsed(Duration::from_secs(10)))
             .pace_triggers(),
     );
-    // Document 001's 100 until the first answer; then the server's 4 per second.
+    // The documented 100 until the first answer; then the server's 4 per second.
     support::deliver(&client, "first").await;
 
     let delivered = burst(&client, "shrunk", 11).await;

@@ -1,6 +1,6 @@
-//! Signed deliveries (CONTRACT.md, "Signed deliveries"): every attempt is signed again when it
-//! is sent, over the same body bytes and delivery ID, and the contract server's verdicts and a
-//! third-party Standard Webhooks verifier (the `standardwebhooks` crate) both accept it.
+//! Signed deliveries (`docs/wire-contract.md`, "Signed deliveries"): every attempt is signed again
+//! when it is sent, over the same body bytes and delivery ID, and the contract server's verdicts
+//! and a third-party Standard Webhooks verifier (the `standardwebhooks` crate) both accept it.
 //!
 //! `standardwebhooks` checks timestamps against the machine's real clock, which a test cannot
 //! move. So where a test moves time (a retry 6 minutes later, in tokio's paused time and on the

@@ -1,5 +1,6 @@
 //! Webhook deliveries: a lost 202 is answered by `duplicate`, never a second run; the retry matrix
-//! of document 001, a relay's provider delivery ID, and the client-side checks that send nothing.
+//! of Hodoflow's webhook sender guide, a relay's provider delivery ID, and the client-side checks
+//! that send nothing.
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! JSON:API unsafe writes: one Idempotency-Key and the same bytes on every attempt, so a retry
-//! after a lost answer is replayed and the write runs once; the stops of document 000 never retry.
+//! after a lost answer is replayed and the write runs once; the stops of Hodoflow's
+//! "Idempotency and retries" never retry.
 
 mod support;
 

@@ -1,8 +1,8 @@
-//! `modulify`: document 004's own retry loop against the SDK's `ModulifyClient`, on the same
-//! faults.
+//! `modulify`: Modulify's own documented retry loop against the SDK's `ModulifyClient`, on the
+//! same faults.
 //!
-//! Document 004 prints a JavaScript `Call` loop as the way to retry Modulify calls; a Modulify
-//! user starts from it. [`JsCall`](crate::modulify_peer::JsCall) transcribes it line by line
+//! Modulify's "Idempotency and retries" prints a JavaScript `Call` loop as the way to retry
+//! Modulify calls; a Modulify user starts from it. [`JsCall`](crate::modulify_peer::JsCall) transcribes it line by line
 //! (see `modulify_peer.rs`); the SDK runs with its defaults. Each client calls `send_message`
 //! on a fresh contract server per share, the same events and faults for both:
 //!
@@ -109,7 +109,7 @@ impl Share {
 /// The client under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Client {
-    /// Document 004's `Call` loop.
+    /// The `Call` loop of Modulify's "Idempotency and retries".
     Peer,
     /// `ModulifyClient` with its defaults, or this time budget.
     Sdk { max_elapsed: Option<Duration> },
@@ -447,7 +447,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param("method", METHOD);
     report.param(
         "doc004_call_loop",
-        "document 004's JavaScript Call loop transcribed (modulify_peer.rs): a random UUID key once per call unless given; 5 attempts; 429 or 409: wait Number(Retry-After || 2) s; >= 500: wait attempt * 2 s; else return response.json(); a dropped connection throws",
+        "the JavaScript Call loop of Modulify's \"Idempotency and retries\" transcribed (modulify_peer.rs): a random UUID key once per call unless given; 5 attempts; 429 or 409: wait Number(Retry-After || 2) s; >= 500: wait attempt * 2 s; else return response.json(); a dropped connection throws",
     );
     report.param(
         "sdk",

@@ -1,7 +1,7 @@
-//! Document 004's own retry loop, the JavaScript `Call` function, transcribed into Rust: the
-//! baseline a Modulify user starts from.
+//! The retry loop of Modulify's "Idempotency and retries", the JavaScript `Call` function,
+//! transcribed into Rust: the baseline a Modulify user starts from.
 //!
-//! The document's loop, as printed ("A retry loop"):
+//! The page's loop, as printed ("A retry loop"):
 //!
 //! ```js
 //! const Call = async (method, body, key = randomUUID()) => {

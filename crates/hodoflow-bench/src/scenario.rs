@@ -38,8 +38,8 @@ pub enum Scenario {
     Recovery,
     /// Operations failed and 429s behind a proxy's rate limit without `Retry-After`.
     ProxyLimit,
-    /// Document 004's own retry loop against the SDK's `ModulifyClient` on Modulify's faults:
-    /// events lost, duplicate executions, early retries.
+    /// Modulify's own documented retry loop against the SDK's `ModulifyClient` on Modulify's
+    /// faults: events lost, duplicate executions, early retries.
     Modulify,
     /// Jobs a second through the durable outbox (SQLite; PostgreSQL with 1, 2 and 4 worker
     /// pools) over direct calls at the same concurrency, and enqueue latency.

@@ -253,7 +253,7 @@ async fn proxy_limit_counts_429s_and_failures_for_each_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn modulify_measures_document_004_s_loop_and_the_sdk_on_every_share() {
+async fn modulify_measures_the_documented_js_loop_and_the_sdk_on_every_share() {
     let json = smoke(Scenario::Modulify).await;
     for share in [
         "lost_answers",

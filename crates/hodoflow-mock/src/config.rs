@@ -17,7 +17,8 @@ pub const DEMO_MODULIFY_TOKEN: &str = "mfy_demo_7c2e9a41";
 
 /// Every limit and window of the contract, each configurable.
 ///
-/// `Limits::default()` holds the documented values (CONTRACT.md, documents 000, 001 and 004).
+/// `Limits::default()` holds the documented values (the vendors' pages and
+/// `docs/wire-contract.md`).
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Lifetime of an issued access token, stated as `expires_in` in whole seconds; zero issues
@@ -39,7 +40,8 @@ pub struct Limits {
     pub webhook_rate_window: Duration,
     /// Whether webhook answers state the trigger's window with the IETF RateLimit fields,
     /// `RateLimit-Policy: "trigger";q=<webhook_rate_limit>;w=<webhook_rate_window in s>` and
-    /// `RateLimit: "trigger";r=<left>;t=<s to reset>` (CONTRACT.md). Default: true.
+    /// `RateLimit: "trigger";r=<left>;t=<s to reset>` (`docs/wire-contract.md`, "RateLimit
+    /// fields"). Default: true.
     pub webhook_rate_limit_fields: bool,
     /// Accepted delivery identities are remembered for this long. Default: 7 days.
     pub delivery_retention: Duration,
@@ -61,7 +63,8 @@ pub struct Limits {
     /// Request records the ledger keeps (between this and twice this; executions,
     /// runs and exchanges are always kept). Default: 100,000.
     pub ledger_requests_kept: usize,
-    /// Successful Modulify answers are replayed for this long (document 004). Default: 24 hours.
+    /// Successful Modulify answers are replayed for this long (Modulify's "Idempotency and
+    /// retries"). Default: 24 hours.
     pub modulify_retention: Duration,
     /// Modulify calls a token may make in one `modulify_rate_window`; replays are free.
     /// Default: 60.
@@ -236,8 +239,8 @@ pub struct TriggerSeed {
     #[serde(default)]
     pub run_outcome: RunOutcome,
     /// Standard Webhooks signing secrets (`whsec_` + base64): when any is set, a delivery must
-    /// be signed with one of them (CONTRACT.md, "Signed deliveries"), or it is answered 422
-    /// `Unsupported trigger authentication`. Two during a rotation. Never logged.
+    /// be signed with one of them (`docs/wire-contract.md`, "Signed deliveries"), or it is
+    /// answered 422 `Unsupported trigger authentication`. Two during a rotation. Never logged.
     #[serde(default)]
     pub signing_secrets: Vec<String>,
 }
@@ -307,7 +310,7 @@ impl TriggerSeed {
     }
 }
 
-/// A Modulify API token (document 004): static, no exchange.
+/// A Modulify API token (`docs/wire-contract.md`, "Modulify"): static, no exchange.
 ///
 /// Its `Debug` prints the token as `<redacted>`.
 ///

@@ -59,7 +59,7 @@ impl Denial {
         response
     }
 
-    /// The webhook answer (document 001): an expired or missing token is
+    /// The webhook answer (Hodoflow's webhook sender guide): an expired or missing token is
     /// `missing_credentials` (exchange once, retry once); an unknown one is
     /// `Unauthorized` (fix authentication).
     pub(crate) fn webhook_response(self) -> Response {

@@ -1,10 +1,11 @@
-//! The Idempotency-Key store of JSON:API unsafe writes (document 000).
+//! The Idempotency-Key store of JSON:API unsafe writes (Hodoflow's "Idempotency and
+//! retries").
 //!
 //! A key is scoped by (tenant, service-account principal) and bound to the
 //! fingerprint of its first request: method, path and raw body. A completed
 //! answer is replayed; a 5xx is never stored, so the key is released.
 //!
-//! Modulify's calls (document 004) use a store of their own with the same
+//! Modulify's calls (Modulify's "Idempotency and retries") use a store of their own with the same
 //! machinery: their keys are scoped by token, only their successes are
 //! completed (every other answer releases the key), and they are kept for
 //! another retention, so the two stores never share an expiry queue.

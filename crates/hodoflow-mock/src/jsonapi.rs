@@ -1,4 +1,4 @@
-//! JSON:API reads and unsafe writes (document 000), writes guarded by the
+//! JSON:API reads and unsafe writes (Hodoflow's "Idempotency and retries"), writes guarded by the
 //! Idempotency-Key store.
 
 use axum::extract::rejection::BytesRejection;

@@ -1,5 +1,5 @@
-//! A contract server for Hodoflow-style APIs, faithful to `CONTRACT.md` and
-//! documents 000 and 001, built to prove retries.
+//! A contract server for Hodoflow-style APIs, faithful to the vendors' pages and
+//! `docs/wire-contract.md`, built to prove retries.
 //!
 //! It serves the token exchange, JSON:API reads and Idempotency-Key guarded
 //! writes, workflow runs, GraphQL `factQuery` and webhook triggers. Faults are
@@ -9,12 +9,12 @@
 //! a retried write ran once and a retried delivery started one run. Every
 //! window runs on an injectable [`Clock`].
 //!
-//! **Modulify** (document 004), a second API with a related but different contract, is served
-//! on the same port under `/v1/`: `POST /v1/<method>` and the catalogue `GET /v1/tools`, static
-//! bearer tokens ([`DEMO_MODULIFY_TOKEN`], [`ModulifyTokenSeed`]), keys per token that keep
-//! only successes, and the same faults and ledger. `src/modulify/mod.rs` documents the order of
-//! its checks and the body conventions of its reference methods; [`ToolSeed`] adds methods to
-//! its catalogue.
+//! **Modulify** (Modulify's "Idempotency and retries"), a second API with a related but different
+//! contract, is served on the same port under `/v1/`: `POST /v1/<method>` and the catalogue `GET
+//! /v1/tools`, static bearer tokens ([`DEMO_MODULIFY_TOKEN`], [`ModulifyTokenSeed`]), keys per
+//! token that keep only successes, and the same faults and ledger. `src/modulify/mod.rs` documents
+//! the order of its checks and the body conventions of its reference methods; [`ToolSeed`] adds
+//! methods to its catalogue.
 //!
 //! # Examples
 //!

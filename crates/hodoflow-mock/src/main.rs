@@ -186,9 +186,9 @@ fn print_modulify(server: &MockServer, seeded: bool) {
     let token = hodoflow_mock::DEMO_MODULIFY_TOKEN;
     println!();
     if seeded {
-        println!("  # Modulify (document 004): your tokens, or the demo token {token}");
+        println!("  # Modulify: your tokens, or the demo token {token}");
     } else {
-        println!("  # Modulify (document 004): the demo token is {token}");
+        println!("  # Modulify: the demo token is {token}");
     }
     println!("  curl -s {base}/v1/tools -H 'Authorization: Bearer {token}'");
     println!(

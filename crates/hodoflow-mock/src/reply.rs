@@ -1,4 +1,4 @@
-//! The error bodies of each surface, shaped as CONTRACT.md fixes them.
+//! The error bodies of each surface, shaped as `docs/wire-contract.md` fixes them.
 
 use std::time::Duration;
 
@@ -32,7 +32,8 @@ pub(crate) fn webhook_error(status: StatusCode, runtime_body: &str) -> Response 
     (status, Json(json!({"error": runtime_body}))).into_response()
 }
 
-/// `{"data": null, "error": {"code", "message"}}`, the Modulify error form (document 004).
+/// `{"data": null, "error": {"code", "message"}}`, the Modulify error form
+/// (`docs/wire-contract.md`, "The envelope and its errors").
 pub(crate) fn modulify_error(status: StatusCode, code: &str, message: &str) -> Response {
     let body = json!({"data": null, "error": {"code": code, "message": message}});
     (status, Json(body)).into_response()

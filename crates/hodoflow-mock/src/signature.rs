@@ -1,5 +1,5 @@
-//! Signed deliveries (CONTRACT.md, "Signed deliveries"): the Standard Webhooks v1 check a
-//! trigger with signing secrets makes before anything else about the delivery is decided.
+//! Signed deliveries (`docs/wire-contract.md`, "Signed deliveries"): the Standard Webhooks v1 check
+//! a trigger with signing secrets makes before anything else about the delivery is decided.
 //!
 //! A delivery is accepted when `webhook-id`, `webhook-timestamp` and `webhook-signature` are
 //! all present, the timestamp is within [`TOLERANCE`] of the server's clock (either side), and

@@ -1,12 +1,12 @@
-//! Webhook deliveries (document 001): identity, deduplication per organization,
+//! Webhook deliveries (Hodoflow's webhook sender guide): identity, deduplication per organization,
 //! `202 accepted` / `202 duplicate`, and the runtime's error answers.
 //!
 //! # The trigger's window, said on every answer
 //!
 //! Each trigger has a fixed window (`Limits::webhook_rate_limit` requests per
-//! `Limits::webhook_rate_window`, document 001's 100 per 60 s by default). Every answer that
+//! `Limits::webhook_rate_window`, the guide's 100 per 60 s by default). Every answer that
 //! reached the window check (a 202, a 413, 422 or 503 after it, and the 429 of a full window)
-//! states it with the IETF RateLimit fields, in the form CONTRACT.md fixes:
+//! states it with the IETF RateLimit fields, in the form `docs/wire-contract.md` fixes:
 //!
 //! ```text
 //! RateLimit-Policy: "trigger";q=100;w=60
@@ -14,11 +14,11 @@
 //! ```
 //!
 //! `q` is the quota and `w` the window in seconds; `r` what the window still admits after
-//! this request (0 on a 429) and `t` the seconds until it resets. CONTRACT.md leaves the
-//! rounding open: `w` and `t` are whole seconds rounded up, at least 1, so a window of 600 ms
-//! is stated as `w=1` and a sender that follows it is never faster than the server. Answers
-//! refused before the check (401, 403, 404) carry neither field. `Limits::webhook_rate_limit_fields`
-//! turns both off, for a deployment that does not send them.
+//! this request (0 on a 429) and `t` the seconds until it resets. `docs/wire-contract.md`
+//! leaves the rounding open: `w` and `t` are whole seconds rounded up, at least 1, so a window of
+//! 600 ms is stated as `w=1` and a sender that follows it is never faster than the server. Answers
+//! refused before the check (401, 403, 404) carry neither field.
+//! `Limits::webhook_rate_limit_fields` turns both off, for a deployment that does not send them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -40,7 +40,7 @@ use crate::reply::{BodyRefusal, body_within, webhook_error, with_retry_after};
 use crate::signature::SignatureVerdict;
 use crate::state::WebhookState;
 
-/// The delivery-ID headers in document 001's order of precedence.
+/// The delivery-ID headers in the order of precedence of Hodoflow's webhook sender guide.
 pub const DELIVERY_HEADERS: [&str; 4] = [
     "idempotency-key",
     "x-github-delivery",
@@ -257,7 +257,7 @@ async fn admitted(
     if let Some(FaultAction::FailExecution { status }) = fault {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         let failed = webhook_error(status, "Processing temporarily unavailable");
-        // Document 001: a 503 always says when to come back.
+        // Hodoflow's webhook sender guide: a 503 always says when to come back.
         return if status == StatusCode::SERVICE_UNAVAILABLE {
             with_retry_after(failed, Duration::from_secs(1))
         } else {

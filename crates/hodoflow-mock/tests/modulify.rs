@@ -1,5 +1,5 @@
-//! Modulify (document 004) over real TCP: the catalogue, the reference methods and their
-//! effects, every row of CONTRACT.md's error table, the key store (per token, only successes
+//! Modulify over real TCP: the catalogue, the reference methods and their effects, every row of
+//! the error table of `docs/wire-contract.md`, "Modulify", the key store (per token, only successes
 //! kept, answers over 1 MB not kept, retention), the per-minute budget that replays do not
 //! spend, and the faults, each checked against the ledger.
 
@@ -294,7 +294,8 @@ async fn messages_emails_backups_and_jobs_are_recorded() {
         (&counts["messages"], &counts["backups"], &counts["emails"]),
         (&json!(2), &json!(1), &json!(1))
     );
-    // Document 004's example body names a project that need not exist.
+    // The example body of Modulify's "Idempotency and retries" names a project that need not
+    // exist.
     assert_eq!(
         modulify.keyed("send_message", "m-3", MESSAGE).await.status,
         200
@@ -591,7 +592,7 @@ async fn answers_404_not_found_for_an_unknown_method_or_object() {
     assert_eq!(server.ledger().modulify_total_executions(), 0);
 }
 
-// Every other method, path and shape: document 004's error body, never axum's bare 405 or 404.
+// Every other method, path and shape: Modulify's error body, never axum's bare 405 or 404.
 
 impl Modulify {
     /// `method` on `path` (from the base URL), with the token if any and `body` as it is.
@@ -700,7 +701,8 @@ async fn an_unrouted_request_without_a_token_answers_401_unauthorized_first() {
 #[tokio::test]
 async fn the_content_type_is_not_checked_only_the_body_is() {
     let (server, modulify) = demo().await;
-    // Document 004's own example is `curl -d`, which sends a form content type.
+    // The example of Modulify's "Idempotency and retries" is `curl -d`, which sends a form
+    // content type.
     for content_type in [
         None,
         Some("text/plain"),

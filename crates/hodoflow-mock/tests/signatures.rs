@@ -1,6 +1,6 @@
-//! Signed deliveries (CONTRACT.md, "Signed deliveries"): a trigger with signing secrets checks
-//! the three Standard Webhooks headers, a ±300 s window on the injected clock and any one `v1`
-//! signature against any secret, before deduplication; a refusal is `422 Unsupported trigger
+//! Signed deliveries (`docs/wire-contract.md`, "Signed deliveries"): a trigger with signing secrets
+//! checks the three Standard Webhooks headers, a ±300 s window on the injected clock and any one
+//! `v1` signature against any secret, before deduplication; a refusal is `422 Unsupported trigger
 //! authentication`, runs nothing and records no identity; the ledger keeps each verdict.
 
 mod support;

@@ -1,4 +1,4 @@
-//! Webhook deliveries (document 001): both routes, delivery identity by header
+//! Webhook deliveries (Hodoflow's webhook sender guide): both routes, delivery identity by header
 //! precedence or by hash in a two-hour bucket, deduplication per organization
 //! for seven days, `202 accepted` / `202 duplicate`, and every refusal.
 

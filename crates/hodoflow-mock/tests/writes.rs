@@ -1,5 +1,5 @@
-//! JSON:API unsafe writes and the Idempotency-Key store (document 000): replay,
-//! reuse and in-progress conflicts, 5xx release, an unavailable store, the
+//! JSON:API unsafe writes and the Idempotency-Key store (Hodoflow's "Idempotency and
+//! retries"): replay, reuse and in-progress conflicts, 5xx release, an unavailable store, the
 //! reservation and retention windows, key scope, and refused requests.
 
 mod support;

@@ -41,7 +41,8 @@
 //! # Pacing
 //!
 //! With `--outbox` or without, deliveries to the trigger follow one rule (`pacing.rs`):
-//! `--trigger-limit`, else the server's `RateLimit-Policy`, else document 001's 100 per 60 s.
+//! `--trigger-limit`, else the server's `RateLimit-Policy`, else Hodoflow's documented 100 per
+//! 60 s.
 //! Without an outbox the client paces them (`ClientBuilder::pace_triggers`); with one, the
 //! workers' window in the store does. Either way, a hold of more than a second is said on
 //! standard error, once per change, and on the progress bar.

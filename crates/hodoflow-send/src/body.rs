@@ -56,8 +56,9 @@ pub(crate) fn read_file_or_stdin(path: &Path, option: &str) -> Result<Vec<u8>, S
 /// Why `error` refused a user's JSON, without quoting it.
 ///
 /// serde_json's own message can quote the input (`invalid type: string "…"`, `unknown field
-/// `…``), and that input is a body: never printed (document 000). Only a missing field, named
-/// by this tool, is kept; the rest is the kind of error and where it is.
+/// `…``), and that input is a body: never printed (Hodoflow's "Idempotency and retries": never
+/// log sensitive bodies). Only a missing field, named by this tool, is kept; the rest is the kind
+/// of error and where it is.
 pub(crate) fn json_error(error: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let (line, column) = (error.line(), error.column());

@@ -159,7 +159,7 @@ pub(crate) enum Command {
     /// Deliver NDJSON events ({"event_id": ..., "body": ...} a line), one result line per
     /// event on standard output.
     Batch(Batch),
-    /// Call Modulify (document 004): a second API with its own base URL and a static token.
+    /// Call Modulify: a second API with its own base URL and a static token.
     Modulify(Modulify),
     /// A durable outbox (a SQLite file or a PostgreSQL database): run a worker, show counts,
     /// list jobs, requeue one.
@@ -403,7 +403,7 @@ pub(crate) struct PoolOptions {
 pub(crate) struct Pacing {
     /// The most deliveries per trigger per window: N/DUR, or off. It wins over the server's
     /// figures; an outbox's workers share it through the store. [default: the server's
-    /// `RateLimit-Policy`, else 100/60s, document 001's]
+    /// `RateLimit-Policy`, else 100/60s, Hodoflow's documented default]
     #[arg(long, value_name = "N/DUR|off", value_parser = crate::limit::parse)]
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
 }
@@ -450,8 +450,8 @@ pub(crate) enum OutboxCommand {
     Enqueue(Enqueue),
     /// Print a page of jobs, by state (pending first), then next attempt time, then ID: event
     /// ID, state, calls, attempts, next attempt time, the last error's kind and status, and
-    /// whether a call may have run the job (never a trigger token nor a body). When more jobs follow, standard error says the
-    /// --after CURSOR of the next page (--json: `next`).
+    /// whether a call may have run the job (never a trigger token nor a body). When more jobs
+    /// follow, standard error says the --after CURSOR of the next page (--json: `next`).
     List {
         /// Only jobs in this state: pending, in_flight, accepted, duplicate, done, failed or
         /// needs_reconciliation. [default: every state]

@@ -17,8 +17,8 @@ use crate::base_url::BaseUrl;
 use crate::cli::{Cli, Signing};
 use crate::limit::TriggerLimitArg;
 
-/// The most bytes of one webhook body: the SDK's default, document 001's limit. A batch checks
-/// every line against it before sending any.
+/// The most bytes of one webhook body: the SDK's default, Hodoflow's documented limit. A batch
+/// checks every line against it before sending any.
 pub(crate) const WEBHOOK_BODY_LIMIT: usize = DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// Builds the client: base URL, client credentials (and token URL), the budget, and the signing
@@ -39,7 +39,7 @@ pub(crate) fn build(
 
 /// Paces the client's deliveries by the one rule of `batch` and `outbox worker`
 /// (`pacing.rs`): `--trigger-limit` when given (`off`: no pacing), else the server's
-/// `RateLimit-Policy`, else document 001's 100 per 60 s.
+/// `RateLimit-Policy`, else Hodoflow's documented 100 per 60 s.
 pub(crate) fn paced(builder: ClientBuilder, flag: Option<TriggerLimitArg>) -> ClientBuilder {
     match flag {
         Some(TriggerLimitArg(Some(limit))) => builder.trigger_limit(limit),

@@ -18,10 +18,11 @@
 //! ID option added before any `--`. No secret is in it, and no other word is touched: the
 //! trigger (found by its position as clap reads the line) shows as [`MARKER`], or a trigger URL
 //! with [`MARKER`] for its token, to be put back by hand; the value of `--client-secret-file` or
-//! `--token-file` shows as [`MARKER`]; every other argument is shown as typed. No body is in it either: a body
-//! given inline (`--data TEXT`) shows as `--data @FILE`, with a note to put the same bytes in
-//! FILE or on standard input (`--data @-`); `--data @FILE` and `--data @-` are kept as given.
-//! Options read from the environment are not repeated: the command is for the same environment.
+//! `--token-file` shows as [`MARKER`]; every other argument is shown as typed. No body is in it
+//! either: a body given inline (`--data TEXT`) shows as `--data @FILE`, with a note to put the same
+//! bytes in FILE or on standard input (`--data @-`); `--data @FILE` and `--data @-` are kept as
+//! given. Options read from the environment are not repeated: the command is for the same
+//! environment.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -135,7 +136,8 @@ impl Identity {
         };
         let (command, inline_body) = resend_command(&args, option, key, trigger);
         let body = if inline_body {
-            // The body itself is never printed (document 000: never log sensitive bodies).
+            // The body itself is never printed (Hodoflow's "Idempotency and retries": never log
+            // sensitive bodies).
             format!(
                 " with {BODY_FILE} holding the same body byte for byte (or --data @- and the \
                  same body on standard input)"
@@ -174,9 +176,9 @@ fn operation_id<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
 
 /// `args` (the program first) with `option key` added before any `--`, each argument
 /// shell-quoted, the trigger at `secret` shown without its token (`Trigger::shown`), the value
-/// of each of [`SECRET_FILES`] replaced by [`MARKER`], and a body given inline (`--data TEXT`, `--data=TEXT`) replaced by
-/// `@`[`BODY_FILE`]; and whether one was. `@FILE` and `@-` name the body without being it, and
-/// are kept.
+/// of each of [`SECRET_FILES`] replaced by [`MARKER`], and a body given inline (`--data TEXT`,
+/// `--data=TEXT`) replaced by `@`[`BODY_FILE`]; and whether one was. `@FILE` and `@-` name the body
+/// without being it, and are kept.
 fn resend_command(
     args: &[String],
     option: &str,

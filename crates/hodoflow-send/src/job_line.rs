@@ -1,8 +1,8 @@
 //! What this tool shows of an outbox job: one JSON line, or one line of text.
 //!
-//! A job holds two things that are never shown: its trigger token (a secret, document 001) and
-//! its body. [`JobLine::of`] reads neither, and adds the token to the redaction set
-//! (`redact.rs`) before anything of the job is printed, so a server that put the token into an
+//! A job holds two things that are never shown: its trigger token (a secret, as Hodoflow's
+//! webhook sender guide says) and its body. [`JobLine::of`] reads neither, and adds the token to
+//! the redaction set (`redact.rs`) before anything of the job is printed, so a server that put the token into an
 //! `x-request-id` or an error message has it redacted here as everywhere else: the run ID, the
 //! request ID and the error message, what a server said, are redacted as they enter the line.
 //! The event ID is the producer's own and is shown as it is (escaped in text).

@@ -3,8 +3,8 @@
 //! Every operation carries one identity on every attempt (an Idempotency-Key or a webhook
 //! delivery ID), the SDK's retry matrix decides what is retried, and the exit status says what
 //! to do next: 0 done, 1 do not retry unchanged, 2 nothing was sent, 3 retry later with the
-//! same key. `modulify` calls a second API, Modulify (document 004). Run `hodoflow-send --help`
-//! for the commands.
+//! same key. `modulify` calls a second API, Modulify. Run `hodoflow-send --help` for the
+//! commands.
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]

@@ -1,4 +1,4 @@
-//! `modulify`: call Modulify (document 004) and print its catalogue.
+//! `modulify`: call Modulify (`docs/wire-contract.md`, "Modulify") and print its catalogue.
 //!
 //! Modulify is a second API with its own base URL (`--base-url` or `MODULIFY_BASE_URL`, never
 //! `HODOFLOW_BASE_URL`) and a static API token (`--token-file` or `MODULIFY_TOKEN`, read by

@@ -163,7 +163,8 @@ fn usage(message: &str) -> Report {
 #[derive(Debug)]
 pub(crate) struct PoolPlan {
     pub(crate) lease: std::time::Duration,
-    /// `--trigger-limit`; `None`: the rule's default (the server's figures, else document 001's).
+    /// `--trigger-limit`; `None`: the rule's default (the server's figures, else Hodoflow's
+    /// documented default).
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
     /// `--store-timeout`: the longest wait for a PostgreSQL store.
     pub(crate) store_timeout: std::time::Duration,

@@ -4,7 +4,7 @@
 //! SDK's (`ClientBuilder::pace_triggers`, `WorkerBuilder::trigger_limit`):
 //! 1. `--trigger-limit N/DUR` (or `off`), when given;
 //! 2. else the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…`;
-//! 3. else document 001's default, 100 per trigger per 60 s.
+//! 3. else Hodoflow's documented default, 100 per trigger per 60 s.
 //!
 //! A sender held back for a minute with nothing said looks stalled. So whenever a trigger's
 //! window, a trigger the server closed, or the credential's gate (a pause the server asked for)
@@ -14,13 +14,13 @@
 //! progress line shows the same while it lasts:
 //!
 //! ```text
-//! paced: 100 per 60 s per trigger (document 001's default; --trigger-limit to change); 200 events waiting
+//! paced: 100 per 60 s per trigger (Hodoflow's documented default; --trigger-limit to change); 200 events waiting
 //! held: the server closed this trigger, 28 s left (its Retry-After or RateLimit field; no flag changes it); 200 events waiting
 //! held: the server paused this credential, 28 s left (its Retry-After or RateLimit field; no flag changes it); 200 events waiting
 //! ```
 //!
 //! The lines hold only this tool's words and numbers: the policy the figures come from is always
-//! the one CONTRACT.md names `"trigger"`, so no server-provided text is printed.
+//! the one `docs/wire-contract.md` names `"trigger"`, so no server-provided text is printed.
 
 use std::time::Duration;
 
@@ -121,12 +121,12 @@ impl Held {
     }
 }
 
-/// `paced: 100 per 60 s per trigger (document 001's default; --trigger-limit to change)`.
+/// `paced: 100 per 60 s per trigger (Hodoflow's documented default; --trigger-limit to change)`.
 fn paced(pacing: &TriggerPacing) -> String {
     let source = match pacing.source {
         PacingSource::Caller => "set by --trigger-limit; change it there, or turn it off",
         PacingSource::Server => "the server's RateLimit-Policy; --trigger-limit to change",
-        PacingSource::Documented => "document 001's default; --trigger-limit to change",
+        PacingSource::Documented => "Hodoflow's documented default; --trigger-limit to change",
         _ => "--trigger-limit to change",
     };
     format!(
@@ -210,8 +210,8 @@ mod tests {
         };
         assert_eq!(
             held.text(Some(200)),
-            "paced: 100 per 60 s per trigger (document 001's default; --trigger-limit to \
-             change); 200 events waiting"
+            "paced: 100 per 60 s per trigger (Hodoflow's documented default; --trigger-limit \
+             to change); 200 events waiting"
         );
         let server = TriggerPacing::new(
             TriggerLimit::new(1000, 60 * SECOND).unwrap(),
@@ -296,8 +296,8 @@ mod tests {
         assert!(held.changed, "the pacing is new");
         assert_eq!(
             held.text(Some(3)),
-            "paced: 100 per 60 s per trigger (document 001's default; --trigger-limit to \
-             change); held: the server paused this credential (its Retry-After or RateLimit \
+            "paced: 100 per 60 s per trigger (Hodoflow's documented default; --trigger-limit \
+             to change); held: the server paused this credential (its Retry-After or RateLimit \
              field; no flag changes it); 3 events waiting"
         );
     }

@@ -14,10 +14,10 @@
 //! - **Progress.** On a terminal, standard error shows the outbox's counts, one line redrawn every
 //!   second; elsewhere nothing, so logs and `--json` output stay clean.
 //! - **Pacing, said.** The workers' shared trigger window follows `--trigger-limit`, else the
-//!   server's `RateLimit-Policy`, else document 001's 100 per 60 s (`pacing.rs`). When it, or
-//!   the credential's pause, has held sends for more than a second, standard error says which
-//!   limit, where it came from and how to change it, once per change, terminal or not; the
-//!   progress line shows it too.
+//!   server's `RateLimit-Policy`, else Hodoflow's documented 100 per 60 s (`pacing.rs`). When it,
+//!   or the credential's pause, has held sends for more than a second, standard error says which
+//!   limit, where it came from and how to change it, once per change, terminal or not; the progress
+//!   line shows it too.
 //! - **JSON lines.** With `--json`, one line per job this pool brought to a final state (the
 //!   SDK's `on_finished`), read back from the store as `job_line.rs` shows it; a job rescheduled
 //!   for later gets its line when it ends.
@@ -69,7 +69,7 @@ pub(crate) struct Pool {
     pub(crate) client: RetryingClient,
     pub(crate) concurrency: usize,
     pub(crate) lease: Duration,
-    /// `--trigger-limit`; `None`: the SDK's rule, the server's figures else document 001's.
+    /// `--trigger-limit`; `None`: the SDK's rule, the server's figures else the documented default.
     pub(crate) trigger_limit: Option<TriggerLimitArg>,
     pub(crate) name: String,
     /// The client of the outbox's Modulify jobs (`outbox worker --modulify-base-url`); without

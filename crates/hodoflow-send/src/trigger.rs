@@ -1,7 +1,8 @@
 //! `TRIGGER`: a trigger token, or the full trigger URL a workflow shows.
 //!
-//! The token is a secret (document 001): it is wrapped in a [`Secret`] at once and added to the
-//! redaction set, and no error message here quotes the argument, the URL or the token.
+//! The token is a secret (Hodoflow's webhook sender guide): it is wrapped in a [`Secret`] at once
+//! and added to the redaction set, and no error message here quotes the argument, the URL or the
+//! token.
 
 use std::time::Duration;
 

@@ -26,8 +26,8 @@ fn a_batch_through_a_blip_of_300_503s_delivers_every_event_and_exits_0() {
     let trigger_url = contract.trigger_url(TRIGGER);
 
     // The server admits a million a minute, and its own answers say so; the blip's 503s come
-    // from in front of it and say nothing. Until an answer states the figures, document 001's
-    // 100 a minute would pace the 300 retries, so the figure is given here.
+    // from in front of it and say nothing. Until an answer states the figures, Hodoflow's
+    // documented 100 a minute would pace the 300 retries, so the figure is given here.
     let ran = run(contract.send().args([
         "--max-elapsed",
         "20s",

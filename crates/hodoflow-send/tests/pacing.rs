@@ -1,5 +1,5 @@
 //! Issue 21, item 3: `batch` with and without `--outbox` paces by one rule (`--trigger-limit`,
-//! else the server's `RateLimit-Policy`, else document 001's 100 per 60 s) and says so on
+//! else the server's `RateLimit-Policy`, else Hodoflow's documented 100 per 60 s) and says so on
 //! standard error when it holds sends for more than a second, terminal or not. Child processes
 //! against the contract server over real TCP; what was sent, and when, read from its ledger.
 
@@ -141,9 +141,9 @@ fn a_server_that_states_100_per_2_s_paces_both_batches_alike_and_says_so_once() 
 }
 
 #[test]
-fn a_server_that_states_nothing_is_paced_at_document_001_s_default_with_and_without_the_outbox() {
+fn a_server_that_states_nothing_is_paced_at_the_documented_default_with_and_without_the_outbox() {
     for mode in MODES {
-        // It admits a million a minute but does not say so: document 001's 100 applies. A
+        // It admits a million a minute but does not say so: the documented 100 applies. A
         // server per mode: each run spends the minute's window.
         let contract = contract(1_000_000, Duration::from_secs(60), false);
         let file = events(&format!("silent-{mode:?}"), 101);
@@ -161,8 +161,8 @@ fn a_server_that_states_nothing_is_paced_at_document_001_s_default_with_and_with
         assert_eq!(said.len(), 1, "{mode:?}: {}", ran.stderr);
         assert!(
             said[0].starts_with(
-                "paced: 100 per 60 s per trigger (document 001's default; --trigger-limit to \
-                 change); "
+                "paced: 100 per 60 s per trigger (Hodoflow's documented default; \
+                 --trigger-limit to change); "
             ),
             "{mode:?}: {}",
             said[0]

@@ -51,7 +51,7 @@
 //! | policy | model, from |
 //! |---|---|
 //! | `osdi22` | the OSDI'22 artifact's client: 3 s timeout, 4 immediate resends |
-//! | `js-loop` | document 004's JavaScript `Call` loop, as `crates/hodoflow-bench/src/modulify_peer.rs` transcribes it: 5 attempts, 429 waits `Retry-After` or 2 s, 5xx waits `attempt * 2` s, no answer throws (undici's 300 s headers timeout) |
+//! | `js-loop` | the JavaScript `Call` loop of Modulify's "Idempotency and retries", as `crates/hodoflow-bench/src/modulify_peer.rs` transcribes it: 5 attempts, 429 waits `Retry-After` or 2 s, 5xx waits `attempt * 2` s, no answer throws (undici's 300 s headers timeout) |
 //! | `reqwest-retry` | `reqwest-retry` 0.9.1 (`src/lib.rs`: `build_with_max_retries(3)`; `src/retryable_strategy.rs`), `retry-policies` 0.5.2 (`src/policies/exponential_backoff.rs`: 1 s to 30 min, base 2, full jitter); no `Retry-After` |
 //! | `reqwest-builtin` | reqwest 0.13.5 `src/retry.rs` (`max_retries_per_request` 2, no backoff) with tower 0.5.3 `src/retry/budget/tps_budget.rs` (`TpsBudget::new(10 s, 10/s, 20 %)`) |
 //! | `backon` | backon 1.6.0 `src/backoff/exponential.rs` (`ExponentialBuilder::new`: 1 s, ×2, 60 s max, 3 times, no jitter) |
@@ -77,7 +77,7 @@
 //! - With shedding (503 + `Retry-After`), nobody is metastable. The SDK lost 24,215 events in
 //!   long deep drops while each shed answer spent one of its 5 attempts; since paced attempts
 //!   count against the call's time only, it loses 642, in the 20-30 s drops of 60-80 %, where
-//!   document 001's backoff on 503 outgrows the 60 s budget.
+//!   the backoff Hodoflow's webhook sender guide asks for on 503 outgrows the 60 s budget.
 //!
 //! # Running
 //!

@@ -28,7 +28,7 @@ pub enum Policy {
     SdkNoBudgetTimeout3s,
     /// The OSDI'22 artifact's client: 3 s timeout, 4 immediate resends.
     Osdi22,
-    /// Document 004's JavaScript loop.
+    /// The JavaScript loop of Modulify's "Idempotency and retries".
     JsLoop,
     /// `reqwest-retry` 0.9's documented default policy.
     ReqwestRetry,

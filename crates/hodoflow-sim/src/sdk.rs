@@ -24,14 +24,14 @@ use crate::workload::Deliver;
 
 /// The trigger token every simulated delivery goes to (a valid path segment).
 const TRIGGER_TOKEN: &str = "sim-trigger";
-/// Document 001's first-delivery answer.
+/// The first-delivery answer of Hodoflow's webhook sender guide.
 const ACCEPTED: &[u8] =
     br#"{"status":"accepted","workflow_run_id":"00000000-0000-4000-8000-000000000000"}"#;
-/// Document 001's answer to a retry of an accepted delivery.
+/// The guide's answer to a retry of an accepted delivery.
 const DUPLICATE: &[u8] = br#"{"status":"duplicate"}"#;
-/// Document 001's 503.
+/// The guide's 503.
 const UNAVAILABLE: &[u8] = br#"{"error":"Processing temporarily unavailable"}"#;
-/// Document 001's 429.
+/// The guide's 429.
 const TOO_MANY: &[u8] = br#"{"error":"Rate limit exceeded"}"#;
 
 /// The in-memory link from one client to the server model.

@@ -29,11 +29,12 @@
 //!
 //! # Deduplication
 //!
-//! The server dedupes by the delivery ID it receives (the `Idempotency-Key` header), as document
-//! 001 says: a delivery ID already executed is answered `202 {"status":"duplicate"}` and not
-//! executed again. Independently, it checks the event carried in the body: an event executed
-//! under a second delivery ID is a [`Count::DuplicateExecution`], the failure fixed identity
-//! prevents, so that figure measures the clients and is not 0 by construction.
+//! The server dedupes by the delivery ID it receives (the `Idempotency-Key` header), as
+//! Hodoflow's webhook sender guide says: a delivery ID already executed is answered `202
+//! {"status":"duplicate"}` and not executed again. Independently, it checks the event carried in
+//! the body: an event executed under a second delivery ID is a [`Count::DuplicateExecution`], the
+//! failure fixed identity prevents, so that figure measures the clients and is not 0 by
+//! construction.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

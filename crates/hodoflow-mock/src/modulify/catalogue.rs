@@ -106,7 +106,8 @@ impl ToolSeed {
     }
 }
 
-/// The reference methods of CONTRACT.md: (name, read only, destructive, idempotent, description).
+/// The reference methods of `docs/wire-contract.md`, "The catalogue": (name, read only,
+/// destructive, idempotent, description).
 const REFERENCE: [(&str, bool, bool, bool, &str); 10] = [
     ("get_site", true, false, true, "Read one site."),
     ("list_sites", true, false, true, "List every site."),

@@ -1,5 +1,5 @@
-//! Modulify (document 004): `POST /v1/<method>` and the catalogue `GET /v1/tools`, beside the
-//! Hodoflow routes on the same port.
+//! Modulify (`docs/wire-contract.md`, "Modulify"): `POST /v1/<method>` and the catalogue `GET
+//! /v1/tools`, beside the Hodoflow routes on the same port.
 //!
 //! # Why a second API
 //!
@@ -15,7 +15,7 @@
 //! 1. The bearer token: missing or unknown, 401 `unauthorized`. Then a request that names no
 //!    method (another HTTP method than `POST`, or a path such as `/v1/`, `/v1/a/b` or
 //!    `/v1/send_message/`) is 404 `not_found`, with `Allow` where the path takes other methods:
-//!    document 004 has no 405, and its 404 is "unknown method or object".
+//!    Modulify's table has no 405, and its 404 is "unknown method or object".
 //! 2. `Idempotency-Key`, when sent: empty, over 255 bytes or outside 0x21-0x7E, 400
 //!    `invalid_idempotency_key`.
 //! 3. The body: over `modulify_body_limit`, 413 `payload_too_large`.
@@ -35,9 +35,9 @@
 //!    `{"data": null, "message": "the original answer was larger than 1 MB and is not kept:
 //!    read the current state instead"}`, without running again.
 //!
-//! The `Content-Type` is not checked (document 004's own example is `curl -d`, a form type):
-//! the body is. The catalogue read, `GET /v1/tools`, needs the token and is not counted against the budget:
-//! it describes the API, as the OpenAPI description does.
+//! The `Content-Type` is not checked (the example of Modulify's "Idempotency and retries" is
+//! `curl -d`, a form type): the body is. The catalogue read, `GET /v1/tools`, needs the token and
+//! is not counted against the budget: it describes the API, as the OpenAPI description does.
 //!
 //! # Body conventions
 //!
@@ -87,7 +87,8 @@ use crate::state::ModulifyState;
 use methods::Failure;
 use store::Account;
 
-/// The message of a repeat whose original answer was too large to keep (document 004).
+/// The message of a repeat whose original answer was too large to keep (Modulify's
+/// "Idempotency and retries"; the words are `docs/wire-contract.md`'s).
 pub(crate) const NOT_KEPT_MESSAGE: &str =
     "the original answer was larger than 1 MB and is not kept: read the current state instead";
 
@@ -121,9 +122,9 @@ where
 
 /// Every other HTTP method on a Modulify path, and every path under `/v1/` that names no
 /// method (`/v1/`, `/v1/a/b`, `/v1/send_message/`): after the token, 404 `not_found` in
-/// document 004's shape, never axum's bare 405 or 404.
+/// Modulify's error shape, never axum's bare 405 or 404.
 ///
-/// Document 004's table has no 405: its 404 is "unknown method or object", and an HTTP method
+/// Modulify's table has no 405: its 404 is "unknown method or object", and an HTTP method
 /// and path that name no Modulify method are exactly that. A 400 `invalid_request` would tell
 /// the caller to fix the body, which is not what is wrong. `Allow` says what the path takes.
 async fn unrouted(

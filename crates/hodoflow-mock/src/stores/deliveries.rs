@@ -1,4 +1,5 @@
-//! Accepted webhook deliveries, kept to answer a repeat `202 duplicate` (document 001).
+//! Accepted webhook deliveries, kept to answer a repeat `202 duplicate` (Hodoflow's webhook sender
+//! guide).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};

@@ -1,5 +1,6 @@
-//! Document 004's retry loop, the JavaScript `Call` function, as `crates/hodoflow-bench/src/
-//! modulify_peer.rs` transcribes it (that file quotes the loop and Node's semantics):
+//! The retry loop of Modulify's "Idempotency and retries", the JavaScript `Call` function, as
+//! `crates/hodoflow-bench/src/modulify_peer.rs` transcribes it (that file quotes the loop and
+//! Node's semantics):
 //!
 //! - at most 5 attempts (`for (let attempt = 1; attempt <= 5; attempt++)`);
 //! - `429` (or `409`): wait `Number(Retry-After || 2)` seconds, then the next attempt;
