@@ -41,6 +41,12 @@ impl Counts {
         self.accepts = self.accepts.saturating_sub(other.accepts);
     }
 
+    /// Counts one answer, `accepted` or not.
+    pub(super) fn count(&mut self, accepted: bool) {
+        self.requests = self.requests.saturating_add(1);
+        self.accepts = self.accepts.saturating_add(u32::from(accepted));
+    }
+
     /// SRE's client-side throttling probability, `max(0, (requests - K * accepts) /
     /// (requests + 1))`; 0 below [`MIN_SAMPLE`].
     pub(super) fn ratio(self) -> f64 {

@@ -102,6 +102,7 @@ use crate::core::limit::{Ask, Limiter, Refusal as Refused};
 use crate::core::runtime::{self, Clock, TokioClock};
 
 use bucket::Bucket;
+use history::Counts;
 use throttle::{STALE_AFTER, Service, Throttle, probe_interval};
 
 /// The longest a waiter sleeps before it looks again, should a wake-up have been missed.
@@ -895,8 +896,8 @@ impl BudgetState {
         // left with the burst whose answers declared it, and a blip counted in requests is
         // then met by them, not by the probes.
         let young = throttle
-            .down_since
-            .is_none_or(|since| now.saturating_duration_since(since) < RetryBudget::PROBE_INTERVAL);
+            .declared_at
+            .is_none_or(|at| now.saturating_duration_since(at) < RetryBudget::PROBE_INTERVAL);
         if ask.first && young && !hold.holding {
             hold.released = true;
         }
@@ -1085,6 +1086,11 @@ impl BudgetState {
         }
         let down = throttle.down(now);
         news |= down != was_down;
+        throttle.declared_at = match (down, throttle.declared_at) {
+            (true, Some(at)) => Some(at),
+            (true, None) => Some(now),
+            (false, _) => None,
+        };
         throttle.down_since = match (down, throttle.down_since) {
             (true, Some(since)) => Some(since),
             // The outage began with the first refusal of the run that took it down.
@@ -1093,11 +1099,19 @@ impl BudgetState {
         };
         match throttle.ramp_from {
             // An accepted probe while down starts the ramp.
-            None if down && accepted && admitted.probe.is_some() => throttle.ramp_from = Some(now),
-            // A refusal of an attempt sent during the ramp ends it: back to holding.
-            Some(from) if !accepted && admitted.at >= from => {
-                throttle.ramp_from = None;
-                news = true;
+            None if down && accepted && admitted.probe.is_some() => {
+                throttle.ramp_from = Some(now);
+                throttle.ramp_counts = Counts::default();
+            }
+            // The attempts sent during the ramp found the service down again: back to holding.
+            // One refusal among them is not that: calls whose own first attempt fails (a herd
+            // of them, each retry accepted) would end every ramp and hold the rest for good.
+            Some(from) if admitted.at >= from => {
+                throttle.ramp_counts.count(accepted);
+                if throttle.ramp_counts.ratio() >= RetryBudget::DOWN_AT {
+                    throttle.ramp_from = None;
+                    news = true;
+                }
             }
             Some(_) if !down => throttle.ramp_from = None,
             _ => {}
@@ -1596,6 +1610,81 @@ mod tests {
         assert!(released_per_probe[0] < 50);
         assert!(budget.throttle_ratio().unwrap() < RetryBudget::DOWN_AT);
         assert_eq!(budget.local_rejections(), 0);
+    }
+
+    /// A herd whose calls each fail once and then succeed: half the attempts the ramp releases
+    /// are refused (first attempts), half accepted (retries). The service is not down by the
+    /// ratio, so the ramp goes on and every held call is released; ending the ramp on one
+    /// refusal held them until their budgets ran out.
+    #[tokio::test(start_paused = true)]
+    async fn a_ramp_whose_attempts_are_half_refused_still_releases_every_held_call() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let probe = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        let mut held: Vec<_> = (0..50)
+            .map(|_| {
+                let budget = budget.clone();
+                tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        budget.answered(probe, OK);
+        let mut answered = 0;
+        for _ in 0..20 {
+            if held.is_empty() {
+                break;
+            }
+            tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+            let (done, still): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|call| call.is_finished());
+            held = still;
+            for call in done {
+                let ticket = call.await.unwrap().expect("never refused");
+                answered += 1;
+                budget.answered(ticket, if answered % 2 == 0 { OK } else { DOWN });
+            }
+        }
+        assert!(held.is_empty(), "{} calls still held", held.len());
+        assert_eq!(budget.local_rejections(), 0);
+    }
+
+    /// The attempts a ramp releases are mostly refused: the service is down again and the ramp
+    /// ends, the rest held.
+    #[tokio::test(start_paused = true)]
+    async fn a_ramp_whose_attempts_are_mostly_refused_goes_back_to_holding() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let probe = budget
+            .admit(Admission::First, Limits::of(LONG))
+            .await
+            .unwrap();
+        let mut held: Vec<_> = (0..50)
+            .map(|_| {
+                let budget = budget.clone();
+                tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        budget.answered(probe, OK);
+        let mut released = 0;
+        for _ in 0..3 {
+            tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+            let (done, still): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|call| call.is_finished());
+            held = still;
+            for call in done {
+                released += 1;
+                budget.answered(call.await.unwrap().expect("released"), DOWN);
+            }
+        }
+        assert!(released >= 4, "the ramp released {released}");
+        assert!(!held.is_empty(), "the ramp ended: the rest are held");
+        assert!(budget.throttle_ratio().unwrap() >= RetryBudget::DOWN_AT);
     }
 
     #[tokio::test]

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::RetryBudget;
-use super::history::History;
+use super::history::{Counts, History};
 use crate::core::limit::scope::ServiceKey;
 
 /// How old the newest answer may be and still say the service is down: the short horizon of
@@ -49,9 +49,11 @@ impl Service {
                     result: None,
                 },
                 down_since: None,
+                declared_at: None,
                 refusing_since: None,
                 last_answer: None,
                 ramp_from: None,
+                ramp_counts: Counts::default(),
                 rng: match seed {
                     Some(seed) => SmallRng::seed_from_u64(seed),
                     None => SmallRng::from_os_rng(),
@@ -96,12 +98,17 @@ pub(super) struct Throttle {
     /// that took it down, so an outage is measured from its onset, not from when the ratio
     /// crossed [`RetryBudget::DOWN_AT`].
     pub(super) down_since: Option<Instant>,
+    /// When the ratio crossed [`RetryBudget::DOWN_AT`]: first attempts that left with the burst
+    /// whose answers declared the outage still go for one probe interval after it.
+    pub(super) declared_at: Option<Instant>,
     /// Since when every answer has been refused, without an accept between.
     pub(super) refusing_since: Option<Instant>,
     /// When the newest answer came.
     pub(super) last_answer: Option<Instant>,
     /// Since when an accepted probe has been releasing the held attempts, share by share.
     pub(super) ramp_from: Option<Instant>,
+    /// The answers to the attempts sent during the ramp.
+    pub(super) ramp_counts: Counts,
     /// The ramp's draws.
     pub(super) rng: SmallRng,
 }
@@ -157,6 +164,7 @@ impl Throttle {
     pub(super) fn declare_up(&mut self, now: Instant) {
         self.history = History::new(now);
         self.down_since = None;
+        self.declared_at = None;
         self.ramp_from = None;
     }
 
