@@ -144,9 +144,14 @@ impl Secrets {
 
 /// Every form of some secrets, ready to find in a text: each [`PIECE`]-byte window of each
 /// form as an integer (sorted, for a binary search), and the forms too short for a window.
+///
+/// A text is cleaned on every answer (its `x-request-id`, a run ID), so finding nothing must be
+/// cheap: `seen` has one bit set per window (of 256, by a hash of it), and a window of the text
+/// whose bit is clear is no piece of a secret without a search.
 #[derive(Default)]
 struct Pattern {
     windows: Vec<u64>,
+    seen: [u64; 4],
     short: Vec<Box<str>>,
 }
 
@@ -168,6 +173,10 @@ impl Pattern {
     fn finish(&mut self) {
         self.windows.sort_unstable();
         self.windows.dedup();
+        for window in &self.windows {
+            let bit = bit(*window);
+            self.seen[bit / 64] |= 1 << (bit % 64);
+        }
         self.short.sort_by_key(|form| std::cmp::Reverse(form.len()));
     }
 
@@ -179,7 +188,11 @@ impl Pattern {
     fn find(&self, text: &str, found: &mut Vec<Range<usize>>) {
         if !self.windows.is_empty() {
             for (at, bytes) in text.as_bytes().windows(PIECE).enumerate() {
-                if self.windows.binary_search(&window(bytes)).is_ok() {
+                let window = window(bytes);
+                let bit = bit(window);
+                if self.seen[bit / 64] & (1 << (bit % 64)) != 0
+                    && self.windows.binary_search(&window).is_ok()
+                {
                     found.push(at..at + PIECE);
                 }
             }
@@ -200,10 +213,27 @@ fn window(bytes: &[u8]) -> u64 {
     u64::from_ne_bytes(word)
 }
 
+/// Which of the 256 bits of [`Pattern::seen`] stands for `window`: the top byte of a
+/// multiplicative hash, so every byte of the window moves it.
+fn bit(window: u64) -> usize {
+    (window.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize
+}
+
+/// Whether every form of `secret` is `secret` itself: only letters, digits and `*-._`, which
+/// percent-encoding, JSON and Rust strings all leave as they are (most tokens are such).
+fn plain(secret: &str) -> bool {
+    secret
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'*' | b'-' | b'.' | b'_'))
+}
+
 /// The forms a server or a proxy may quote `secret` in: as it is, percent-encoded as in a form
 /// body (`+` or `%20` for a space, upper- or lower-case hex), and escaped in a JSON or a Rust
 /// string.
 fn forms(secret: &str) -> Vec<String> {
+    if plain(secret) {
+        return vec![secret.to_owned()];
+    }
     let quoted = |text: String| text[1..text.len() - 1].to_owned();
     let mut forms = vec![
         secret.to_owned(),
@@ -448,6 +478,15 @@ mod tests {
             quoted.redact(r#"{"e":"a \"quoted\" secret"}"#),
             r#"{"e":"<redacted>"}"#
         );
+    }
+
+    #[test]
+    fn a_plain_secret_is_its_only_form_and_any_other_has_each_encoding() {
+        assert_eq!(forms("trg_demo-Token.1*"), ["trg_demo-Token.1*"]);
+        let forms = forms("a b/\"c");
+        for form in ["a b/\"c", "a+b%2F%22c", "a%20b%2F%22c", "a+b%2f%22c", "a b/\\\"c"] {
+            assert!(forms.iter().any(|f| f == form), "{form} in {forms:?}");
+        }
     }
 
     #[test]
