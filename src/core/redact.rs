@@ -484,7 +484,13 @@ mod tests {
     fn a_plain_secret_is_its_only_form_and_any_other_has_each_encoding() {
         assert_eq!(forms("trg_demo-Token.1*"), ["trg_demo-Token.1*"]);
         let forms = forms("a b/\"c");
-        for form in ["a b/\"c", "a+b%2F%22c", "a%20b%2F%22c", "a+b%2f%22c", "a b/\\\"c"] {
+        for form in [
+            "a b/\"c",
+            "a+b%2F%22c",
+            "a%20b%2F%22c",
+            "a+b%2f%22c",
+            "a b/\\\"c",
+        ] {
             assert!(forms.iter().any(|f| f == form), "{form} in {forms:?}");
         }
     }
