@@ -155,9 +155,10 @@ impl ClientBuilder {
     /// Paces the deliveries to every webhook trigger to `limit` on the client, so a burst
     /// waits here instead of bouncing off 429s, whatever the server's `RateLimit-Policy` says:
     /// the caller's limit wins over the server's figures. [`TriggerLimit::DOCUMENTED`] is
-    /// the default of Hodoflow's webhook sender guide, 100 requests per 60 s. A call's first
-    /// attempt waits for its slot before its budget starts, at most `max_elapsed`; a retry's wait
-    /// counts against it.
+    /// the default of Hodoflow's webhook sender guide, 100 requests per 60 s. A wait for a slot
+    /// counts against the call's `max_elapsed`, the first attempt's included; a delivery that
+    /// may queue for its slot before its budget starts says so with
+    /// [`Delivering::queue`](crate::Delivering::queue).
     ///
     /// Default: no pacing (only the server's 429s pace deliveries); see
     /// [`pace_triggers`](Self::pace_triggers) to pace at the server's own figures.
