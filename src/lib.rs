@@ -5,18 +5,18 @@
 //! safe: every attempt of an operation carries the same method, path, body bytes and
 //! [`IdempotencyKey`] (or webhook [`DeliveryId`]); the documented retry matrix decides, per
 //! [`Surface`], whether an answer is retried ([`classify`]); waits follow [`Backoff`] (or a
-//! [`Schedule`] of your own) and the server's `Retry-After`; a [`Budget`] caps attempts and
-//! elapsed time; tokens come from a [`TokenExchanger`] such as [`ClientCredentials`]. Outcomes
-//! are typed ([`Delivery`], [`Response`]) and so is the one [`Error`], which says whether the
-//! operation [may have run](Error::may_have_run). A delivery to a trigger that demands signatures
-//! is signed again on every attempt, as it is sent, over the same bytes (Standard Webhooks v1;
-//! [`ClientBuilder::signing_secret`], [`SigningSecret`]).
+//! [`Schedule`] of your own) and never undercut the server's `Retry-After`; a [`Budget`] caps
+//! attempts and elapsed time; tokens come from a [`TokenExchanger`] such as
+//! [`ClientCredentials`]. Outcomes are typed ([`Delivery`], [`Response`], [`MethodAnswer`]) and
+//! so is the one [`Error`], which says whether the operation [may have run](Error::may_have_run).
 //!
-//! The same engine serves Modulify's method API (document 004) through [`ModulifyClient`]: the
-//! catalogue decides per method whether a call carries a key, and document 004's table (a 422 on
-//! key reuse, a 409 to wait out, a static token) classifies the answers. Each vendor is one folder
-//! (`src/vendors/hodoflow/`, `src/vendors/modulify/`) whose tables are data the vendor-blind
-//! mechanism in `src/core/` reads.
+//! The same engine serves Modulify's method API through [`ModulifyClient`], and, with features,
+//! a durable outbox (`outbox-sqlite`, `outbox-postgres`), an OpenMetrics exposition (`metrics`)
+//! and a reqwest-middleware adapter (`middleware`).
+//!
+//! The [`guide`] has a page per job (webhooks, signing, writes, Modulify, your own token
+//! exchanger, budgets and scopes, fleet safety, the outbox, metrics, the middleware, the retry
+//! matrix), each with examples that run against the embedded contract server.
 //!
 //! # Examples
 //!
@@ -70,24 +70,12 @@
 //!
 //! # Tracing
 //!
-//! Each operation is a span `hodoflow_retry.request` (surface, method, route with trigger tokens
-//! redacted, key or delivery ID), each attempt a child span `hodoflow_retry.attempt`, and each
-//! attempt ends in an event (attempt, status or transport error, `x-request-id`, verdict, wait and
-//! its reason). Where OpenTelemetry's HTTP client semantic conventions name a field, the spans
-//! carry that name too (`http.request.method`, `http.response.status_code`,
-//! `http.request.resend_count`, `server.address`, `server.port`, `url.template`, `url.full`
-//! without tokens, `error.type`), with `otel.name` and `otel.kind` for `tracing-opentelemetry`;
-//! `cargo run --example opentelemetry` exports them to stdout. A second 401 after a re-exchange is an
-//! error-level event: alert on it. No bearer token, client secret, trigger token or body is
-//! recorded at any level.
-//!
-//! # Metrics
-//!
-//! With the `metrics` feature, `metrics::Metrics` writes a client's and an outbox's figures in
-//! the OpenMetrics text format for Prometheus: attempts by status class, retries by cause, 429s,
-//! the credential's gate, the retry budget, `http_client_request_duration_seconds`, jobs by
-//! state, the oldest due job's age, deliveries by outcome and the enqueue and delivery latency
-//! histograms. The README's "Metrics for Prometheus" section lists every family.
+//! Each operation is a span `hodoflow_retry.request`, each attempt a child span
+//! `hodoflow_retry.attempt` ending in an event (status or transport error, `x-request-id`,
+//! verdict, wait and its reason), with OpenTelemetry's HTTP client attribute names where they
+//! have one; `cargo run --example opentelemetry` exports them. A second 401 after a re-exchange is
+//! an error-level event: alert on it. No bearer token, client secret, trigger token, signing
+//! secret or body is recorded at any level.
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
@@ -97,6 +85,7 @@ mod core;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guide;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "middleware")]
