@@ -79,6 +79,7 @@
 
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
 mod core;
