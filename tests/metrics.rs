@@ -263,7 +263,7 @@ fn read(text: &str) -> HashMap<String, Family> {
     for name in families.keys() {
         assert!(
             FAMILIES.iter().any(|(known, ..)| known == name),
-            "{name} is not documented in the test's (and the README's) list"
+            "{name} is not documented in the test's (and the metrics guide's) list"
         );
     }
     families

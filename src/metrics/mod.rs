@@ -7,7 +7,8 @@
 //! what its store holds (jobs by state, the oldest due job) and what this process's workers and
 //! producers did (deliveries by outcome, enqueue durations, delivery latencies).
 //! [`Metrics::encode`] returns the exposition; serve it on `/metrics` with [`CONTENT_TYPE`].
-//! The README's "Metrics" section lists every family, its type and its labels.
+//! The metrics guide ([`crate::guide::metrics`], `docs/guide/metrics.md`) lists every family, its
+//! type and its labels.
 //!
 //! # Why `prometheus-client`
 //!

@@ -8,7 +8,7 @@
 //! chromium-driver`; `.ci/chromium.sh` installs them). Without them the browser test prints why
 //! and passes, unless `CI_REQUIRES_CHROMIUM=1` (as `.ci/run` sets): then it fails.
 //! `HODOFLOW_SCREENSHOT=docs/status-page.png` keeps the overview's screenshot there (the
-//! README's).
+//! README of hodoflow-send shows it).
 
 mod support;
 
