@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 /// What happens to a request the fault applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultAction {
     /// Answer this status, headers and body without executing anything.
     Respond {
@@ -122,7 +122,7 @@ mod millis {
 
 /// How often a fault fires.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Firing {
     /// For the next N matching requests, then the fault is gone.
     Times(u32),
@@ -161,12 +161,16 @@ pub enum Firing {
 /// let fault = Fault::execute_then_close().on("POST", "/api/v1/webhooks/").times(1);
 /// # let _ = fault;
 /// ```
+///
+/// The control route refuses a field it does not know (a `"times": 3` beside `firing`, say),
+/// so a rehearsal never arms something other than what it wrote.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 #[must_use]
 pub struct Fault {
     /// What happens.
     pub action: FaultAction,
-    /// Only requests with this method (any method when `None`).
+    /// Only requests with this method, in any case (any method when `None`).
     #[serde(default)]
     pub method: Option<String>,
     /// Only requests whose raw path starts with this.
@@ -353,7 +357,10 @@ impl Fault {
     }
 
     fn matches(&self, method: &str, path: &str) -> bool {
-        self.method.as_deref().is_none_or(|m| m == method) && path.starts_with(&self.path_prefix)
+        self.method
+            .as_deref()
+            .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && path.starts_with(&self.path_prefix)
     }
 }
 
@@ -549,6 +556,33 @@ mod tests {
         };
         assert_eq!(status, 429);
         assert!(headers.is_empty(), "no Retry-After");
+    }
+
+    #[test]
+    fn the_control_route_form_refuses_unknown_fields_and_matches_a_method_in_any_case() {
+        let misplaced = serde_json::from_str::<Fault>(
+            r#"{"action":{"respond":{"status":503}},"path_prefix":"/x","times":3}"#,
+        );
+        assert!(
+            misplaced
+                .unwrap_err()
+                .to_string()
+                .contains("unknown field `times`")
+        );
+        let typo =
+            serde_json::from_str::<Fault>(r#"{"action":{"respond":{"status":503,"header":{}}}}"#);
+        assert!(
+            typo.unwrap_err()
+                .to_string()
+                .contains("unknown field `header`")
+        );
+        let lower: Fault = serde_json::from_str(
+            r#"{"action":{"respond":{"status":503}},"method":"post","path_prefix":"/x"}"#,
+        )
+        .unwrap();
+        let mut table = FaultTable::default();
+        table.push(lower);
+        assert!(table.take("POST", "/x/1").is_some(), "post matches POST");
     }
 
     #[test]

@@ -10,9 +10,36 @@ use clap::Parser;
 use hodoflow_mock::{ClientSeed, Limits, MockServer, ModulifyTokenSeed, TriggerSeed};
 use serde::Deserialize;
 
+/// The control routes and the fault forms, under `--help`.
+const FAULTS: &str = r#"Control routes (with --control, on the same address):
+  POST   /_mock/faults   arm a fault (JSON below); 204, or 400 naming what it refused
+  DELETE /_mock/faults   disarm every fault
+  GET    /_mock/ledger   every request seen, every run started, as JSON
+
+A fault: {"action": ACTION, "method": "POST", "path_prefix": "/api/v1/webhooks/", "firing": FIRING}
+  method, path_prefix and firing are optional (any method, every path, the next request once);
+  an unknown field is refused.
+ACTION, a name or {name: parameters}:
+  "execute_then_close"                                  commit, then drop the answer
+  {"execute_then_delay": {"delay_ms": 2000}}            commit, then answer late
+  {"delay_then_handle": {"delay_ms": 2000}}             wait, then handle as usual
+  {"respond": {"status": 503, "headers": {"Retry-After": "1"}, "body": "..."}}
+  also close_before_execute, refuse_stream, slow_execution, fail_execution and the token
+  endpoint's forms: crates/hodoflow-mock/README.md lists every action with its parameters.
+FIRING:
+  {"times": 3}                       the next 3 matching requests
+  {"probability": {"p": 0.2, "seed": 7}}
+  {"during": {"window_ms": 5000}}    every matching request for 5 s from now
+  {"above_rate": {"per_second": 50}} requests above 50 a second (a proxy's rate limit)
+
+Example: lose the answer of every fifth delivery, repeatably:
+  curl -s localhost:8080/_mock/faults -H 'content-type: application/json' \
+    -d '{"action":"execute_then_close","method":"POST","path_prefix":"/api/v1/webhooks/",
+         "firing":{"probability":{"p":0.2,"seed":7}}}'"#;
+
 /// A Hodoflow-style contract server with fault injection, for rehearsing retries.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, after_help = FAULTS)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
