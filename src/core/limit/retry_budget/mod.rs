@@ -1573,16 +1573,19 @@ mod tests {
         assert_eq!(budget.local_rejections(), 0);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn after_an_outage_held_calls_ramp_back_as_probes_succeed_and_none_is_refused() {
-        let budget = RetryBudget::new();
-        answer(&budget, 30, DOWN).await;
+    /// Calls held by a service found down (30 refusals), then the probe's acceptance that
+    /// starts the ramp: the held calls' admissions, to be released by it.
+    async fn held_after_an_accepted_probe(
+        budget: &RetryBudget,
+        calls: usize,
+    ) -> Vec<tokio::task::JoinHandle<Result<Ticket, Refusal>>> {
+        answer(budget, 30, DOWN).await;
         tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
         let probe = budget
             .admit(Admission::First, Limits::of(LONG))
             .await
             .unwrap();
-        let mut held: Vec<_> = (0..50)
+        let held = (0..calls)
             .map(|_| {
                 let budget = budget.clone();
                 tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
@@ -1590,6 +1593,13 @@ mod tests {
             .collect();
         tokio::time::sleep(Duration::from_millis(10)).await;
         budget.answered(probe, OK);
+        held
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_an_outage_held_calls_ramp_back_as_probes_succeed_and_none_is_refused() {
+        let budget = RetryBudget::new();
+        let mut held = held_after_an_accepted_probe(&budget, 50).await;
         let mut released_per_probe = Vec::new();
         while !held.is_empty() {
             tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
@@ -1619,20 +1629,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_ramp_whose_attempts_are_half_refused_still_releases_every_held_call() {
         let budget = RetryBudget::new();
-        answer(&budget, 30, DOWN).await;
-        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
-        let probe = budget
-            .admit(Admission::First, Limits::of(LONG))
-            .await
-            .unwrap();
-        let mut held: Vec<_> = (0..50)
-            .map(|_| {
-                let budget = budget.clone();
-                tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        budget.answered(probe, OK);
+        let mut held = held_after_an_accepted_probe(&budget, 50).await;
         let mut answered = 0;
         for _ in 0..20 {
             if held.is_empty() {
@@ -1657,20 +1654,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_ramp_whose_attempts_are_mostly_refused_goes_back_to_holding() {
         let budget = RetryBudget::new();
-        answer(&budget, 30, DOWN).await;
-        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
-        let probe = budget
-            .admit(Admission::First, Limits::of(LONG))
-            .await
-            .unwrap();
-        let mut held: Vec<_> = (0..50)
-            .map(|_| {
-                let budget = budget.clone();
-                tokio::spawn(async move { budget.admit(Admission::First, Limits::of(LONG)).await })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        budget.answered(probe, OK);
+        let mut held = held_after_an_accepted_probe(&budget, 50).await;
         let mut released = 0;
         for _ in 0..3 {
             tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
