@@ -138,7 +138,15 @@ fuzz_target!(|data: &[u8]| {
     if !value.contains(secret) && value.len() <= 1_000 && shown == value_alone {
         match escaped {
             false => assert_eq!(shown, value),
-            true => assert_eq!(unescape(&shown), value, "{shown:?}"),
+            // Escaping may make a short value long enough to be cut: what is kept reads back
+            // as the value's start, never half an escape.
+            true => match shown.rsplit_once("… (") {
+                Some((kept, said)) if said.ends_with(" bytes cut)") => {
+                    let start = unescape(kept);
+                    assert!(value.starts_with(&start), "{shown:?}");
+                }
+                _ => assert_eq!(unescape(&shown), value, "{shown:?}"),
+            },
         }
     }
     // A trigger URL keeps its base and route; only the token's place is marked.

@@ -43,7 +43,7 @@ const ST: char = '\u{9c}';
 pub(crate) fn field(text: &str) -> Cow<'_, str> {
     match escape(text) {
         Cow::Borrowed(plain) => bound(plain, FIELD_LIMIT),
-        Cow::Owned(escaped) => Cow::Owned(bound(&escaped, FIELD_LIMIT).into_owned()),
+        Cow::Owned(escaped) => Cow::Owned(bound_escaped(&escaped, FIELD_LIMIT).into_owned()),
     }
 }
 
@@ -123,6 +123,36 @@ pub(crate) fn strip(text: &str, lines: bool) -> Cow<'_, str> {
 
 /// Each line of `text` cut to `limit` bytes (on a character boundary), saying what was cut.
 pub(crate) fn bound(text: &str, limit: usize) -> Cow<'_, str> {
+    bound_with(text, limit, |_, end| end)
+}
+
+/// `escaped`, a value [`escape`] wrote, cut as [`bound`] cuts, but never inside an escape
+/// (`\x1b`, `\u{202e}`, `\\`): half an escape would read back as another value.
+fn bound_escaped(escaped: &str, limit: usize) -> Cow<'_, str> {
+    bound_with(escaped, limit, |line, end| {
+        let bytes = line.as_bytes();
+        let mut at = 0;
+        while at < end {
+            let len = match bytes[at] {
+                b'\\' => match bytes.get(at + 1) {
+                    Some(b'x') => 4,
+                    Some(b'u') => line[at..].find('}').map_or(2, |close| close + 1),
+                    _ => 2,
+                },
+                _ => 1,
+            };
+            if at + len > end {
+                return at;
+            }
+            at += len;
+        }
+        end
+    })
+}
+
+/// Each line of `text` cut to `limit` bytes, where `cut_at` moves the cut back from the
+/// character boundary at or before `limit`.
+fn bound_with(text: &str, limit: usize, cut_at: impl Fn(&str, usize) -> usize) -> Cow<'_, str> {
     if text.split('\n').all(|line| line.len() <= limit) {
         return Cow::Borrowed(text);
     }
@@ -136,6 +166,7 @@ pub(crate) fn bound(text: &str, limit: usize) -> Cow<'_, str> {
             while !line.is_char_boundary(end) {
                 end -= 1;
             }
+            let end = cut_at(line, end);
             format!("{}… ({} bytes cut)", &line[..end], line.len() - end)
         })
         .collect();
@@ -315,6 +346,23 @@ mod tests {
             escape_json_controls("{\"a\":1}"),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn an_escaped_field_is_never_cut_inside_an_escape() {
+        for pad in 0..8 {
+            let value = format!("{}{}", "a".repeat(FIELD_LIMIT - 6 + pad), "\0".repeat(10));
+            let shown = field(&value);
+            let (kept, _) = shown.split_once('…').expect("cut");
+            assert!(kept.len() <= FIELD_LIMIT, "{pad}");
+            // Whole escapes only: what is kept is the value's start, escaped.
+            let escapes = kept.trim_start_matches('a');
+            assert_eq!(escapes.len() % 4, 0, "{pad}: {escapes:?}");
+            assert!(
+                escapes.split("\\x00").all(str::is_empty),
+                "{pad}: {escapes:?}"
+            );
+        }
     }
 
     #[test]
