@@ -122,9 +122,11 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     // A secret under 4 bytes is not redacted. Escaping writes letters of its own (`\x1b`), so a
-    // value with a control character is checked in its JSON values (strings, before JSON
-    // escapes them); a long one may be cut with this tool's own words.
-    let escaped = value.chars().any(|c| c.is_control());
+    // value with a control or a bidirectional formatting character is checked in its JSON
+    // values (strings, before JSON escapes them); a long one may be cut with this tool's words.
+    let escaped = value
+        .chars()
+        .any(|c| c.is_control() || sanitize::is_bidi(c));
     if secret.len() >= 4 && value.len() <= 1_000 {
         if !escaped && !secret.contains('\\') {
             hidden(secret, &shown);

@@ -197,7 +197,7 @@ pub(crate) fn escape_json_controls(json: &str) -> Cow<'_, str> {
 
 /// A bidirectional formatting character: the marks, embeddings, overrides and isolates, and
 /// the line and paragraph separators.
-fn is_bidi(c: char) -> bool {
+pub(crate) fn is_bidi(c: char) -> bool {
     matches!(c,
         '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
         | '\u{2028}' | '\u{2029}')
