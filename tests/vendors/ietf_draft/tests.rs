@@ -34,8 +34,9 @@ struct Ledger {
 #[derive(Clone)]
 struct Server {
     ledger: Arc<Mutex<Ledger>>,
-    /// How long an operation takes to execute.
-    work: Duration,
+    /// Set when an operation runs until the server has answered a 409 for its key (so a retry
+    /// surely meets it in flight, however slow the machine); unset, it runs at once.
+    conflict_seen: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// `POST /orders` as the draft says: 400 without a key, 409 while the key's original runs,
@@ -63,7 +64,12 @@ async fn orders(
             {
                 return (StatusCode::UNPROCESSABLE_ENTITY, "key reused".to_owned());
             }
-            Some(Entry::Running { .. }) => return (StatusCode::CONFLICT, "in flight".to_owned()),
+            Some(Entry::Running { .. }) => {
+                if let Some(seen) = &server.conflict_seen {
+                    seen.notify_one();
+                }
+                return (StatusCode::CONFLICT, "in flight".to_owned());
+            }
             Some(Entry::Done { answer, .. }) => return (StatusCode::CREATED, answer.clone()),
             None => {
                 ledger
@@ -75,7 +81,9 @@ async fn orders(
     // The operation runs to its end whether or not the client waits for it, as a server's
     // does: a handler dropped with its connection must not leave the key running for ever.
     let run = tokio::spawn(async move {
-        tokio::time::sleep(server.work).await;
+        if let Some(seen) = &server.conflict_seen {
+            seen.notified().await;
+        }
         let mut ledger = server.ledger.lock().unwrap();
         ledger.executed.push(key.clone());
         let answer = format!(r#"{{"order":{}}}"#, ledger.executed.len());
@@ -91,13 +99,14 @@ async fn orders(
     (StatusCode::CREATED, run.await.unwrap())
 }
 
-async fn serve(work: Duration) -> (String, Arc<Mutex<Ledger>>) {
+/// `held`: each operation runs until a retry of it has met the 409.
+async fn serve(held: bool) -> (String, Arc<Mutex<Ledger>>) {
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let app = Router::new()
         .route("/orders", route_post(orders))
         .with_state(Server {
             ledger: Arc::clone(&ledger),
-            work,
+            conflict_seen: held.then(Arc::default),
         });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -155,7 +164,7 @@ fn statuses(attempts: &[crate::Attempt]) -> Vec<String> {
 #[tokio::test]
 async fn a_retry_that_meets_its_original_in_flight_waits_out_the_409_and_gets_the_one_answer() {
     // The work outlasts the first attempt's timeout: the retry finds it running.
-    let (base, ledger) = serve(Duration::from_millis(400)).await;
+    let (base, ledger) = serve(true).await;
     let client = client(&base, Duration::from_millis(100));
     let key = IdempotencyKey::new("order-1").unwrap();
     let answered = send(&client, Some(&key), r#"{"sku":"a"}"#).await.unwrap();
@@ -174,7 +183,7 @@ async fn a_retry_that_meets_its_original_in_flight_waits_out_the_409_and_gets_th
 
 #[tokio::test]
 async fn a_key_reused_with_another_payload_stops_at_the_422_without_a_retry() {
-    let (base, ledger) = serve(Duration::ZERO).await;
+    let (base, ledger) = serve(false).await;
     let client = client(&base, Duration::from_secs(2));
     let key = IdempotencyKey::new("order-2").unwrap();
     send(&client, Some(&key), r#"{"sku":"a"}"#).await.unwrap();
@@ -188,7 +197,7 @@ async fn a_key_reused_with_another_payload_stops_at_the_422_without_a_retry() {
 
 #[tokio::test]
 async fn a_request_without_its_key_stops_at_the_400_and_nothing_runs() {
-    let (base, ledger) = serve(Duration::ZERO).await;
+    let (base, ledger) = serve(false).await;
     let client = client(&base, Duration::from_secs(2));
     let error = send(&client, None, r#"{"sku":"a"}"#).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::ClientError);
