@@ -118,7 +118,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 ///
 /// | | reqwest-retry 0.9 `RetryTransientMiddleware` | `RetryMiddleware` |
 /// |---|---|---|
-/// | `Retry-After` | ignored (its issue #146): retries on its own schedule, often early | never undercut; a 429 without it falls back to backoff |
+/// | `Retry-After` | ignored (an open upstream issue): retries on its own schedule, often early | never undercut; a 429 without it falls back to backoff |
 /// | POST, PATCH | retried without a key: a lost answer can create twice | one `Idempotency-Key` on every attempt, generated once when absent |
 /// | which answers | any 5xx, 408, 429, connection errors | the documented matrix per surface (a 403, 404 or 422 is never retried) |
 /// | limits | a number of retries, or a total duration | [`Budget`](crate::Budget): attempts, elapsed time, per-attempt timeout |

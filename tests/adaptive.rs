@@ -183,7 +183,7 @@ async fn a_400_ms_outage_costs_no_operation_and_one_started_after_the_heal_is_ne
         "the outage was felt: {refused} answers of 503"
     );
     // A blip of 400 ms costs no operation: those held through it are released when it heals
-    // (the rule before issue 18 refused them after three refused probes, about 300 ms).
+    // (an earlier rule refused them after three refused probes, about 300 ms).
     let failed: Vec<_> = before.iter().filter(|(_, ended)| ended.is_err()).collect();
     assert_eq!(failed_before, 0, "the blip cost operations: {failed:?}");
     assert!(!after.is_empty());

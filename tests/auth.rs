@@ -221,10 +221,10 @@ async fn a_thousand_concurrent_calls_refused_with_401_share_one_token_exchange()
     );
 }
 
-/// Issue 21, item 4: the token endpoint answers 503 for 10 s while 1,000 writes arrive, one
-/// every 10 ms, each with a 60 s budget. The exchanges back off as one, shared by every call: the
-/// token endpoint sees at most 30 exchange requests, one grants the token after it heals, and
-/// every write runs exactly once.
+/// The token endpoint answers 503 for 10 s while 1,000 writes arrive, one every 10 ms, each with
+/// a 60 s budget. The exchanges back off as one, shared by every call: the token endpoint sees at
+/// most 30 exchange requests, one grants the token after it heals, and every write runs exactly
+/// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_endpoint_down_10_s_sees_at_most_30_exchanges_from_1000_calls() {
     const CALLS: u64 = 1_000;

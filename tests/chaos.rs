@@ -408,8 +408,8 @@ fn assert_exactly_once(ledger: &Ledger, operations: &[Operation]) {
 
 /// The 200 ms window a third of the way in and the 150 ms blip at two thirds are ridden out:
 /// neither client's retry budget refused an operation. The Modulify client, a tenth of the
-/// operations and about 25 in flight, is covered too: before issue 18, in about one run in six
-/// its bucket was spent in the window and a lone retry was then refused; the retry floor
+/// operations and about 25 in flight, is covered too: in an earlier version, in about one run
+/// in six its bucket was spent in the window and a lone retry was then refused; the retry floor
 /// (`RetryBudget::MIN_RETRIES_PER_SEC`) lets such a retry go.
 fn assert_blips_cost_no_operation(operations: &[Operation]) {
     let refused: Vec<String> = operations

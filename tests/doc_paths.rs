@@ -15,6 +15,11 @@
 //!
 //! No Markdown file, manifest or Rust source names a private development tool.
 //!
+//! No text file cites an issue of the project's tracker by its number: the word "issue" or
+//! "issues", then an optional space and `#`, then digits, in any case. A comment or document
+//! states the fact itself (what was found, what changed), which a reader without the tracker can
+//! follow. `*.jsonl` result data is not read, nor a file that is not UTF-8 text.
+//!
 //! Skipped: `target/`, `.git/` and other hidden folders, and the fuzzers' `corpus/` and
 //! `artifacts/`.
 
@@ -27,6 +32,10 @@ const ROOTS: &[&str] = &["src/", "tests/", "crates/", "examples/", "docs/", "fuz
 /// Development tools contributors do not have; no file should send them looking for one. Spelled
 /// in two pieces so that this file does not name them.
 const PRIVATE_TOOLS: &[[&str; 2]] = &[["farm", "-studio"], ["farm", "-bench"]];
+
+/// The word an issue citation starts with, spelled in two pieces so that this file's own
+/// examples are built, not written.
+const ISSUE: &str = concat!("iss", "ue");
 
 #[test]
 fn every_path_a_document_names_exists() {
@@ -101,6 +110,77 @@ fn no_document_manifest_or_source_names_a_private_tool() {
         "documents name a private development tool:\n  {}",
         found.join("\n  ")
     );
+}
+
+#[test]
+fn no_text_file_cites_an_issue_number() {
+    let root = repository();
+    let mut files = Vec::new();
+    walk(&root, &root, &mut files);
+    let mut found = Vec::new();
+    let mut read = Vec::new();
+    for file in files.iter().filter(|file| {
+        file.extension()
+            .is_none_or(|extension| extension != "jsonl")
+    }) {
+        let bytes = fs::read(file).expect("a readable file");
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        read.push(shown(&root, file));
+        for (number, line) in text.lines().enumerate() {
+            for citation in issue_citations(line) {
+                found.push(format!("{}:{}: {citation}", shown(&root, file), number + 1));
+            }
+        }
+    }
+    for expected in [
+        "README.md",
+        "fuzz/README.md",
+        "src/lib.rs",
+        "tests/doc_paths.rs",
+    ] {
+        assert!(
+            read.iter().any(|file| file == expected),
+            "did not read {expected}: {read:?}"
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "{} issue numbers are cited; state what was found or changed instead:\n  {}",
+        found.len(),
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn the_citation_matcher_takes_every_form_of_an_issue_number_and_nothing_else() {
+    let upper = ISSUE.to_uppercase();
+    let capital = format!("I{}", &ISSUE[1..]);
+    for (line, expected) in [
+        (format!("before {ISSUE} 10."), vec![format!("{ISSUE} 10")]),
+        (format!("({ISSUE} 22, item 5)"), vec![format!("{ISSUE} 22")]),
+        (
+            format!("{capital} 23: a token"),
+            vec![format!("{capital} 23")],
+        ),
+        (format!("{ISSUE}s 21 and 23"), vec![format!("{ISSUE}s 21")]),
+        (format!("its {ISSUE} #146"), vec![format!("{ISSUE} #146")]),
+        (
+            format!("{upper}#7, {ISSUE}42"),
+            vec![format!("{upper}#7"), format!("{ISSUE}42")],
+        ),
+        (format!("t{ISSUE} 3"), vec![format!("{ISSUE} 3")]),
+    ] {
+        assert_eq!(issue_citations(&line), expected, "{line}");
+    }
+    for none in [
+        format!("an open upstream {ISSUE}, the {ISSUE}s above"),
+        format!("{ISSUE}: 23, {ISSUE}  23, {ISSUE} # 23, {ISSUE}s #"),
+        "issuer 23, tissues, misuse 7".to_owned(),
+    ] {
+        assert_eq!(issue_citations(&none), Vec::<String>::new(), "{none}");
+    }
 }
 
 #[test]
@@ -223,6 +303,34 @@ fn toml_comment(line: &str) -> &str {
         }
     }
     ""
+}
+
+/// The issue citations in `line`, as written: what the case-insensitive pattern
+/// `issues? ?#?[0-9]+` matches, leftmost first.
+fn issue_citations(line: &str) -> Vec<String> {
+    let lower = line.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(start) = lower[at..].find(ISSUE).map(|offset| at + offset) {
+        let mut end = start + ISSUE.len();
+        for optional in [b's', b' ', b'#'] {
+            if bytes.get(end) == Some(&optional) {
+                end += 1;
+            }
+        }
+        let digits = bytes[end..]
+            .iter()
+            .take_while(|byte| byte.is_ascii_digit())
+            .count();
+        if digits > 0 {
+            found.push(line[start..end + digits].to_owned());
+            at = end + digits;
+        } else {
+            at = start + ISSUE.len();
+        }
+    }
+    found
 }
 
 /// A character that may be part of a path, or of a URL before one.

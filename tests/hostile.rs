@@ -793,7 +793,7 @@ async fn the_ledger_never_sees_two_authorization_headers_or_a_stale_token() {
     }
 }
 
-/// The audit's traversal forms (issue 23): each is refused with `invalid_input` before anything
+/// The hostile-input audit's traversal forms: each is refused with `invalid_input` before anything
 /// is sent, and the contract server's ledger shows no request, no exchange, no run and no write.
 #[tokio::test]
 async fn dot_segments_never_leave_their_surface_on_the_contract_server() {
@@ -862,8 +862,8 @@ async fn silent_listener() -> std::net::SocketAddr {
 }
 
 /// A token endpoint that accepts the connection and never answers used to hold each exchange
-/// for the exchanger's own 15 s (issue 23): the exchange is now bounded by the attempt timeout
-/// and the time left, so the call ends within its budget, saying which wait ran out.
+/// for the exchanger's own 15 s: the exchange is now bounded by the attempt timeout and the time
+/// left, so the call ends within its budget, saying which wait ran out.
 #[tokio::test]
 async fn a_silent_token_endpoint_ends_the_call_within_its_budget() {
     let addr = silent_listener().await;
@@ -930,8 +930,8 @@ async fn a_silent_catalogue_read_ends_the_call_within_its_budget() {
     assert!(error.to_string().contains("catalogue"), "{error}");
 }
 
-/// Issue 23: a duration over its documented maximum (24 h for a call's budget) is
-/// `invalid_input` where it enters, in the builder and per call, and nothing is sent.
+/// A duration over its documented maximum (24 h for a call's budget) is `invalid_input` where it
+/// enters, in the builder and per call, and nothing is sent.
 #[tokio::test]
 async fn a_budget_over_24_hours_is_invalid_input_before_anything_is_sent() {
     let server = support::server().await;

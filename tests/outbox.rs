@@ -295,7 +295,7 @@ async fn bad_jobs_are_refused_before_anything_is_stored(backend: Backend) {
             "{}".to_owned(),
             ErrorKind::InvalidInput,
         ),
-        // Issue 23: dot segments in any encoding, and dot trigger tokens, never enter.
+        // Dot segments in any encoding, and dot trigger tokens, never enter.
         (
             "e6",
             Target::create(format!(
@@ -1285,10 +1285,10 @@ async fn workers_stopped_midway_finish_every_job_they_claimed(backend: Backend) 
     assert_eq!(server.ledger().total_runs() as u64, counts.accepted);
 }
 
-/// Issue 23: `--max-elapsed 5000000000000h` once claimed jobs under a lease ending at
-/// `i64::MAX` milliseconds, and no later run sent them. A lease past the year 9999 is now
-/// refused before it is written, and a job in flight under a lease ending more than
-/// `MAX_LEASE` from now (as one written before that) is taken as expired and delivered.
+/// `--max-elapsed 5000000000000h` once claimed jobs under a lease ending at `i64::MAX`
+/// milliseconds, and no later run sent them. A lease past the year 9999 is now refused before it
+/// is written, and a job in flight under a lease ending more than `MAX_LEASE` from now (as one
+/// written before that) is taken as expired and delivered.
 async fn a_wedged_lease_is_taken_as_expired_and_the_job_recovers(backend: Backend) {
     let server = support::server().await;
     let clock = ManualClock::new(start());

@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(message) => {
             assert!(!message.is_empty());
-            // Refused: no unit, not digits, zero, or over the documented maximum (issue 23).
+            // Refused: no unit, not digits, zero, or over the documented maximum.
             if let Some(millis) = expected {
                 assert!(
                     millis == 0 || millis > duration::MAX_ANY.as_millis(),

@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let limit = usize::from(pick) * 4;
-    // A leading UTF-8 byte-order mark is no part of the first line (issue 23).
+    // A leading UTF-8 byte-order mark is no part of the first line.
     let lines = text
         .strip_prefix(b"\xEF\xBB\xBF")
         .unwrap_or(text)

@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// The first second of the year 10000, the last an HTTP-date can name.
 const YEAR_10000: u64 = 253_402_300_800;
-/// The SDK reads a longer `Retry-After` as 7 days (`retry_after::MAX_RETRY_AFTER`, issue 23).
+/// The SDK reads a longer `Retry-After` as 7 days (`retry_after::MAX_RETRY_AFTER`).
 const MAX_RETRY_AFTER_SECS: u64 = 7 * 24 * 3600;
 
 fuzz_target!(|data: &[u8]| {

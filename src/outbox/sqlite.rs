@@ -831,7 +831,7 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
 
-    /// What no wait can heal is `invalid_input` with its reason, never `transport` (issue 23).
+    /// What no wait can heal is `invalid_input` with its reason, never `transport`.
     #[tokio::test]
     async fn a_path_no_wait_can_heal_is_invalid_input_with_its_reason() {
         let dir = std::env::temp_dir().join(format!(

@@ -105,7 +105,7 @@ use ErrorKind::{
 use Verdict::{ReexchangeOnce, RetryAfterBackoff, RetryAfterServerWait, Stop, Success};
 use When::{NoResponse, Other, Range, Status};
 
-/// Issue 21: retried on no answer (a timeout, a reset), 429 and 5xx; nothing else.
+/// Retried on no answer (a timeout, a reset), 429 and 5xx; nothing else.
 #[rustfmt::skip]
 const TRANSIENT_RETRIED: &[Rule] = &[
     //   Result                                           Retry?                  Action

@@ -1,5 +1,5 @@
 //! `enqueue`: events a second into the outbox with `Outbox::enqueue_many`, and each batch's
-//! latency (issue 22).
+//! latency.
 //!
 //! One producer enqueues `events` webhook jobs (each with its own event ID, the outbox scenario's
 //! 115-byte body) in batches of `batch`, into a fresh store: SQLite (one file) and, when
@@ -9,7 +9,7 @@
 //! event IDs shows the cost of a no-op batch. Rounds alternate nothing: one store at a time,
 //! `rounds` fresh stores each, the median round is the figure.
 //!
-//! Targets (issue 22): at least 100,000 events a second into SQLite and 50,000 into PostgreSQL.
+//! Targets: at least 100,000 events a second into SQLite and 50,000 into PostgreSQL.
 
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! `list`: pages of a million-job outbox, by keyset (issue 22, item 5).
+//! `list`: pages of a million-job outbox, by keyset.
 //!
 //! A fresh store is filled with `jobs` webhook jobs (`Outbox::enqueue_many`, 10,000 a
 //! transaction), then given a mix of states through the store's own calls: 60% of them are
@@ -12,7 +12,7 @@
 //! Then `Outbox::list_page(.., limit 50)` is timed `calls` times each for: the first page of every
 //! state; a deep page, after a cursor at the middle job (`event-00500000`, wherever its state put
 //! it); the first page of failed jobs; and a deep page of pending jobs. p50 and p99 of each;
-//! target (issue 22): under 200 ms. Last, one `hodoflow-send outbox list --limit 50` process is
+//! target: under 200 ms. Last, one `hodoflow-send outbox list --limit 50` process is
 //! timed whole (start, open and migration check, the page, exit), when the binary is built next
 //! to this one (`cargo build --release -p hodoflow-send`); and the status page of
 //! `hodoflow-send outbox serve` on that store: its first load (counts, the backlog chart over the

@@ -6,8 +6,8 @@
 //! whole run, and a fresh client with a call budget (`max_elapsed`) of 20 s, the pool drains a
 //! backlog far larger than it can start in that time, as `hodoflow-send batch` does: no event
 //! starts once the client has seen the service down for at least one call's budget, and each
-//! event left ends "to retry". A last cell is the batch of issue 18: 300 events at
-//! concurrency 64, in the same outage.
+//! event left ends "to retry". A last cell is the batch of the original outage report: 300
+//! events at concurrency 64, in the same outage.
 //!
 //! Figures per concurrency: the server's request rate in the last 5 s of the run (the 5 s before
 //! the pool's last event ended) over the healthy rate; requests per operation (the server's

@@ -17,8 +17,8 @@
 //! anything is timed. Direct and outbox runs alternate, `rounds` times per configuration; each
 //! pair gives a ratio and the median is the figure.
 //!
-//! Targets (issue 14): outbox/direct >= 0.70 (durability costs under 30%), for SQLite and for
-//! each PostgreSQL pool count; 4 pools on PostgreSQL deliver at least as many jobs a second as 1.
+//! Targets: outbox/direct >= 0.70 (durability costs under 30%), for SQLite and for each
+//! PostgreSQL pool count; 4 pools on PostgreSQL deliver at least as many jobs a second as 1.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -12,10 +12,10 @@
 //! (`apt-get install valgrind`), in a child process at two request counts. Target:
 //! SDK/reqwest >= 0.98 (median ratio).
 //!
-//! `overhead_signed` is the same comparison between the SDK signing every delivery (issue 20:
-//! a Standard Webhooks HMAC-SHA256 over each attempt, made when it is sent) and the SDK
-//! unsigned, against identical unsigned servers, so that the ratio is the sender's cost of
-//! signing alone (an unsigned trigger ignores the headers; verifying is the receiver's cost).
+//! `overhead_signed` is the same comparison between the SDK signing every delivery (a Standard
+//! Webhooks HMAC-SHA256 over each attempt, made when it is sent) and the SDK unsigned, against
+//! identical unsigned servers, so that the ratio is the sender's cost of signing alone (an
+//! unsigned trigger ignores the headers; verifying is the receiver's cost).
 //! Target: signed/unsigned >= 0.95.
 
 use std::path::Path;
@@ -42,7 +42,7 @@ const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711,"carrier":"dhl"
 /// The SDK's ratio to reqwest must be at least this.
 const TARGET_RATIO: f64 = 0.98;
 
-/// The signing SDK's ratio to the unsigned SDK must be at least this (issue 20).
+/// The signing SDK's ratio to the unsigned SDK must be at least this.
 const TARGET_SIGNED_RATIO: f64 = 0.95;
 
 /// The secret of the signed side (24 bytes): the `standardwebhooks` crate's test secret.

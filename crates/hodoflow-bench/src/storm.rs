@@ -7,9 +7,9 @@
 //! reqwest's built-in retry, backon), each at 5 attempts and, where the client has a backoff,
 //! the same backoff scale, each against a fresh, identical server. Each operation's duration is measured too.
 //! Target: the SDK with its default budget <= 1.10 requests per operation. The p99 operation
-//! duration of the default budget over that of `RetryBudget::disabled()` is reported, not
-//! judged: issue 18 withdrew the target, since a client cannot tell a blip 300 ms old from an
-//! outage, and holding a call through a blip (which delivers it) makes it longer.
+//! duration of the default budget over that of `RetryBudget::disabled()` is reported, not judged:
+//! the target was withdrawn, since a client cannot tell a blip 300 ms old from an outage, and
+//! holding a call through a blip (which delivers it) makes it longer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

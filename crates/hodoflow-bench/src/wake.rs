@@ -1,5 +1,5 @@
 //! `wake`: how soon a job enqueued into an idle outbox starts, and what an idle worker costs the
-//! database (issue 22, item 4).
+//! database.
 //!
 //! One worker pool idles on a fresh store with a 30 s safety poll (and, so that polling could
 //! not start a job sooner, a 30 s poll interval). A second handle on the store (PostgreSQL:
@@ -14,7 +14,7 @@
 //! producer's; minus the two reads of the counter) over a 31 s window (a backend reports its
 //! counts within 10 s of going idle, so the window outlasts the safety poll by that).
 //!
-//! Target (issue 22): a job enqueued into an idle outbox starts within 50 ms (p99 here).
+//! Target: a job enqueued into an idle outbox starts within 50 ms (p99 here).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

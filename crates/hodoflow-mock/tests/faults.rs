@@ -106,7 +106,7 @@ async fn execute_then_close_commits_a_write_loses_its_answer_and_the_retry_repla
     server.inject(Fault::execute_then_close().on("POST", PROJECTS));
     let write = caller.write_request(Method::POST, PROJECTS, Some("op-1"), &project("apollo"));
     assert_closed_unanswered(&server, write, "op-1", "execute_then_close").await;
-    // The done-criterion of issue 2: one execution, one request, no answer.
+    // The fault's done-criterion: one execution, one request, no answer.
     let ledger = server.ledger();
     assert_eq!(ledger.writes_executed("op-1"), 1);
     assert_eq!(ledger.requests_with_key("op-1").len(), 1);

@@ -419,7 +419,7 @@ fn a_batch_is_checked_whole_and_every_bad_line_is_named_before_the_first_send() 
     );
 }
 
-/// The `Retry-After` that overflowed `Instant + Duration` in the SDK before issue 10.
+/// The `Retry-After` that overflowed `Instant + Duration` in an earlier version of the SDK.
 const HUGE: &str = "18446744073709551615";
 
 #[test]
@@ -822,7 +822,7 @@ fn random_answers_end_in_a_report_never_a_panic_and_never_print_a_secret() {
     eprintln!("{answers} random answers; exits 0/1/2/3: {exits:?}; batch kinds: {kinds:?}");
 }
 
-/// The audit's traversal forms (issue 23) against the contract server: each write and trigger
+/// The hostile-input audit's traversal forms against the contract server: each write and trigger
 /// is refused as invalid input, exit 2, and the server's ledger shows no request, no exchange,
 /// no run and no write. `write POST /api/json/%2e%2e/%2e%2e/api/v1/webhooks/<TOKEN>` once
 /// passed the write check and executed a webhook delivery there.
@@ -876,7 +876,8 @@ fn silent_port() -> u16 {
 
 /// A PostgreSQL outbox that accepts TCP and never answers hung `outbox status` and
 /// `batch --outbox` for more than 150 s, whatever `--max-elapsed` and `connect_timeout` said
-/// (issue 23). Each now ends after `--store-timeout` with a transport error, exit 3.
+/// (found by the hostile-input audit). Each now ends after `--store-timeout` with a transport
+/// error, exit 3.
 #[test]
 fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
     let server = Hostile::start(|_, _| Reply::accepted());
@@ -926,7 +927,7 @@ fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
 }
 
 /// A duration over its documented maximum is a usage error where it enters, flag or
-/// environment (issue 23: `--max-elapsed 5000000000000h batch … --outbox o.db` was accepted and
+/// environment (`--max-elapsed 5000000000000h batch … --outbox o.db` was once accepted and
 /// wedged the outbox), and nothing is sent or stored.
 #[test]
 fn a_duration_over_its_maximum_is_a_usage_error_and_stores_nothing() {
@@ -1024,11 +1025,11 @@ fn a_wedged_outbox_recovers_through_retry_and_the_worker() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 23: a token server issuing a token with CR/LF, NUL or ESC gave 12 exchanges over
-/// 58 s, then exit 3. Each is now refused at its first exchange as an unusable token
-/// (`configuration`, exit 1: waiting cannot heal it), nothing is sent to the API, and the
-/// report's own words are intact. A token that is one of the tool's words (`accepted`) is no
-/// longer refused: the tool's own words are never redacted (`tests/own_words.rs`).
+/// A token server issuing a token with CR/LF, NUL or ESC once gave 12 exchanges over 58 s, then
+/// exit 3. Each is now refused at its first exchange as an unusable token (`configuration`, exit
+/// 1: waiting cannot heal it), nothing is sent to the API, and the report's own words are intact.
+/// A token that is one of the tool's words (`accepted`) is no longer refused: the tool's own
+/// words are never redacted (`tests/own_words.rs`).
 #[test]
 fn an_unusable_access_token_is_a_configuration_error_at_once() {
     for token in [
@@ -1088,11 +1089,11 @@ fn an_unusable_access_token_is_a_configuration_error_at_once() {
     }
 }
 
-/// Issue 23: an `--outbox` that no wait can heal was reported `[transport]`, exit 3. A
-/// directory, a device, a file that is not SQLite and a file in a missing directory are now a
-/// `configuration` error, exit 1, with the reason; a libpq connection string is refused with a
-/// hint to write a `postgres://` URL, exit 2, and no file named after it (password included) is
-/// created. Nothing is sent.
+/// An `--outbox` that no wait can heal was once reported `[transport]`, exit 3. A directory, a
+/// device, a file that is not SQLite and a file in a missing directory are now a `configuration`
+/// error, exit 1, with the reason; a libpq connection string is refused with a hint to write a
+/// `postgres://` URL, exit 2, and no file named after it (password included) is created. Nothing
+/// is sent.
 #[test]
 fn an_outbox_that_cannot_heal_is_a_configuration_error_with_its_reason() {
     let server = Hostile::start(|_, _| Reply::accepted());
@@ -1146,8 +1147,8 @@ fn an_outbox_that_cannot_heal_is_a_configuration_error_with_its_reason() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 23: an events file that starts with a UTF-8 byte-order mark was refused with a JSON
-/// parse error at line 1, column 1; it is now read, with CRLF line ends too.
+/// An events file that starts with a UTF-8 byte-order mark was once refused with a JSON parse
+/// error at line 1, column 1; it is now read, with CRLF line ends too.
 #[test]
 fn an_events_file_with_a_byte_order_mark_and_crlf_is_delivered() {
     let server = Hostile::start(|_, _| Reply::accepted());

@@ -1,6 +1,6 @@
-//! `batch` in an outage (issue 18): through a blip every event is delivered, once; once the
-//! service has been down longer than one call's budget no further event starts, and the batch
-//! ends within its budget, every event to retry, nothing run. Proven from the server's ledger.
+//! `batch` in an outage: through a blip every event is delivered, once; once the service has been
+//! down longer than one call's budget no further event starts, and the batch ends within its
+//! budget, every event to retry, nothing run. Proven from the server's ledger.
 
 mod support;
 

@@ -1,7 +1,7 @@
-//! Issue 21, item 3: `batch` with and without `--outbox` paces by one rule (`--trigger-limit`,
-//! else the server's `RateLimit-Policy`, else Hodoflow's documented 100 per 60 s) and says so on
-//! standard error when it holds sends for more than a second, terminal or not. Child processes
-//! against the contract server over real TCP; what was sent, and when, read from its ledger.
+//! `batch` with and without `--outbox` paces by one rule (`--trigger-limit`, else the server's
+//! `RateLimit-Policy`, else Hodoflow's documented 100 per 60 s) and says so on standard error
+//! when it holds sends for more than a second, terminal or not. Child processes against the
+//! contract server over real TCP; what was sent, and when, read from its ledger.
 
 mod support;
 

@@ -89,7 +89,7 @@ impl Cubic {
     /// Slots are not reserved ahead: a waiting attempt asks again when the slot is due, at the
     /// rate of that moment, so the rate's growth along the curve speeds every waiter up. (Slots
     /// reserved ahead at the rate right after the cut put 256 calls of a pool up to minutes
-    /// apart at the slowest pace, and refused every later call at once, issue 18's `blip_pool`.)
+    /// apart at the slowest pace, and refused every later call at once, in the `blip_pool` bench.)
     pub(super) fn wait(&mut self, now: Instant) -> Duration {
         if self.rate(now).is_none() {
             return Duration::ZERO;

@@ -1147,8 +1147,8 @@ mod tests {
         assert_eq!(url_password("host=db user=outbox"), None);
     }
 
-    /// A port that accepts TCP and never answers (issue 23: `outbox status` hung for more than
-    /// 150 s on one) is a `transport` error within the connect timeout.
+    /// A port that accepts TCP and never answers (`outbox status` once hung for more than 150 s
+    /// on one) is a `transport` error within the connect timeout.
     #[tokio::test]
     async fn a_database_that_never_answers_is_an_error_within_the_connect_timeout() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
