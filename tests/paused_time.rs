@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hodoflow_retry::{
-    Answer, AttemptFuture, AttemptResult, AttemptTransport, Budget, DeliveryId, ErrorKind,
-    IdempotencyKey, Outgoing, RetryBudget, RetryingClient, TransportKind, WaitReason,
+    Answer, AttemptFuture, AttemptResult, AttemptTransport, Budget, Delivery, DeliveryId,
+    ErrorKind, IdempotencyKey, Outgoing, RetryBudget, RetryingClient, TransportKind, WaitReason,
     WebhookOutcome,
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -22,6 +22,8 @@ use tokio::time::Instant;
 struct Script {
     answers: Mutex<VecDeque<Reply>>,
     seen: Mutex<Vec<Seen>>,
+    /// Until then, every request gets this answer, whatever the answers say.
+    answers_until: Option<(Instant, Reply)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +52,22 @@ impl Script {
         std::sync::Arc::new(Self {
             answers: Mutex::new(answers.into_iter().collect()),
             seen: Mutex::default(),
+            answers_until: None,
         })
+    }
+
+    /// A server that answers every request `reply` until `until`, then accepts.
+    fn answering_until(until: Instant, reply: Reply) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            answers: Mutex::default(),
+            seen: Mutex::default(),
+            answers_until: Some((until, reply)),
+        })
+    }
+
+    /// A server that sheds every request (`503, Retry-After: 1`) until `until`, then accepts.
+    fn shedding_until(until: Instant) -> std::sync::Arc<Self> {
+        Self::answering_until(until, Reply::Status(503, Some(RetryAfter::Seconds(1))))
     }
 }
 
@@ -69,7 +86,10 @@ impl AttemptTransport for Scripted {
             key,
             body: attempt.body().clone(),
         });
-        let reply = self.0.answers.lock().unwrap().pop_front();
+        let reply = match self.0.answers_until {
+            Some((until, reply)) if Instant::now() < until => Some(reply),
+            _ => self.0.answers.lock().unwrap().pop_front(),
+        };
         Box::pin(async move {
             match reply {
                 None => accepted(),
@@ -260,13 +280,13 @@ fn gaps(script: &Script) -> Vec<Duration> {
 
 #[tokio::test(start_paused = true)]
 async fn shedding_with_retry_after_is_ridden_out_by_a_budget_of_that_many_attempts() {
-    // Eight shed answers (503 with `Retry-After: 1`), then the server takes the delivery: every
-    // shed answer spends an attempt, so nine attempts ride it out. (The waits still grow with
+    // Eight shed answers (503 with `Retry-After: 1`), then the server takes the delivery: with
+    // no paced allowance every shed answer spends an attempt, so nine attempts ride it out. (The waits still grow with
     // the backoff, the server's second being the least: eight take about 20 s.)
     let script = Script::new([Reply::Status(503, Some(RetryAfter::Seconds(1))); 8]);
     let id = DeliveryId::new(IdempotencyKey::from_operation_id("event-shed"));
     let started = Instant::now();
-    let delivery = client(&script, Budget::new().max_attempts(9))
+    let delivery = client(&script, Budget::new().max_attempts(9).paced_retries(0))
         .deliver("trigger-token", r#"{"event":1}"#)
         .delivery_id(id.clone())
         .send()
@@ -290,12 +310,21 @@ async fn shedding_with_retry_after_is_ridden_out_by_a_budget_of_that_many_attemp
 }
 
 #[tokio::test(start_paused = true)]
-async fn paced_attempts_count_so_max_attempts_is_a_hard_cap() {
-    // Always `503, Retry-After: 1`: exactly max_attempts requests, then the last answer's error.
-    for (status, attempts) in [(503, 5), (429, 5), (503, 3)] {
+async fn paced_retries_draw_from_their_allowance_then_count_so_the_sum_is_a_hard_cap() {
+    // Always `503` or `429` with `Retry-After: 1`: exactly max_attempts + paced_retries
+    // requests, then the last answer's error; `paced_retries(0)`: exactly max_attempts.
+    let budget = Budget::new().max_elapsed(Duration::from_secs(3600));
+    for (status, attempts, paced) in [
+        (503, 5, 0),
+        (429, 5, 0),
+        (503, 3, 0),
+        (503, 3, 4),
+        (429, 2, 10),
+    ] {
         let script = Script::new([Reply::Status(status, Some(RetryAfter::Seconds(1))); 1_000]);
         let started = Instant::now();
-        let error = client(&script, Budget::new().max_attempts(attempts))
+        let budget = budget.max_attempts(attempts).paced_retries(paced);
+        let error = client(&script, budget)
             .deliver("trigger-token", "{}")
             .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
                 "event-1",
@@ -303,17 +332,45 @@ async fn paced_attempts_count_so_max_attempts_is_a_hard_cap() {
             .send()
             .await
             .unwrap_err();
+        let sent = (attempts + paced) as usize;
         assert!(error.is_retryable(), "{error}");
         assert!(!error.may_have_run());
         assert_eq!(error.status().map(|s| s.as_u16()), Some(status));
-        assert_eq!(error.attempts().len(), attempts as usize);
+        assert_eq!(error.attempts().len(), sent, "{status} {attempts} {paced}");
         assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
-        assert_eq!(script.seen.lock().unwrap().len(), attempts as usize);
-        assert!(started.elapsed() < Budget::DEFAULT_MAX_ELAPSED);
+        assert_eq!(script.seen.lock().unwrap().len(), sent);
+        assert!(started.elapsed() < Duration::from_secs(3600));
         assert!(
             gaps(&script)
                 .iter()
                 .all(|gap| *gap >= Duration::from_secs(1))
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_budget_rides_out_shedding_its_time_allows_in_every_shape() {
+    // 20 s of `503, Retry-After: 1`, then 202: five attempts alone end within a few seconds
+    // of it; the default allowance of paced retries carries every call through, in each shape,
+    // none over max_attempts + paced_retries requests or its budget.
+    let most = (Budget::DEFAULT_MAX_ATTEMPTS + Budget::DEFAULT_PACED_RETRIES) as usize;
+    for shape in [Shape::Sequential, Shape::Pool(64), Shape::AllInFlight] {
+        let script = Script::shedding_until(Instant::now() + Duration::from_secs(20));
+        let client = client(&script, Budget::new());
+        let ended = in_shape(shape, 200, |n| timed(&client, format!("shed-{n}"))).await;
+        let mut longest = 0;
+        for (sent, took) in ended {
+            let delivery = sent.unwrap_or_else(|error| panic!("{shape:?}: {error}"));
+            assert!(matches!(
+                delivery.outcome(),
+                WebhookOutcome::Accepted { .. }
+            ));
+            assert!(took <= Budget::DEFAULT_MAX_ELAPSED, "{shape:?}: {took:?}");
+            longest = longest.max(delivery.attempts().len());
+        }
+        assert!(
+            longest > Budget::DEFAULT_MAX_ATTEMPTS as usize && longest <= most,
+            "{shape:?}: {longest} requests"
         );
     }
 }
@@ -393,30 +450,95 @@ async fn one_attempt_is_one_request_even_when_the_server_paces_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_call_in_a_sustained_outage_sends_its_attempts_and_keeps_the_last_for_its_holds_end() {
-    // 503 without `Retry-After` for good: after four answers the service is down; the call's
-    // fifth and final attempt is not spent as a probe while its hold lasts (every attempt
-    // counts), and goes when its hold ends, with time left to be answered. Exactly five
-    // requests, never a burst.
-    let script = Script::new([Reply::Status(503, None); 1_000]);
+async fn a_call_in_a_sustained_outage_probes_on_its_allowance_and_keeps_the_last_for_its_holds_end()
+{
+    // 503 without `Retry-After` for good: after four answers the service is down. The call's
+    // held retries may go as the retry budget's probes, each drawn from the paced allowance,
+    // so a heal would be seen at the probes' pace; its final attempt is not spent as a probe
+    // while its hold lasts, and goes when its hold ends, with time left to be answered. Never
+    // more than max_attempts + paced_retries requests, never a burst; with no allowance,
+    // exactly max_attempts.
+    for paced in [Budget::DEFAULT_PACED_RETRIES, 0] {
+        let script = Script::new([Reply::Status(503, None); 1_000]);
+        let budget = Budget::new()
+            .max_elapsed(Duration::from_secs(20))
+            .paced_retries(paced);
+        let started = Instant::now();
+        let error = client(&script, budget)
+            .deliver("trigger-token", "{}")
+            .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+                "event-1",
+            )))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(error.is_retryable(), "{error}");
+        assert!(!error.may_have_run());
+        assert!(started.elapsed() <= Duration::from_secs(20));
+        let seen = script.seen.lock().unwrap().clone();
+        let max = Budget::DEFAULT_MAX_ATTEMPTS as usize;
+        if paced == 0 {
+            assert_eq!(seen.len(), max);
+        } else {
+            assert!(
+                seen.len() > max && seen.len() <= max + paced as usize,
+                "{} requests",
+                seen.len()
+            );
+        }
+        assert_eq!(error.attempts().len(), seen.len());
+        assert!(
+            seen.windows(2)
+                .all(|w| w[1].at - w[0].at >= Duration::from_millis(10)),
+            "a burst"
+        );
+        // The last went after its hold: 20 s less one attempt's time (5 s) and half of it.
+        let last = seen[seen.len() - 1].at - seen[0].at;
+        assert!(last >= Duration::from_secs(12), "{last:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_final_attempt_is_held_sees_a_blip_end_on_its_paced_allowance() {
+    // 503 without `Retry-After` for 5 s, one call of 20 s: its attempts meet the blip and the
+    // service is found down. Its final attempt is kept for after the outage, but probes on
+    // the allowance of paced retries, each once its hold has lasted its share (the hold over
+    // eleven): the heal is seen within a share, not at the hold's end. Without the allowance
+    // the final attempt waits out its hold.
+    let blip = Duration::from_secs(5);
     let budget = Budget::new().max_elapsed(Duration::from_secs(20));
-    let started = Instant::now();
-    let error = client(&script, budget)
-        .deliver("trigger-token", "{}")
-        .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
-            "event-1",
-        )))
-        .send()
-        .await
-        .unwrap_err();
-    assert!(error.is_retryable(), "{error}");
-    assert!(!error.may_have_run());
-    assert!(started.elapsed() <= Duration::from_secs(20));
-    let seen = script.seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), Budget::DEFAULT_MAX_ATTEMPTS as usize);
-    // The fifth went after its hold: 20 s less one attempt's time (5 s) and half of it.
-    let last = seen[4].at - seen[0].at;
-    assert!(last >= Duration::from_secs(12), "{last:?}");
+    for paced in [Budget::DEFAULT_PACED_RETRIES, 0] {
+        let started = Instant::now();
+        let script = Script::answering_until(started + blip, Reply::Status(503, None));
+        let delivery = client(&script, budget.paced_retries(paced))
+            .deliver("trigger-token", "{}")
+            .delivery_id(DeliveryId::new(IdempotencyKey::from_operation_id(
+                "event-1",
+            )))
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("paced {paced}: {error}"));
+        assert!(matches!(
+            delivery.outcome(),
+            WebhookOutcome::Accepted { .. }
+        ));
+        let seen = script.seen.lock().unwrap().clone();
+        let last = seen.last().unwrap().at - started;
+        assert!(last >= blip, "{last:?}");
+        if paced == 0 {
+            assert_eq!(seen.len(), Budget::DEFAULT_MAX_ATTEMPTS as usize);
+            assert!(
+                last >= Duration::from_secs(12),
+                "at its hold's end: {last:?}"
+            );
+        } else {
+            assert!(seen.len() <= (Budget::DEFAULT_MAX_ATTEMPTS + paced) as usize);
+            assert!(
+                last < blip + Duration::from_secs(2),
+                "within a share: {last:?}"
+            );
+        }
+    }
 }
 
 /// The shapes a sender runs in: one call at a time, a pool of workers, every call at once.
@@ -425,6 +547,25 @@ enum Shape {
     Sequential,
     Pool(usize),
     AllInFlight,
+}
+
+/// Delivers an event under the delivery ID of `operation` in a task of its own: its result,
+/// and how long the call took.
+fn timed(
+    client: &RetryingClient,
+    operation: String,
+) -> tokio::task::JoinHandle<(hodoflow_retry::Result<Delivery>, Duration)> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let id = DeliveryId::new(IdempotencyKey::from_operation_id(&operation));
+        let sent = client
+            .deliver("trigger-token", "{}")
+            .delivery_id(id)
+            .send()
+            .await;
+        (sent, started.elapsed())
+    })
 }
 
 /// Runs `count` calls of `call(n)` in `shape`; their results, by `n`.
@@ -475,27 +616,14 @@ async fn a_paced_call_ends_within_its_budget_in_every_shape() {
             .seed(7)
             .build()
             .unwrap();
-        let ended = in_shape(shape, 100, |n| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let started = Instant::now();
-                let id = DeliveryId::new(IdempotencyKey::from_operation_id(&format!("paced-{n}")));
-                let sent = client
-                    .deliver("trigger-token", "{}")
-                    .delivery_id(id)
-                    .send()
-                    .await;
-                (sent.map(|d| d.attempts().len()), started.elapsed())
-            })
-        })
-        .await;
+        let ended = in_shape(shape, 100, |n| timed(&client, format!("paced-{n}"))).await;
         let mut delivered = 0;
         for (sent, took) in ended {
             assert!(
                 took <= Duration::from_secs(6),
                 "{shape:?}: a call took {took:?}"
             );
-            match sent {
+            match sent.map(|delivery| delivery.attempts().len()) {
                 Ok(attempts) => {
                     assert_eq!(attempts, 1);
                     delivered += 1;

@@ -127,6 +127,10 @@ pub enum WaitReason {
     /// jitter of a `Retry-After` (see
     /// [`Backoff::retry_after_fallback`](crate::Backoff::retry_after_fallback)).
     RetryAfterFallback,
+    /// The attempt was the retry budget's probe of a service it holds down, and was refused:
+    /// no backoff; the retry budget paces the next attempt (it holds it until its next probe,
+    /// or until the service is back).
+    Probe,
 }
 
 impl WaitReason {
@@ -138,6 +142,7 @@ impl WaitReason {
             Self::RetryAfter => "retry_after",
             Self::Reexchange => "reexchange",
             Self::RetryAfterFallback => "retry_after_fallback",
+            Self::Probe => "probe",
         }
     }
 }

@@ -7,7 +7,12 @@
 //!
 //! **The budget is the whole call.** `max_elapsed` runs from `send()` to the result: every wait
 //! counts, a wait for a trigger's slot or a closed scope included. `max_attempts` counts every
-//! request sent, whatever paced it. No attempt starts with less than
+//! request sent, except those drawn from a separate, bounded allowance of
+//! [`paced_retries`](Budget::paced_retries): retries the server paced with `Retry-After`, and
+//! probes the call's final attempt sends while the retry budget holds its service down, so that
+//! load shedding or a blip a call could ride out within its time does not cost it its
+//! attempts; at most
+//! `max_attempts + paced_retries` requests are sent. No attempt starts with less than
 //! [`Budget::min_attempt_time`] left, so none is sent only to time out (a timeout may have
 //! run: it would turn a clean answer into "may have run"); and a wait that cannot end with that
 //! much left is not slept: the operation stops at once with
@@ -42,6 +47,7 @@ pub struct Budget {
     pub(crate) attempt_timeout: Duration,
     pub(crate) min_attempt_time: Option<Duration>,
     pub(crate) wait_for_in_progress: bool,
+    pub(crate) paced_retries: u32,
 }
 
 impl Budget {
@@ -61,9 +67,11 @@ impl Budget {
     /// The default least time an attempt needs: 1 s (see
     /// [`min_attempt_time`](Self::min_attempt_time)).
     pub const DEFAULT_MIN_ATTEMPT_TIME: Duration = Duration::from_secs(1);
+    /// The default allowance of paced retries: 10 (see [`paced_retries`](Self::paced_retries)).
+    pub const DEFAULT_PACED_RETRIES: u32 = 10;
 
-    /// The default budget: 5 attempts, 60 s elapsed, 15 s per attempt, no waiting for a key in
-    /// progress.
+    /// The default budget: 5 attempts and 10 paced retries, 60 s elapsed, 15 s per attempt, no
+    /// waiting for a key in progress.
     pub const fn new() -> Self {
         Self {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
@@ -71,17 +79,62 @@ impl Budget {
             attempt_timeout: Self::DEFAULT_ATTEMPT_TIMEOUT,
             min_attempt_time: None,
             wait_for_in_progress: false,
+            paced_retries: Self::DEFAULT_PACED_RETRIES,
         }
     }
 
-    /// Sets the most requests one operation sends: every attempt counts, the first, one the
-    /// server paced with `Retry-After`, and one the client's retry budget sent as its probe of a
-    /// service it holds down. `max_attempts(1)` turns retrying off: one request.
+    /// Sets the most attempts one operation sends on its own schedule: the first, and every
+    /// retry not drawn from the [`paced_retries`](Self::paced_retries) allowance.
+    /// `max_attempts(1)` turns retrying off: one request, whatever the allowance.
     ///
     /// Default: 5 attempts, the first included. At least 1, at most [`Budget::MAX_ATTEMPTS`].
     pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts;
         self
+    }
+
+    /// Sets the allowance of paced retries: retries that do not count against
+    /// [`max_attempts`](Self::max_attempts) because something other than the call's own
+    /// schedule paced them. A retry is paced when the server asked for it with a `Retry-After`
+    /// of at least a second (load shedding: `503` or `429`), or when it is sent by the call's
+    /// final attempt as the retry budget's probe of a service it holds down (a final attempt
+    /// is otherwise kept for the end of its hold; its probes are spread over the hold, each once
+    /// the hold has lasted its share, and a refused one takes no backoff). Each draws one from
+    /// the allowance while some is left, then counts against `max_attempts` like any other;
+    /// every one counts against [`max_elapsed`](Self::max_elapsed). So one operation sends at
+    /// most `max_attempts + paced_retries` requests.
+    ///
+    /// Why: a server that sheds load for 10 to 30 s answers each attempt within a second or
+    /// two; counted against five attempts, a call gives up after a few seconds of it, long
+    /// before its 60 s would have outlasted it, and a fleet loses events to a server that asked
+    /// only to be called back later. And a sequential sender whose final attempt is held through
+    /// a blip of a few seconds would see its end only when the hold ends, most of a minute
+    /// later. Set 0 for a hard cap of `max_attempts` requests whatever the server says.
+    ///
+    /// Default: [`Budget::DEFAULT_PACED_RETRIES`], 10. At most [`Budget::MAX_ATTEMPTS`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hodoflow_retry::Budget;
+    ///
+    /// // Exactly three requests at most, even while the server answers `503` with `Retry-After`.
+    /// let strict = Budget::new().max_attempts(3).paced_retries(0);
+    /// strict.validate()?;
+    /// # Ok::<(), hodoflow_retry::Error>(())
+    /// ```
+    pub const fn paced_retries(mut self, paced_retries: u32) -> Self {
+        self.paced_retries = paced_retries;
+        self
+    }
+
+    /// The paced retries a call may send beyond `max_attempts`: none when retrying is off.
+    pub(crate) const fn paced_allowance(&self) -> u32 {
+        if self.max_attempts > 1 {
+            self.paced_retries
+        } else {
+            0
+        }
     }
 
     /// Sets the elapsed-time budget: the whole call, from `send()` to its result, every wait
@@ -156,7 +209,7 @@ impl Budget {
     /// # Errors
     ///
     /// An [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error when `max_attempts`
-    /// is 0 or over [`Budget::MAX_ATTEMPTS`], `max_elapsed` or `attempt_timeout` is zero or over
+    /// is 0 or over [`Budget::MAX_ATTEMPTS`], `paced_retries` is over [`Budget::MAX_ATTEMPTS`], `max_elapsed` or `attempt_timeout` is zero or over
     /// [`Budget::MAX`], or the least attempt time is not less than `max_elapsed`.
     pub fn validate(&self) -> Result<()> {
         for (name, value) in [
@@ -178,6 +231,13 @@ impl Budget {
             return Err(Error::invalid_input(format!(
                 "budget max_attempts of {} is over the maximum of {}",
                 self.max_attempts,
+                Self::MAX_ATTEMPTS
+            )));
+        }
+        if self.paced_retries > Self::MAX_ATTEMPTS {
+            return Err(Error::invalid_input(format!(
+                "budget paced_retries of {} is over the maximum of {}",
+                self.paced_retries,
                 Self::MAX_ATTEMPTS
             )));
         }

@@ -1,7 +1,8 @@
 //! Deciding, apart from acting: what the engine does after each answer, as a pure step.
 //!
 //! [`Course`] holds what one call has decided so far (its retries, the attempts that count
-//! against `max_attempts`, whether its token was re-exchanged) and the schedule of its waits.
+//! against `max_attempts` and those drawn from the allowance of paced retries, whether its
+//! token was re-exchanged) and the schedule of its waits.
 //! [`Course::decide`] takes the attempt's answer, its `Retry-After`, whether the retry budget
 //! sent it as a probe, the deadline, `now` and an RNG, and returns one [`Step`]: done, wait and
 //! send again, re-exchange the token and send again, or stop with an error. It reads no clock,
@@ -10,9 +11,10 @@
 //! folder knows none); the engine (`engine.rs`) only acts on the step.
 //!
 //! The order of the checks is the document's: a success ends the call; a 401 without a token
-//! source, or after a re-exchange, stops; the attempts budget (every attempt counts), then the
-//! retry matrix's wait, then the elapsed-time budget (the wait must leave an attempt's least
-//! time) may stop the rest. What the retry budget (`limit/retry_budget/`) is asked for the next
+//! source, or after a re-exchange, stops; the retry matrix's wait, then the attempts budget
+//! (every attempt counts, but a retry the server paced with `Retry-After` or the retry budget
+//! sent as its probe draws first from the allowance of paced retries), then the elapsed-time
+//! budget (the wait must leave an attempt's least time) may stop the rest. What the retry budget (`limit/retry_budget/`) is asked for the next
 //! attempt is decided here too, and so is the error of a limiter's refusal.
 //!
 //! smithy-rs's orchestrator and tower's `retry::Policy` cut the same way: a strategy that only
@@ -26,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::core::answer::Answer;
 use crate::core::attempt::{TransportKind, WaitReason};
-use crate::core::budget::Deadline;
+use crate::core::budget::{Budget, Deadline};
 use crate::core::classify::{final_error, verdict};
 use crate::core::error::{Error, ErrorKind};
 use crate::core::limit::Refusal;
@@ -93,8 +95,15 @@ pub(crate) struct Course<'a> {
     reexchanged: bool,
     /// Retries after a wait (a re-exchange is not one): the schedule's step.
     retries: u32,
-    /// Attempts sent: every one counts against `max_attempts`.
-    sent: u32,
+    /// Attempts sent that count against `max_attempts`.
+    counted: u32,
+    max_attempts: u32,
+    /// Paced retries the call may still send beyond `max_attempts`.
+    paced_left: u32,
+    /// The attempt in flight drew from the paced allowance.
+    drew_paced: bool,
+    /// It did so as the retry budget's probe.
+    probed: bool,
     next: Next,
 }
 
@@ -102,29 +111,36 @@ pub(crate) struct Course<'a> {
 #[derive(Debug, Clone, Copy)]
 struct Next {
     admission: Admission,
+    /// The server paced the next attempt with its `Retry-After`.
+    paced: bool,
     cause: Option<RetryCause>,
     status: Option<StatusCode>,
     retry_after: Option<Duration>,
 }
 
 impl<'a> Course<'a> {
-    /// The course of a call to a surface of `profile` that has sent nothing yet.
+    /// The course of a call to a surface of `profile` under `budget` that has sent nothing yet.
     pub(crate) fn new(
         profile: &'static SurfaceProfile,
         waits: Waits<'a>,
         renews_tokens: bool,
-        wait_for_in_progress: bool,
+        budget: &Budget,
     ) -> Self {
         Self {
             profile,
             waits,
             renews_tokens,
-            wait_for_in_progress,
+            wait_for_in_progress: budget.wait_for_in_progress,
             reexchanged: false,
             retries: 0,
-            sent: 0,
+            counted: 0,
+            max_attempts: budget.max_attempts,
+            paced_left: budget.paced_allowance(),
+            drew_paced: false,
+            probed: false,
             next: Next {
                 admission: Admission::First,
+                paced: false,
                 cause: None,
                 status: None,
                 retry_after: None,
@@ -142,9 +158,29 @@ impl<'a> Course<'a> {
         self.next.cause
     }
 
-    /// Attempts the call may still send, the next one included.
+    /// Attempts the call may still send that count against `max_attempts`, the next one
+    /// included.
     pub(crate) fn attempts_left(&self, deadline: &Deadline) -> u32 {
-        deadline.attempts_left(self.sent)
+        deadline.attempts_left(self.counted)
+    }
+
+    /// Paced retries the call may still send beyond `max_attempts`.
+    pub(crate) fn paced_left(&self) -> u32 {
+        self.paced_left
+    }
+
+    /// The limiters admitted the next attempt; `probe`: the retry budget sends it as its probe
+    /// of a service it holds down. A retry the server paced draws from the allowance while some
+    /// is left, and so does a probe sent by the call's final attempt (which would otherwise
+    /// keep it for its hold's end); any other attempt counts against `max_attempts`.
+    pub(crate) fn admitted(&mut self, probe: bool) {
+        let retry = self.next.admission != Admission::First;
+        let last = self.counted + 1 >= self.max_attempts;
+        self.drew_paced = retry && (self.next.paced || (probe && last)) && self.paced_left > 0;
+        self.probed = self.drew_paced && !self.next.paced;
+        if self.drew_paced {
+            self.paced_left -= 1;
+        }
     }
 
     /// The error when a limiter refuses the next attempt: with the last answer's status and
@@ -180,7 +216,10 @@ impl<'a> Course<'a> {
             answer,
             retry_after,
         } = heard;
-        self.sent += 1;
+        if !std::mem::take(&mut self.drew_paced) {
+            self.counted += 1;
+        }
+        let probed = std::mem::take(&mut self.probed);
         let mut verdict = verdict(self.profile, answer);
         if self.wait_for_in_progress {
             verdict = verdict.waiting_for_in_progress();
@@ -199,12 +238,24 @@ impl<'a> Course<'a> {
         if reexchange && self.reexchanged {
             return decision(Step::Refused(stopped()));
         }
-        if deadline.attempts_left(self.sent) == 0 {
-            return decision(Step::Stop(stopped()));
-        }
-        let Some((wait, reason)) = self.waits.plan(verdict, self.retries, retry_after, rng) else {
+        let Some((mut wait, mut reason)) = self.waits.plan(verdict, self.retries, retry_after, rng)
+        else {
             return decision(Step::Stop(stopped()));
         };
+        // A refused probe on the allowance takes no step of the call's own schedule: the retry
+        // budget holds the next attempt until its turn to probe, or until the service is back.
+        if probed && reason == WaitReason::Backoff {
+            (wait, reason) = (Duration::ZERO, WaitReason::Probe);
+        }
+        // The server paced the next attempt: it asked for it after a second or more, and the
+        // wait honours that.
+        let paced = !reexchange
+            && retry_after.is_some_and(|server| {
+                server >= RetryBudget::FREE_AFTER_RETRY_AFTER && wait >= server
+            });
+        if deadline.attempts_left(self.counted) == 0 && !(paced && self.paced_left > 0) {
+            return decision(Step::Stop(stopped()));
+        }
         if let Err(refused) = deadline.check_wait(wait, now.at) {
             let error = Error::new(
                 ErrorKind::BudgetExhausted,
@@ -240,6 +291,7 @@ impl<'a> Course<'a> {
         };
         self.next = Next {
             admission,
+            paced,
             cause: Some(cause),
             status: answer.status(),
             retry_after,
@@ -248,7 +300,9 @@ impl<'a> Course<'a> {
             self.reexchanged = true;
             decision(Step::Reexchange { cause })
         } else {
-            self.retries += 1;
+            if reason != WaitReason::Probe {
+                self.retries += 1;
+            }
             decision(Step::Wait {
                 wait,
                 reason,

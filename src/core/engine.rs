@@ -276,9 +276,11 @@ impl Engine {
                 Step::Admit {
                     admission,
                     attempts_left,
+                    paced_left,
                     retry,
                 } => {
-                    (call.ask.admission, call.ask.attempts_left) = (admission, attempts_left);
+                    call.ask.admission = admission;
+                    (call.ask.attempts_left, call.ask.paced_left) = (attempts_left, paced_left);
                     self.admit(&mut call, retry).await
                 }
                 Step::Token(wait) => self.token(&mut call, wait).await,
@@ -398,6 +400,7 @@ impl Engine {
             service: self.service(request),
             admission: Admission::First,
             attempts_left: policy.budget.max_attempts,
+            paced_left: policy.budget.paced_allowance(),
             deadline,
             counters: &self.counters,
             fleet: policy.fleet.as_deref(),
@@ -409,12 +412,12 @@ impl Engine {
     async fn admit(&self, call: &mut CallState<'_, '_>, retry: Option<RetryCause>) -> Event {
         match self.limits.admit_with(&call.ask, call.queued.take()).await {
             Ok(admitted) => {
-                let cost = admitted.cost();
+                let (cost, probe) = (admitted.cost(), admitted.is_probe());
                 call.permits = Some(admitted);
                 if let Some(cause) = retry {
                     self.counters.retried(cause);
                 }
-                Event::Admitted { cost }
+                Event::Admitted { cost, probe }
             }
             Err(refusal) => Event::Refused(refusal),
         }

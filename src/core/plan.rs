@@ -9,7 +9,8 @@
 //! matrix's step.
 //!
 //! The budget is the whole call: the deadline starts when the plan does, at `send()`; every
-//! attempt counts against `max_attempts`; no attempt starts with less than the budget's least
+//! attempt counts against `max_attempts`, or draws from its bounded allowance of paced
+//! retries; no attempt starts with less than the budget's least
 //! attempt time left; a wait that would leave less is refused at once (`budget.rs`).
 //!
 //! smithy-rs's orchestrator asks one `RetryStrategy` before the first attempt
@@ -39,10 +40,12 @@ use crate::core::stats::RetryCause;
 #[derive(Debug)]
 pub(crate) enum Step {
     /// Ask the limiters to admit the next attempt, as `admission`, with `attempts_left` to
-    /// send (this one included); `retry` says why it is a retry.
+    /// send (this one included) and `paced_left` paced retries beyond them; `retry` says why it
+    /// is a retry.
     Admit {
         admission: Admission,
         attempts_left: u32,
+        paced_left: u32,
         retry: Option<RetryCause>,
     },
     /// Get a token for the attempt, waiting within `wait`.
@@ -78,8 +81,9 @@ pub(crate) enum Step {
 pub(crate) enum Event {
     /// The call began.
     Begin,
-    /// The limiters admitted the attempt; `cost` retry tokens it took.
-    Admitted { cost: u32 },
+    /// The limiters admitted the attempt; `cost` retry tokens it took; `probe`: it goes as the
+    /// retry budget's probe of a service it holds down.
+    Admitted { cost: u32, probe: bool },
     /// A limiter refused it: nothing was sent for it.
     Refused(Refusal),
     /// The token for the attempt (or a re-exchanged one) is ready.
@@ -115,7 +119,7 @@ impl<'a> Plan<'a> {
     ) -> Self {
         Self {
             deadline: Deadline::start(budget, now),
-            course: Course::new(profile, waits, holds_token, budget.wait_for_in_progress),
+            course: Course::new(profile, waits, holds_token, &budget),
             holds_token,
             spent: 0,
         }
@@ -137,8 +141,9 @@ impl<'a> Plan<'a> {
     ) -> Step {
         match event {
             Event::Begin | Event::Waited => self.before_attempt(now),
-            Event::Admitted { cost } => {
+            Event::Admitted { cost, probe } => {
                 self.spent += cost;
+                self.course.admitted(probe);
                 // Read after every wait: a token that expired while the call waited is
                 // refreshed before it is sent, never sent stale.
                 if self.holds_token {
@@ -178,6 +183,7 @@ impl<'a> Plan<'a> {
         Step::Admit {
             admission: self.course.admission(),
             attempts_left: self.course.attempts_left(&self.deadline),
+            paced_left: self.course.paced_left(),
             retry: self.course.cause(),
         }
     }

@@ -43,11 +43,16 @@ fn start() -> Now {
 }
 
 fn course(surface: Surface) -> Course<'static> {
+    course_under(surface, &Budget::new(), true)
+}
+
+/// The course of a call to `surface` under `budget`; `renews_tokens`: it has a token source.
+fn course_under(surface: Surface, budget: &Budget, renews_tokens: bool) -> Course<'static> {
     Course::new(
         surface.profile(),
         Waits::new(Backoff::new(), None),
-        true,
-        false,
+        renews_tokens,
+        budget,
     )
 }
 
@@ -112,12 +117,7 @@ fn answers_of(surface: Surface, rule: &'static Rule) -> Vec<Answer> {
 fn decide_first(surface: Surface, answer: &Answer, renews_tokens: bool) -> Decision {
     let now = start();
     let deadline = Deadline::start(Budget::new(), now.at);
-    let mut course = Course::new(
-        surface.profile(),
-        Waits::new(Backoff::new(), None),
-        renews_tokens,
-        false,
-    );
+    let mut course = course_under(surface, &Budget::new(), renews_tokens);
     let heard = Heard {
         answer,
         retry_after: answer.retry_after(now.wall),
@@ -244,30 +244,70 @@ fn the_last_counted_attempt_stops_with_the_answer_left_over() {
 }
 
 #[test]
-fn every_attempt_counts_a_paced_one_too() {
+fn a_paced_retry_draws_from_its_allowance_then_counts() {
+    // Two attempts and one paced retry: three requests against a server that keeps pacing.
     let now = start();
-    let deadline = Deadline::start(Budget::new().max_attempts(2), now.at);
-    let mut course = course(Surface::Webhook);
+    let budget = Budget::new().max_attempts(2).paced_retries(1);
+    let deadline = Deadline::start(budget, now.at);
+    let mut course = course_under(Surface::Webhook, &budget, true);
     let paced = answer(429, String::new(), Some("2"));
     let heard = Heard {
         answer: &paced,
         retry_after: Some(2 * SECOND),
     };
-    let first = course.decide(heard, &deadline, now, &mut rng());
-    assert!(matches!(first.step, Step::Wait { .. }), "{first:?}");
-    assert_eq!(
-        course.admission(),
-        Admission::Retry {
-            after_timeout: false,
-            paced: true
-        },
-        "free of retry tokens, not of the attempt"
-    );
-    let last = course.decide(heard, &deadline, now, &mut rng());
-    let Step::Stop(error) = last.step else {
-        panic!("{last:?}");
+    course.admitted(false);
+    for sent in 1..=3 {
+        let decision = course.decide(heard, &deadline, now, &mut rng());
+        if sent < 3 {
+            assert!(matches!(decision.step, Step::Wait { .. }), "{decision:?}");
+            assert_eq!(
+                course.admission(),
+                Admission::Retry {
+                    after_timeout: false,
+                    paced: true
+                },
+                "free of retry tokens"
+            );
+            course.admitted(false);
+        } else {
+            let Step::Stop(error) = decision.step else {
+                panic!("{decision:?}");
+            };
+            assert_eq!(error.kind(), ErrorKind::RateLimited);
+        }
+    }
+}
+
+#[test]
+fn a_final_retry_sent_as_the_probe_draws_from_the_allowance_and_takes_no_backoff() {
+    let now = start();
+    let unpaced = answer(503, String::new(), None);
+    let heard = Heard {
+        answer: &unpaced,
+        retry_after: None,
     };
-    assert_eq!(error.kind(), ErrorKind::RateLimited);
+    for (probe, sent) in [(false, 2), (true, 3)] {
+        let budget = Budget::new().max_attempts(2).paced_retries(1);
+        let deadline = Deadline::start(budget, now.at);
+        let mut course = course_under(Surface::Webhook, &budget, true);
+        course.admitted(false);
+        let mut decided = 0;
+        loop {
+            decided += 1;
+            let decision = course.decide(heard, &deadline, now, &mut rng());
+            match decision.step {
+                // A refused probe takes no backoff: the retry budget paces the next attempt.
+                Step::Wait { wait, reason, .. } if probe && decided == 2 => {
+                    assert_eq!((wait, reason), (Duration::ZERO, WaitReason::Probe));
+                }
+                Step::Wait { reason, .. } => assert_eq!(reason, WaitReason::Backoff),
+                _ => break,
+            }
+            // The second attempt goes as the probe, when it does.
+            course.admitted(probe && decided == 1);
+        }
+        assert_eq!(decided, sent, "probe: {probe}");
+    }
 }
 
 #[test]
@@ -331,10 +371,9 @@ fn waiting_for_in_progress_turns_its_stop_into_a_wait() {
     let mut stops = course(Surface::JsonApiWrite);
     let decision = stops.decide(heard, &deadline, now, &mut rng());
     assert_eq!(decision.verdict, Verdict::Stop(ErrorKind::InProgress));
-    let mut waits = Course::new(
-        Surface::JsonApiWrite.profile(),
-        Waits::new(Backoff::new(), None),
-        true,
+    let mut waits = course_under(
+        Surface::JsonApiWrite,
+        &Budget::new().wait_for_in_progress(true),
         true,
     );
     let decision = waits.decide(heard, &deadline, now, &mut rng());

@@ -65,8 +65,8 @@ pub(crate) struct Cli {
     pub(crate) token_url: Option<String>,
 
     /// The most requests of one operation, every one counted: the first, those the server
-    /// paced with Retry-After, and the retry budget's probes while the service is down (at most
-    /// 1000).
+    /// paced with Retry-After, and the retry budget's probes while the service is down, unless
+    /// --paced-retries allows some of those beyond it (at most 1000).
     #[arg(
         long,
         env = "HODOFLOW_MAX_ATTEMPTS",
@@ -77,6 +77,22 @@ pub(crate) struct Cli {
         value_parser = clap::value_parser!(u32).range(1..=1000)
     )]
     pub(crate) max_attempts: u32,
+
+    /// Retries beyond --max-attempts for those paced by someone else: the server's Retry-After
+    /// of a second or more (load shedding), or a probe sent by an operation's final attempt
+    /// while the retry budget holds the service down. Each draws one while some is left, then counts against --max-attempts; one
+    /// operation sends at most --max-attempts plus this many requests. The library's default is
+    /// 10; this tool's is 0, so --max-attempts is every request (at most 1000).
+    #[arg(
+        long,
+        env = "HODOFLOW_PACED_RETRIES",
+        hide_env_values = true,
+        global = true,
+        default_value_t = 0,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(0..=1000)
+    )]
+    pub(crate) paced_retries: u32,
 
     /// The time budget of one operation, from its start to its result, every wait included (a
     /// trigger's window, a scope the server closed); no attempt starts with less than 1s of it
@@ -794,6 +810,10 @@ mod tests {
         assert_eq!(
             env("max-attempts").as_deref(),
             Some("HODOFLOW_MAX_ATTEMPTS")
+        );
+        assert_eq!(
+            env("paced-retries").as_deref(),
+            Some("HODOFLOW_PACED_RETRIES")
         );
         assert_eq!(env("max-elapsed").as_deref(), Some("HODOFLOW_MAX_ELAPSED"));
         assert_eq!(

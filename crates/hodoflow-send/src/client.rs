@@ -101,6 +101,7 @@ pub(crate) fn builder(
     }
     let budget = Budget::new()
         .max_attempts(cli.max_attempts)
+        .paced_retries(cli.paced_retries)
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
     Ok(RetryingClient::builder(base_url.as_str())

@@ -105,6 +105,7 @@ pub(crate) fn build(
     let token = crate::secret::modulify_token(token_file)?;
     let budget = Budget::new()
         .max_attempts(cli.max_attempts)
+        .paced_retries(cli.paced_retries)
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
     let client = RetryingClient::builder(base_url.as_str())

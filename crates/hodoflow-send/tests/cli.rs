@@ -1367,3 +1367,55 @@ fn credentials_go_to_the_token_url_and_a_refused_secret_is_permanent() {
     assert!(!ledger.exchanges()[1].granted);
     assert_eq!(ledger.requests_to("GET", PROJECTS).len(), 1);
 }
+
+#[test]
+fn a_trigger_that_always_sheds_gets_exactly_max_attempts_unless_paced_retries_allow_more() {
+    // `503, Retry-After: 1` on every delivery: --max-attempts is every request by default;
+    // --paced-retries N lets N more retries the server paced go.
+    let shed = |paced: &'static str, sent: usize| {
+        let contract = Contract::start();
+        contract.server.inject(
+            Fault::respond(503)
+                .header("Retry-After", "1")
+                .body(r#"{"error":"Processing temporarily unavailable"}"#)
+                .on("POST", WEBHOOKS)
+                .times(100),
+        );
+        let key = format!("evt-shed-{paced}");
+        let ran = run(contract.send().args([
+            "--json",
+            "--max-attempts",
+            "3",
+            "--paced-retries",
+            paced,
+            "--max-elapsed",
+            "15s",
+            "webhook",
+            TRIGGER,
+            "--delivery-id",
+            &key,
+            "--data",
+            EVENT,
+        ]));
+
+        assert_eq!(ran.code, 3, "retry later: {ran:?}");
+        let report = ran.json();
+        assert_eq!(
+            report["attempts"].as_array().unwrap().len(),
+            sent,
+            "{report}"
+        );
+        let ledger = contract.ledger();
+        assert_eq!(
+            ledger.requests_with_key(&key).len(),
+            sent,
+            "--paced-retries {paced}"
+        );
+        assert_eq!(ledger.total_runs(), 0);
+    };
+    // Both at once: each waits out most of its budget.
+    std::thread::scope(|scope| {
+        scope.spawn(|| shed("0", 3));
+        shed("2", 5);
+    });
+}

@@ -59,6 +59,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) admission: Admission,
     /// Attempts its call may still send, this one included.
     pub(crate) attempts_left: u32,
+    /// Paced retries its call may still send beyond them.
+    pub(crate) paced_left: u32,
     /// Its call's deadline: every wait ends in time for the attempt.
     pub(crate) deadline: Deadline,
     /// Where waits are counted.
@@ -76,6 +78,7 @@ impl std::fmt::Debug for Ask<'_> {
             .field("service", &self.service)
             .field("admission", &self.admission)
             .field("attempts_left", &self.attempts_left)
+            .field("paced_left", &self.paced_left)
             .finish_non_exhaustive()
     }
 }
@@ -157,6 +160,11 @@ impl Permits {
     /// The retry tokens the attempt took, refunded if its call succeeds.
     pub(crate) fn cost(&self) -> u32 {
         self.ticket.cost()
+    }
+
+    /// Whether the attempt goes as the retry budget's probe of a service it holds down.
+    pub(crate) fn is_probe(&self) -> bool {
+        self.ticket.is_probe()
     }
 }
 

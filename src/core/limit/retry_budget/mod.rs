@@ -385,6 +385,7 @@ impl Limiter for RetryBudget {
             hold: ask.deadline.hold(now),
             due: ask.deadline.due(now),
             rides_out: ask.deadline.max_elapsed(),
+            free_probes: ask.paced_left,
         };
         self.admit_to(ask.service, ask.admission, ask.attempts_left, limits)
             .await
@@ -442,7 +443,6 @@ impl Ticket {
     }
 
     /// Whether this attempt goes as the probe of a service the budget holds down.
-    #[cfg(test)]
     pub(crate) fn is_probe(&self) -> bool {
         self.admitted
             .as_ref()
@@ -485,6 +485,9 @@ pub(crate) struct Limits {
     /// The call's whole budget: the longest outage it could ride out. Once the service has been
     /// down longer, the attempt is refused on the newest probe's refusal.
     pub(crate) rides_out: Duration,
+    /// Probes the call's final retry may send on its allowance of paced retries, spaced so
+    /// they span its hold: each goes once the hold has lasted its share.
+    pub(crate) free_probes: u32,
 }
 
 impl Limits {
@@ -496,6 +499,7 @@ impl Limits {
             hold: wait,
             due: wait,
             rides_out: wait,
+            free_probes: 0,
         }
     }
 }
@@ -735,7 +739,8 @@ const RAMP_STEPS: u32 = 3;
 struct Asked {
     cost: u32,
     first: bool,
-    /// A retry with no attempt left after it: not spent as a probe while its hold lasts.
+    /// A retry with no attempt left after it: not spent as a probe while its hold lasts, but
+    /// for those its allowance of paced retries pays (`Limits::free_probes`).
     final_retry: bool,
     limits: Limits,
 }
@@ -1010,9 +1015,15 @@ impl BudgetState {
         // A probe goes only when nothing else of the service is in flight: answers still on
         // their way are evidence too, and a probe sent among them would meet the same blip. A
         // call's final retry keeps its attempt for after the outage while its hold lasts; any
-        // other held attempt may be the probe. After a quiet spell the evidence is stale, and
-        // the next attempt probes at once.
-        let may_probe = !ask.final_retry || held_left.is_zero();
+        // other held attempt may be the probe. The final one may too on its allowance of paced
+        // retries, each once the hold has lasted its share, so a heal is seen within a share
+        // of the hold and the allowance spans it. After a quiet spell the evidence is stale,
+        // and the next attempt probes at once.
+        let free_probe_at = (limits.free_probes > 0)
+            .then(|| limits.hold / (limits.free_probes + 1))
+            .filter(|_| ask.final_retry);
+        let may_probe =
+            !ask.final_retry || held_left.is_zero() || free_probe_at.is_some_and(|at| waited >= at);
         if may_probe && nothing_in_flight && (now >= throttle.probes.next_at || throttle.stale(now))
         {
             return Held::Probe;
@@ -1051,6 +1062,9 @@ impl BudgetState {
             let steps = hold.drawn.map_or(0, |drawn| drawn + 1);
             let next_step = from + RetryBudget::PROBE_INTERVAL * steps;
             until = until.min(next_step.saturating_duration_since(now));
+        }
+        if let Some(at) = free_probe_at.filter(|at| waited < *at) {
+            until = until.min(at - waited);
         }
         if until.is_zero() {
             until = RECHECK;
@@ -1386,6 +1400,7 @@ mod tests {
             hold,
             due: budget,
             rides_out: budget,
+            free_probes: 0,
         }
     }
 
@@ -1403,6 +1418,7 @@ mod tests {
             hold,
             due: hold + Duration::from_secs(2),
             rides_out: LONG * 2,
+            free_probes: 0,
         };
         let mut held: Vec<_> = (0..80)
             .map(|_| {
@@ -1825,6 +1841,26 @@ mod tests {
         assert!(probe.is_probe());
         assert_eq!(asked.elapsed(), Duration::ZERO);
         budget.answered(probe, OK);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_final_retry_probes_on_its_paced_allowance_once_its_hold_has_lasted_its_share() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let hold = Duration::from_secs(10);
+        let started = Instant::now();
+        let call = Limits {
+            free_probes: 9,
+            ..limits(hold, Duration::from_secs(40))
+        };
+        let last = budget
+            .admit_to(SERVICE, RETRY, 1, call)
+            .await
+            .expect("a probe on the allowance");
+        assert!(last.is_probe());
+        assert_eq!(started.elapsed(), hold / 10, "its share of the hold");
+        budget.answered(last, DOWN);
     }
 
     #[tokio::test(start_paused = true)]
