@@ -31,7 +31,7 @@ use crate::core::matrix::Verdict;
 use crate::core::otel;
 use crate::core::plan::{Event, Now, Plan, Step};
 use crate::core::profile::SurfaceProfile;
-use crate::core::redact::{Cleaner, Secrets};
+use crate::core::redact::Secrets;
 use crate::core::request::FixedRequest;
 use crate::core::runtime;
 use crate::core::schedule::{SharedSchedule, Waits};
@@ -218,10 +218,7 @@ impl Engine {
         let ended = self
             .act(request, policy, transport, &mut attempts, &mut token)
             .await;
-        let cleaner = Cleaner::with(
-            self.tokens.as_ref().map(TokenCache::secrets),
-            request.secrets(),
-        );
+        let cleaner = request.cleaner(self.tokens.as_ref().map(TokenCache::secrets));
         match ended {
             Ok((status, headers, body)) => {
                 attempts
@@ -557,7 +554,7 @@ impl CallState<'_, '_> {
     fn request_id(&self) -> Option<String> {
         let id = self.answer.as_ref()?.request_id()?;
         let (shared, request) = self.secrets;
-        Some(Cleaner::with(shared, request.secrets()).text(id, MAX_REQUEST_ID))
+        Some(request.cleaner(shared).text(id, MAX_REQUEST_ID))
     }
 
     /// One event for the last attempt: number, status or transport error, `x-request-id`,

@@ -156,6 +156,16 @@ struct Pattern {
 }
 
 impl Pattern {
+    /// Every form of `secrets`, ready to find.
+    fn of<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut pattern = Self::default();
+        for secret in secrets {
+            pattern.add(secret);
+        }
+        pattern.finish();
+        pattern
+    }
+
     fn add(&mut self, secret: &str) {
         if secret.len() < MIN_SECRET {
             return;
@@ -269,12 +279,26 @@ fn percent(text: &str, space: &str, lower: bool) -> String {
     out
 }
 
+/// Secrets fixed when they are set, ready to clean with: a signer's, whose pattern is built
+/// once rather than on every call.
+#[derive(Clone, Default)]
+pub(crate) struct Prepared(Arc<Pattern>);
+
+impl Prepared {
+    /// `secrets`, ready to clean with.
+    pub(crate) fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
+        Self(Arc::new(Pattern::of(secrets)))
+    }
+}
+
 /// Cleans a server's text against the secrets of one call (see the module docs).
 #[derive(Clone, Default)]
 pub(crate) struct Cleaner {
     /// The client's secrets, as they were when the call ended.
     shared: Arc<Pattern>,
-    /// The call's own: its trigger token, signing secrets, `Authorization`.
+    /// The call's prepared ones: its signing secrets.
+    prepared: Arc<Pattern>,
+    /// The call's own: its trigger token, `Authorization`.
     own: Arc<Pattern>,
 }
 
@@ -295,26 +319,32 @@ impl Cleaner {
         shared: Option<&Secrets>,
         own: impl IntoIterator<Item = &'a str>,
     ) -> Self {
-        let mut pattern = Pattern::default();
-        for secret in own {
-            pattern.add(secret);
-        }
-        pattern.finish();
         Self {
             shared: shared.map(Secrets::pattern).unwrap_or_default(),
-            own: Arc::new(pattern),
+            prepared: Arc::default(),
+            own: Arc::new(Pattern::of(own)),
         }
+    }
+
+    /// This cleaner, cleaning the `prepared` secrets too.
+    pub(crate) fn and(mut self, prepared: Option<&Prepared>) -> Self {
+        if let Some(Prepared(pattern)) = prepared {
+            self.prepared = Arc::clone(pattern);
+        }
+        self
     }
 
     /// `text`, a server's words, with every secret (whole, encoded, or a piece of
     /// [`PIECE`] bytes or more) replaced by [`REDACTED`]; neither escaped nor bounded.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        if self.shared.is_empty() && self.own.is_empty() {
+        let patterns = [&self.shared, &self.prepared, &self.own];
+        if patterns.iter().all(|pattern| pattern.is_empty()) {
             return Cow::Borrowed(text);
         }
         let mut found = Vec::new();
-        self.shared.find(text, &mut found);
-        self.own.find(text, &mut found);
+        for pattern in patterns {
+            pattern.find(text, &mut found);
+        }
         if found.is_empty() {
             return Cow::Borrowed(text);
         }

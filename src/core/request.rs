@@ -16,6 +16,7 @@ use http::{HeaderMap, HeaderValue, Method};
 use crate::core::error::{Error, Result};
 use crate::core::limit::RouteKey;
 use crate::core::profile::SurfaceProfile;
+use crate::core::redact::{Cleaner, Secrets};
 use crate::core::signing::Signer;
 
 /// A request whose identity is fixed across attempts.
@@ -218,19 +219,22 @@ impl FixedRequest {
         }
     }
 
-    /// The secrets this request carries, to clean what a server echoes (`redact.rs`): its
-    /// trigger token, its signing secrets, and the credentials of an `Authorization` of its own
-    /// (a middleware stack without an exchanger sends the caller's). Never log them.
-    pub(crate) fn secrets(&self) -> impl Iterator<Item = &str> {
+    /// A cleaner of what a server echoes to this request (`redact.rs`): the client's `shared`
+    /// secrets, its signing secrets (prepared once with its signer) and its own.
+    pub(crate) fn cleaner(&self, shared: Option<&Secrets>) -> Cleaner {
+        Cleaner::with(shared, self.secrets()).and(self.signer.as_ref().map(Signer::prepared))
+    }
+
+    /// The secrets this request carries beside its signer's: its trigger token, and the
+    /// credentials of an `Authorization` of its own (a middleware stack without an exchanger
+    /// sends the caller's). Never log them.
+    fn secrets(&self) -> impl Iterator<Item = &str> {
         let credentials = self
             .headers
             .get(AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .map(|value| value.split_once(' ').map_or(value, |(_, rest)| rest).trim());
-        self.route_name()
-            .into_iter()
-            .chain(self.signer.iter().flat_map(Signer::texts))
-            .chain(credentials)
+        self.route_name().into_iter().chain(credentials)
     }
 
     /// The route's key (a delivery's trigger token, the last segment of its path); a secret,

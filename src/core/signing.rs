@@ -40,6 +40,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::core::auth::secret::Secret;
 use crate::core::error::{Error, Result};
+use crate::core::redact::Prepared;
 
 /// The prefix of a Standard Webhooks secret.
 const PREFIX: &str = "whsec_";
@@ -164,6 +165,8 @@ impl fmt::Display for SigningSecret {
 #[derive(Clone)]
 pub(crate) struct Signer {
     secrets: Arc<[SigningSecret]>,
+    /// The secrets' texts, ready to clean what a server echoes: built once, not per delivery.
+    prepared: Prepared,
 }
 
 impl fmt::Debug for Signer {
@@ -196,8 +199,10 @@ impl Signer {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let prepared = Prepared::new(parsed.iter().map(|secret| secret.text.expose()));
         Ok(Some(Self {
             secrets: parsed.into(),
+            prepared,
         }))
     }
 
@@ -211,9 +216,9 @@ impl Signer {
         prints.join(", ")
     }
 
-    /// The text of each secret, to clean what a server echoes. Never log it.
-    pub(crate) fn texts(&self) -> impl Iterator<Item = &str> {
-        self.secrets.iter().map(|secret| secret.text.expose())
+    /// The secrets, ready to clean what a server echoes.
+    pub(crate) fn prepared(&self) -> &Prepared {
+        &self.prepared
     }
 
     /// How many secrets sign.
