@@ -212,7 +212,6 @@ async fn a_pool_of_8_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt()
     support::deliver(&client, "before-the-blip").await;
     let blip = Duration::from_secs(2);
     server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(blip));
-    let started = Instant::now();
     let events = 40;
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let workers: Vec<_> = (0..8)
@@ -253,7 +252,6 @@ async fn a_pool_of_8_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt()
         refused >= 16,
         "every call met the blip: {refused} answers of 503"
     );
-    assert!(started.elapsed() >= blip);
 }
 
 /// A sequential sender meets a 2 s blip that outlasts its first call's attempts at the backoff's
@@ -271,7 +269,6 @@ async fn a_sequential_sender_keeps_its_final_attempt_for_after_a_2_s_blip() {
     support::deliver(&client, "before-the-blip").await;
     let blip = Duration::from_secs(2);
     server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(blip));
-    let started = Instant::now();
     for n in 0..10 {
         let id = delivery(&format!("sequential-{n}"));
         client
@@ -301,5 +298,4 @@ async fn a_sequential_sender_keeps_its_final_attempt_for_after_a_2_s_blip() {
         last.arrived.duration_since(first[0].arrived) >= blip,
         "the final attempt went after the blip"
     );
-    assert!(started.elapsed() >= blip);
 }

@@ -739,13 +739,13 @@ async fn thousands_of_random_answers_end_every_call_typed_within_its_budget() {
     while let Some(joined) = senders.join_next().await {
         for (took, error) in joined.expect("no call panics") {
             calls += 1;
-            // The slack is the test's own scheduling: the hostile server streams random bodies
-            // of up to 64 MiB on the same single-threaded runtime as the 64 senders, and on two
-            // cores a timer there fires up to about half a second late (seen: a 300 ms attempt
-            // timeout ending a call at 1.33 s, at this test's landed commit as at today's).
+            // A guard against a call that never ends, not a measure of its budget: the hostile
+            // server streams random bodies of up to 64 MiB on the same runtime as the 64
+            // senders, so a call's own timers fire late under load. That each call ends within
+            // its budget is tested in paused time (`tests/paused_time.rs`).
             assert!(
-                took <= MAX_ELAPSED + Duration::from_millis(1000),
-                "a call took {took:?}: {error:?}"
+                took <= MAX_ELAPSED * 20,
+                "a call took {took:?}: it hung: {error:?}"
             );
             let kind = error.as_ref().map_or("ok", |(kind, _)| kind.as_str());
             *kinds.entry(kind).or_default() += 1;
@@ -877,15 +877,18 @@ async fn a_silent_token_endpoint_ends_the_call_within_its_budget() {
         )
         .build()
         .unwrap();
-    let started = Instant::now();
-    let error = client
-        .deliver(TRIGGER, "{}")
-        .delivery_id(id("silent-token"))
-        .send()
-        .await
-        .expect_err("no token, no delivery");
-    let took = started.elapsed();
-    assert!(took <= Duration::from_secs(4), "took {took:?}: {error}");
+    // A guard, not a measure: the exchanger's own 15 s timeout would outlast it; that the call's
+    // budget bounds the exchange is read from the message below.
+    let error = tokio::time::timeout(
+        Duration::from_secs(12),
+        client
+            .deliver(TRIGGER, "{}")
+            .delivery_id(id("silent-token"))
+            .send(),
+    )
+    .await
+    .expect("the exchange is bounded by the call, not by the exchanger's 15 s")
+    .expect_err("no token, no delivery");
     assert_eq!(error.kind(), ErrorKind::TokenExchange, "{error}");
     let message = error.to_string();
     assert!(
@@ -913,19 +916,16 @@ async fn a_silent_catalogue_read_ends_the_call_within_its_budget() {
         .build()
         .unwrap();
     let modulify = hodoflow_retry::ModulifyClient::new(client);
-    let started = Instant::now();
-    let error = modulify
-        .call("send_message", "{}")
-        .budget(
-            Budget::new()
-                .max_elapsed(Duration::from_secs(2))
-                .attempt_timeout(Duration::from_secs(1)),
-        )
-        .send()
+    // A guard, not a measure: the client's own 15 s attempt timeout would outlast it.
+    let call = modulify.call("send_message", "{}").budget(
+        Budget::new()
+            .max_elapsed(Duration::from_secs(2))
+            .attempt_timeout(Duration::from_secs(1)),
+    );
+    let error = tokio::time::timeout(Duration::from_secs(12), call.send())
         .await
+        .expect("the catalogue read is bounded by the call's budget, not the client's")
         .expect_err("no catalogue, no call");
-    let took = started.elapsed();
-    assert!(took <= Duration::from_secs(3), "took {took:?}: {error}");
     assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
     assert!(error.to_string().contains("catalogue"), "{error}");
 }
