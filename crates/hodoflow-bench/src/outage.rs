@@ -32,10 +32,18 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param("healthy_seconds", healthy_for.as_secs_f64());
     report.param("outage_seconds", outage_for.as_secs_f64());
     report.param("server_answer", "503 without Retry-After to every delivery");
-    report.param("sdk_config", peers::SDK_DEFAULTS);
+    report.param("sdk_config", peers::sdk_defaults(size));
+    // The default at full size. Against the server that is down every call is held for most of
+    // its budget, so at smoke size a short one ends the run within seconds.
+    let call_budget = size.call_budget();
 
     let healthy = server::start().await?;
-    let sdk = peers::sdk(&healthy.base_url(), Backoff::default(), RetryBudget::new())?;
+    let sdk = peers::sdk_within(
+        &healthy.base_url(),
+        Backoff::default(),
+        RetryBudget::new(),
+        call_budget,
+    )?;
     let start = Instant::now();
     drive::loop_senders(&sdk, senders, start, healthy_for, "outage-healthy", BODY).await;
     let healthy_rps = healthy.ledger().requests_to("POST", server::WEBHOOKS).len() as f64
@@ -56,7 +64,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
                 .on("POST", server::WEBHOOKS)
                 .times(u32::MAX),
         );
-        let sdk = peers::sdk(&failing.base_url(), Backoff::default(), budget)?;
+        let sdk = peers::sdk_within(&failing.base_url(), Backoff::default(), budget, call_budget)?;
         let start = Instant::now();
         let ops = drive::loop_senders(&sdk, senders, start, outage_for, "outage", BODY).await;
         let last_from = outage_for / 2;

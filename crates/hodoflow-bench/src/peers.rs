@@ -17,13 +17,14 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable as _};
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
-use hodoflow_retry::{Backoff, RetryBudget, RetryingClient};
+use hodoflow_retry::{Backoff, Budget, RetryBudget, RetryingClient};
 use http::{HeaderValue, StatusCode};
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 
 use crate::Result;
+use crate::size::Size;
 
 /// The backoff used where a scenario's figures depend on time: 50 ms doubling to 2 s, full
 /// jitter. The SDK's default is 500 ms doubling to 30 s.
@@ -31,14 +32,26 @@ pub(crate) const FAST_BASE: Duration = Duration::from_millis(50);
 /// The cap of the fast backoff.
 pub(crate) const FAST_CAP: Duration = Duration::from_secs(2);
 
-/// The SDK's client for the demo credentials, with `backoff` and `retry_budget`.
+/// The SDK's client for the demo credentials, with `backoff` and `retry_budget` and the
+/// default call budget.
 pub(crate) fn sdk(
     base_url: &str,
     backoff: Backoff,
     retry_budget: RetryBudget,
 ) -> Result<RetryingClient> {
+    sdk_within(base_url, backoff, retry_budget, Budget::new())
+}
+
+/// [`sdk`] with the call budget `budget` (`Budget::new()` is the builder's default).
+pub(crate) fn sdk_within(
+    base_url: &str,
+    backoff: Backoff,
+    retry_budget: RetryBudget,
+    budget: Budget,
+) -> Result<RetryingClient> {
     Ok(RetryingClient::builder(base_url)
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
+        .budget(budget)
         .backoff(backoff)
         .retry_budget(retry_budget)
         .build()?)
@@ -152,6 +165,15 @@ pub(crate) fn retry_policy(schedule: Schedule) -> ExponentialBackoff {
 pub(crate) const SDK_DEFAULTS: &str =
     "defaults (5 attempts, backoff 500 ms..30 s, retry budget 500 tokens)";
 
+/// How a report describes the SDK run with its defaults but the call budget
+/// [`Size::call_budget`] gives it: [`SDK_DEFAULTS`] at full size.
+pub(crate) fn sdk_defaults(size: Size) -> String {
+    match size.call_budget_change() {
+        None => SDK_DEFAULTS.to_owned(),
+        Some(budget) => format!("{SDK_DEFAULTS} but the call budget: {budget}"),
+    }
+}
+
 /// A webhook sender on a bare HTTP client: what a user of plain `reqwest`, or of one of the
 /// [`Peer`]s, writes. It exchanges one token up front and sends the same headers as the SDK.
 #[derive(Debug, Clone)]
@@ -182,8 +204,19 @@ impl Sender {
 
     /// `peer` with [`ATTEMPTS`] attempts and backoff over `schedule` where it has one, and a
     /// count of the attempts it sends (under the retry middleware, in reqwest's classifier,
-    /// or in backon's loop).
+    /// or in backon's loop). The SDK's middleware has its default call budget.
     pub(crate) async fn retrying(peer: Peer, base_url: &str, schedule: Schedule) -> Result<Self> {
+        Self::retrying_within(peer, base_url, schedule, Budget::new()).await
+    }
+
+    /// [`Sender::retrying`] with the SDK's middleware held to `call_budget`, its attempts
+    /// still [`ATTEMPTS`]. The other peers have no time budget of their own.
+    pub(crate) async fn retrying_within(
+        peer: Peer,
+        base_url: &str,
+        schedule: Schedule,
+        call_budget: Budget,
+    ) -> Result<Self> {
         let attempts = Arc::new(AtomicU64::new(0));
         let mut backon = None;
         let (client, authorization) = match peer {
@@ -232,7 +265,7 @@ impl Sender {
                 let http = http_builder().retry(reqwest::retry::never()).build()?;
                 let authorization = bearer(&http, base_url).await?;
                 let retry = hodoflow_retry::RetryMiddleware::builder()
-                    .budget(hodoflow_retry::Budget::new().max_attempts(ATTEMPTS))
+                    .budget(call_budget.max_attempts(ATTEMPTS))
                     .backoff(schedule.backoff())
                     .build()?;
                 let client = reqwest_middleware::ClientBuilder::new(http)

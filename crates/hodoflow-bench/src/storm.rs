@@ -153,11 +153,20 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let duration = size.pick(Duration::from_secs(10), Duration::from_millis(200));
     let schedule = Schedule::FAST;
     let backoff = schedule.backoff();
+    // Every call of the SDK and of its middleware is held against this server, for most of
+    // its budget: the default at full size, a short one at smoke size.
+    let call_budget = size.call_budget();
     let mut report = Report::new("storm");
     report.param("senders", senders);
     report.param("seconds", duration.as_secs_f64());
     report.param("server_answer", "503 without Retry-After to every delivery");
     report.param("max_attempts", 5);
+    if let Some(budget) = size.call_budget_change() {
+        report.param(
+            "call_budget",
+            format!("the SDK and sdk_middleware: {budget}"),
+        );
+    }
     report.param(
         "backoff",
         format!(
@@ -180,7 +189,12 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
         ("sdk_budget_disabled", RetryBudget::disabled()),
     ] {
         let server = failing_server().await?;
-        let client = Client::Sdk(peers::sdk(&server.base_url(), backoff, budget)?);
+        let client = Client::Sdk(peers::sdk_within(
+            &server.base_url(),
+            backoff,
+            budget,
+            call_budget,
+        )?);
         let measured = measure(label, &server, client, senders, duration).await?;
         per_op_p99.insert(label, percentile(&measured.durations_ms, 99.0));
         per_op.insert(label, record(&mut report, label, &measured));
@@ -188,7 +202,8 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     for peer in Peer::ALL {
         let label = peer.label();
         let server = failing_server().await?;
-        let sender = Sender::retrying(peer, &server.base_url(), schedule).await?;
+        let sender =
+            Sender::retrying_within(peer, &server.base_url(), schedule, call_budget).await?;
         let measured = measure(label, &server, Client::Peer(sender), senders, duration).await?;
         per_op.insert(label, record(&mut report, label, &measured));
     }
