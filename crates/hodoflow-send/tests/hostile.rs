@@ -877,7 +877,9 @@ fn silent_port() -> u16 {
 /// A PostgreSQL outbox that accepts TCP and never answers hung `outbox status` and
 /// `batch --outbox` for more than 150 s, whatever `--max-elapsed` and `connect_timeout` said
 /// (found by the hostile-input audit). Each now ends after `--store-timeout` with a transport
-/// error, exit 3.
+/// error, exit 3, that names the store's 1 s limit as what ended it (not the URL's 3 s
+/// `connect_timeout`, nor the 3 s budget). The command's 30 s timeout ([`Hostile::send`]) is the
+/// hang guard.
 #[test]
 fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
     let server = Hostile::start(|_, _| Reply::accepted());
@@ -910,14 +912,13 @@ fn a_silent_postgres_outbox_ends_within_the_store_timeout() {
         &url,
     ];
     for args in [&status[..], &batch[..]] {
-        let started = std::time::Instant::now();
         let ran = no_secret(run(server.send().args(args)));
-        let took = started.elapsed();
-        // About 1 s on a quiet machine; the bound only has to tell "the store timeout ended it"
-        // from the 150 s hang, and a loaded CI machine once took over 5 s to start the binary.
-        assert!(took < Duration::from_secs(30), "took {took:?}: {ran:?}");
         assert_eq!(ran.code, 3, "{args:?}: {ran:?}");
-        assert!(ran.all().contains("connect timeout"), "{ran:?}");
+        assert!(
+            ran.all()
+                .contains("no answer within 1s (the store's connect timeout)"),
+            "{args:?}: {ran:?}"
+        );
         assert!(!ran.all().contains("pw_SILENT_db"), "{ran:?}");
     }
     assert!(
@@ -1049,7 +1050,8 @@ fn an_unusable_access_token_is_a_configuration_error_at_once() {
             }
             Reply::accepted()
         });
-        let started = std::time::Instant::now();
+        // At once: the first answer ends the call as a configuration error, with no second
+        // exchange (two attempts are allowed) and not on its 20 s budget (`budget_exhausted`).
         let ran = no_secret(run(server.send().env("HODOFLOW_MAX_ELAPSED", "20s").args(
             [
                 "--json",
@@ -1061,10 +1063,6 @@ fn an_unusable_access_token_is_a_configuration_error_at_once() {
                 "{}",
             ],
         )));
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{token:?}: at once"
-        );
         assert_eq!(ran.code, 1, "{token:?}: {ran:?}");
         let report = ran.json();
         assert_eq!(report["outcome"], "error", "{token:?}: {report}");

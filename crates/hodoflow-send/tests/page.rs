@@ -16,14 +16,14 @@ use std::io::{BufRead as _, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hodoflow_mock::Fault;
 use hodoflow_retry::outbox::{JobState, LastError, Outbox, Record, Target};
 
 use support::page::{Running, assert_security_headers, get, host, http, post};
-use support::{Contract, TRIGGER, TempDir, TempFile, WEBHOOKS, derived, run};
+use support::{Contract, HangGuard, TRIGGER, TempDir, TempFile, WEBHOOKS, derived, run};
 
 /// A trigger the server does not know: its deliveries fail on a 404. It looks like a secret,
 /// and no page may show it.
@@ -80,12 +80,9 @@ fn chromedriver() -> Option<(Running, String)> {
         .spawn()
         .expect("chromedriver starts");
     let running = Running(child);
-    let started = Instant::now();
+    let guard = HangGuard::new(Duration::from_secs(20));
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "chromedriver did not listen"
-        );
+        guard.check("chromedriver to listen");
         std::thread::sleep(Duration::from_millis(50));
     }
     Some((running, format!("http://127.0.0.1:{port}")))
@@ -136,13 +133,10 @@ async fn click(client: &Client, locator: Locator<'_>) {
         .click()
         .await
         .unwrap();
-    let started = Instant::now();
+    let guard = HangGuard::new(Duration::from_secs(20));
     // The old page's root goes stale once the new page replaced it.
     while page.tag_name().await.is_ok() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{locator:?} led to no other page"
-        );
+        guard.check(format_args!("{locator:?} to lead to another page"));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -7,7 +7,7 @@ pub mod hostile;
 pub mod page;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use hodoflow_mock::{
@@ -182,13 +182,58 @@ impl Ran {
     }
 }
 
-/// Runs `command` to its end.
+/// Runs `command` to its end. Its timeout (60 s from [`Contract::send`] and the others, or
+/// the test's own) is a hang guard: a run still going then is killed, and the test fails here.
+#[track_caller]
 pub fn run(command: &mut Command) -> Ran {
     let output = command.output().expect("the binary runs");
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8 stdout");
+    let stderr = String::from_utf8(output.stderr).expect("UTF-8 stderr");
+    let Some(code) = output.status.code() else {
+        panic!(
+            "the run ended by a signal ({}): it outlived its command's timeout, a hang guard, \
+             or crashed\nstdout: {stdout}\nstderr: {stderr}",
+            output.status
+        );
+    };
     Ran {
-        code: output.status.code().expect("an exit code, not a signal"),
-        stdout: String::from_utf8(output.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8(output.stderr).expect("UTF-8 stderr"),
+        code,
+        stdout,
+        stderr,
+    }
+}
+
+/// A bound on a wait for real processes and sockets (a child to start listening, a page to
+/// change): generous, and there only so that a wait that would never end fails the test with a
+/// message instead of stalling the suite. It measures nothing: no test asserts how long
+/// something took on the wall clock.
+pub struct HangGuard {
+    deadline: Instant,
+    limit: Duration,
+}
+
+impl HangGuard {
+    /// A guard that trips `limit` from now.
+    pub fn new(limit: Duration) -> Self {
+        Self {
+            deadline: Instant::now() + limit,
+            limit,
+        }
+    }
+
+    /// Whether the limit has passed.
+    pub fn tripped(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// Fails the test, saying it still waits for `what`, once the limit has passed.
+    #[track_caller]
+    pub fn check(&self, what: impl std::fmt::Display) {
+        assert!(
+            !self.tripped(),
+            "still waiting after {:?} (a hang guard): {what}",
+            self.limit
+        );
     }
 }
 
