@@ -80,6 +80,7 @@ on_both_stores!(
     a_wedged_lease_is_taken_as_expired_and_the_job_recovers,
     the_store_counts_what_is_due_without_listing_a_job,
     an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
+    a_pool_that_claimed_ahead_starts_its_queued_jobs_though_its_next_claim_found_none,
     the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
     the_backlog_counts_the_jobs_not_final_at_each_time,
     paging_through_1_050_jobs_lists_each_once_in_order_across_states,
@@ -91,6 +92,76 @@ on_both_stores!(
     a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure,
     a_store_of_the_previous_schema_migrates_in_place,
 );
+
+/// A pool whose lease is twice its calls' budget claims a pool's worth ahead. When its next
+/// claim finds nothing, it still starts the jobs it holds as deliveries finish: polling is
+/// hourly, so a pool that slept on its empty claim would start them only when their leases
+/// ended, claimed twice (a queued job whose lease no longer covers a call is left for its
+/// lease to end).
+async fn a_pool_that_claimed_ahead_starts_its_queued_jobs_though_its_next_claim_found_none(
+    backend: Backend,
+) {
+    const JOBS: usize = 8;
+    let server = support::server().await;
+    let outbox = fresh(backend).await;
+    // Each delivery is in flight a while, so jobs wait in the pool's queue.
+    server.inject(
+        Fault::delay_then_handle(Duration::from_millis(150))
+            .on("POST", WEBHOOKS)
+            .times(JOBS as u32),
+    );
+    for n in 0..JOBS {
+        outbox
+            .enqueue(
+                &format!("ahead-{n}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                "{}",
+            )
+            .await
+            .unwrap();
+    }
+    let client = support::demo(
+        support::builder(&server).budget(
+            Budget::new()
+                .max_attempts(3)
+                .max_elapsed(Duration::from_secs(2))
+                .attempt_timeout(Duration::from_secs(1)),
+        ),
+    );
+    let workers = outbox
+        .workers(client)
+        .trigger_limit(None)
+        .concurrency(2)
+        .lease(Duration::from_secs(4))
+        .poll_interval(Duration::from_secs(3600))
+        .safety_poll(Duration::from_secs(3600))
+        .spawn()
+        .unwrap();
+    // A guard against a hang only: the leases end at 4 s, the polls in an hour.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while outbox.counts().await.unwrap().accepted < JOBS as u64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queued jobs were never started: {:?}",
+            outbox.counts().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let report = workers.stop().await.unwrap();
+
+    assert_eq!(
+        report.claimed, JOBS as u64,
+        "each job claimed once: {report:?}"
+    );
+    assert_eq!(report.accepted, JOBS as u64, "{report:?}");
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), JOBS);
+    for n in 0..JOBS {
+        let job = outbox.job(&format!("ahead-{n}")).await.unwrap().unwrap();
+        assert_eq!(job.calls, 1, "{job:?}");
+        assert_eq!(ledger.runs_for_delivery(job.identity.as_str()).len(), 1);
+    }
+}
 
 /// The PostgreSQL server of the suite, if any.
 fn postgres_url() -> Option<String> {

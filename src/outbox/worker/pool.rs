@@ -111,6 +111,10 @@ impl WorkerPool {
         let mut claiming: Option<StoreFuture<'_, Vec<Job>>> = None;
         // A run until idle stops at the first empty claim: it never sleeps, so never listens.
         let mut wakeups = (!until_idle).then(|| self.store.wakeups());
+        // After an empty claim a long-running pool claims again when its idle wait ends, a
+        // wake-up comes or a delivery finishes (its job may be due again soon); meanwhile it
+        // keeps starting the jobs it holds and joining the deliveries it runs.
+        let mut resting: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
         let mut drained = false;
         // Set when the `Workers` handle was dropped: nobody can stop them any more, so they stop.
         let mut orphaned = false;
@@ -167,7 +171,8 @@ impl WorkerPool {
             } else {
                 queue.is_empty() && (wanted >= claim_at || busy == 0)
             };
-            if claiming.is_none() && !stopping && !drained && low && wanted > 0 {
+            if claiming.is_none() && resting.is_none() && !stopping && !drained && low && wanted > 0
+            {
                 // A wake-up sent from here on is for this claim's successor.
                 if let Some(wakeups) = &mut wakeups {
                     wakeups.mark_seen();
@@ -191,13 +196,9 @@ impl WorkerPool {
                                 if !drained {
                                     deliveries.join_next().await;
                                 }
-                            } else if let Some(wakeups) = &mut wakeups {
+                            } else if let Some(wakeups) = &wakeups {
                                 let wait = self.idle_wait(wakeups.every_process()).await;
-                                tokio::select! {
-                                    _ = runtime::sleep(wait) => {}
-                                    () = wakeups.changed() => {}
-                                    changed = stopped.changed() => orphaned = changed.is_err(),
-                                }
+                                resting = Some(Box::pin(runtime::sleep(wait)));
                             }
                         }
                         Ok(jobs) => {
@@ -222,9 +223,11 @@ impl WorkerPool {
                         }
                     }
                 }
-                _ = deliveries.join_next(), if !deliveries.is_empty() => {}
+                () = async { resting.as_mut().expect("polled only when set").await }, if resting.is_some() => resting = None,
+                () = async { wakeups.as_mut().expect("set while resting").changed().await }, if resting.is_some() && wakeups.is_some() => resting = None,
+                _ = deliveries.join_next(), if !deliveries.is_empty() => resting = None,
                 changed = stopped.changed(), if !stopping => orphaned = changed.is_err(),
-                _ = runtime::sleep(self.poll), if claiming.is_none() && deliveries.is_empty() => {}
+                _ = runtime::sleep(self.poll), if claiming.is_none() && resting.is_none() && deliveries.is_empty() => {}
             }
         };
         while deliveries.join_next().await.is_some() {}
