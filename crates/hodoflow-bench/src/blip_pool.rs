@@ -41,7 +41,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
             Duration::from_secs(5),
             Duration::from_secs(15),
         ],
-        vec![Duration::from_millis(50), Duration::from_millis(150)],
+        vec![Duration::from_millis(50)],
     );
     let concurrencies = size.pick(vec![1usize, 8, 64, 256], vec![1, 8]);
     let max_elapsed = Budget::DEFAULT_MAX_ELAPSED;

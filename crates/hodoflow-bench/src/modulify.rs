@@ -118,7 +118,7 @@ enum Client {
 impl Client {
     fn label(self) -> String {
         match self {
-            Client::Peer => "doc004_call_loop".to_owned(),
+            Client::Peer => "documented_call_loop".to_owned(),
             Client::Sdk { max_elapsed: None } => "sdk".to_owned(),
             Client::Sdk {
                 max_elapsed: Some(budget),
@@ -446,7 +446,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     let mut report = Report::new("modulify");
     report.param("method", METHOD);
     report.param(
-        "doc004_call_loop",
+        "documented_call_loop",
         "the JavaScript Call loop of Modulify's \"Idempotency and retries\" transcribed (modulify_peer.rs): a random UUID key once per call unless given; 5 attempts; 429 or 409: wait Number(Retry-After || 2) s; >= 500: wait attempt * 2 s; else return response.json(); a dropped connection throws",
     );
     report.param(

@@ -1385,7 +1385,7 @@ fn a_trigger_that_always_sheds_gets_exactly_max_attempts_unless_paced_retries_al
         let ran = run(contract.send().args([
             "--json",
             "--max-attempts",
-            "3",
+            "2",
             "--paced-retries",
             paced,
             "--max-elapsed",
@@ -1415,7 +1415,7 @@ fn a_trigger_that_always_sheds_gets_exactly_max_attempts_unless_paced_retries_al
     };
     // Both at once: each waits out most of its budget.
     std::thread::scope(|scope| {
-        scope.spawn(|| shed("0", 3));
-        shed("2", 5);
+        scope.spawn(|| shed("0", 2));
+        shed("1", 3);
     });
 }
