@@ -27,6 +27,7 @@ use crate::core::request::FixedRequest;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, Transport, answer_of};
 use crate::vendors::Surface;
+use crate::vendors::hodoflow::outcome::WebhookOutcome;
 use crate::vendors::hodoflow::routes::route_of;
 use crate::vendors::surface_of;
 
@@ -264,6 +265,8 @@ pub struct RetryReport {
     key: Option<IdempotencyKey>,
     attempts: Vec<Attempt>,
     error: Option<Arc<Error>>,
+    delivery: Option<WebhookOutcome>,
+    replayed: bool,
 }
 
 impl RetryReport {
@@ -282,6 +285,21 @@ impl RetryReport {
     /// retries); `None` for a success and for a stream body sent once.
     pub fn error(&self) -> Option<&Error> {
         self.error.as_deref()
+    }
+
+    /// A webhook delivery's outcome, read as [`RetryingClient::deliver`](crate::RetryingClient::deliver)
+    /// reads it: [`WebhookOutcome::Accepted`] with the run ID for a first delivery, or
+    /// [`WebhookOutcome::Duplicate`] for a retry of one the server already accepted (no second
+    /// run; a success all the same). `None` for other requests and for an answer that is not a
+    /// success.
+    pub fn delivery(&self) -> Option<&WebhookOutcome> {
+        self.delivery.as_ref()
+    }
+
+    /// Whether the server replayed the answer an earlier request with the same key got
+    /// (`idempotency-replayed: true`) rather than running the operation again.
+    pub fn replayed(&self) -> bool {
+        self.replayed
     }
 }
 
@@ -446,10 +464,14 @@ impl Middleware for RetryMiddleware {
             .await
         {
             Ok(answered) => {
+                let delivery = (surface == Surface::Webhook && answered.status.is_success())
+                    .then(|| WebhookOutcome::from_body(&answered.body).cleaned(&answered.cleaner));
                 let report = RetryReport {
                     key,
                     attempts: answered.attempts,
                     error: None,
+                    delivery,
+                    replayed: request.profile.vendor.replay.replayed(&answered.headers),
                 };
                 Ok(response_of(
                     answered.status,
@@ -468,6 +490,8 @@ impl Middleware for RetryMiddleware {
                         key,
                         attempts: error.attempts().to_vec(),
                         error: Some(Arc::new(error)),
+                        delivery: None,
+                        replayed: false,
                     };
                     Ok(response_of(status, headers, body, version, report))
                 }
@@ -491,6 +515,8 @@ async fn send_once(
         key,
         attempts: vec![attempt],
         error: None,
+        delivery: None,
+        replayed: false,
     });
     Ok(response)
 }

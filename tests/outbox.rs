@@ -81,6 +81,7 @@ on_both_stores!(
     the_store_counts_what_is_due_without_listing_a_job,
     an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
     a_pool_that_claimed_ahead_starts_its_queued_jobs_though_its_next_claim_found_none,
+    a_job_enqueued_with_the_callers_identity_meets_its_direct_send_and_runs_once,
     the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
     the_backlog_counts_the_jobs_not_final_at_each_time,
     paging_through_1_050_jobs_lists_each_once_in_order_across_states,
@@ -161,6 +162,73 @@ async fn a_pool_that_claimed_ahead_starts_its_queued_jobs_though_its_next_claim_
         assert_eq!(job.calls, 1, "{job:?}");
         assert_eq!(ledger.runs_for_delivery(job.identity.as_str()).len(), 1);
     }
+}
+
+/// A service that sends an event directly under an identity of its own, then through the
+/// outbox with the same identity: the job's delivery is a duplicate, the event ran once; a
+/// second event's derived identity is the one `enqueue` documents.
+async fn a_job_enqueued_with_the_callers_identity_meets_its_direct_send_and_runs_once(
+    backend: Backend,
+) {
+    let server = support::server().await;
+    let outbox = fresh(backend).await;
+    let client = client(&server, 3);
+    let own = hodoflow_retry::IdempotencyKey::new("orders-v2:4711:shipped").unwrap();
+    let direct = client
+        .deliver(DEMO_TRIGGER_TOKEN, "{}")
+        .delivery_id(hodoflow_retry::DeliveryId::new(own.clone()))
+        .send()
+        .await
+        .unwrap();
+    assert!(!direct.is_duplicate());
+
+    let job = outbox
+        .enqueue_with_identity(
+            "order-4711-shipped",
+            own.clone(),
+            Target::webhook(DEMO_TRIGGER_TOKEN),
+            "{}",
+        )
+        .await
+        .unwrap();
+    assert_eq!(job.identity, own);
+    let again = outbox
+        .enqueue_with_identity(
+            "order-4711-shipped",
+            hodoflow_retry::IdempotencyKey::new("another").unwrap(),
+            Target::webhook(DEMO_TRIGGER_TOKEN),
+            "{}",
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.identity, own, "a stored job keeps its identity");
+    let derived = outbox
+        .enqueue(
+            "order-4712-shipped",
+            Target::webhook(DEMO_TRIGGER_TOKEN),
+            "{}",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        derived.identity,
+        hodoflow_retry::IdempotencyKey::from_operation_id("order-4712-shipped")
+    );
+    outbox
+        .workers(client)
+        .trigger_limit(None)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    let job = outbox.job("order-4711-shipped").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Duplicate, "{job:?}");
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_with_key(own.as_str()).len(), 2);
+    assert_eq!(ledger.runs_for_delivery(own.as_str()).len(), 1);
+    assert_eq!(ledger.runs_for_delivery(derived.identity.as_str()).len(), 1);
+    assert_eq!(ledger.total_runs(), 2);
 }
 
 /// The PostgreSQL server of the suite, if any.
@@ -1812,6 +1880,35 @@ async fn fresh_at(backend: Backend) -> (Outbox, String) {
         #[cfg(not(feature = "outbox-postgres"))]
         Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
     }
+}
+
+/// A new SQLite outbox, and the journal files SQLite makes beside it, are readable by their
+/// owner only: jobs hold bodies and routes.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sqlite_outbox_and_its_journal_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let (outbox, path) = fresh_at(Backend::Sqlite).await;
+    outbox
+        .enqueue("private-1", Target::webhook(DEMO_TRIGGER_TOKEN), "{}")
+        .await
+        .unwrap();
+    let mut files = 0;
+    for suffix in ["", "-wal", "-shm"] {
+        let file = format!("{path}{suffix}");
+        let Ok(meta) = std::fs::metadata(&file) else {
+            continue;
+        };
+        files += 1;
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o600,
+            "{file} is {:o}",
+            meta.permissions().mode() & 0o777
+        );
+    }
+    assert!(files >= 2, "the database and its write-ahead log");
 }
 
 /// The store at `at` ([`fresh_at`]), opened anew.

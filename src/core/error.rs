@@ -196,7 +196,9 @@ impl Error {
 
     /// An [`ErrorKind::TokenExchange`] error: "token exchange failed: {what}".
     ///
-    /// For your own [`TokenExchanger`](crate::TokenExchanger). Never put a secret in `what`.
+    /// For your own [`TokenExchanger`](crate::TokenExchanger): with no status it is retryable
+    /// (no answer came); add the token endpoint's with [`with_status`](Self::with_status). Never
+    /// put a secret in `what`.
     ///
     /// # Examples
     ///
@@ -245,14 +247,37 @@ impl Error {
         self
     }
 
-    /// Records the status of the last answer.
-    pub(crate) fn with_status(mut self, status: StatusCode) -> Self {
+    /// Records the status of the answer the error stands for, as [`status`](Self::status)
+    /// returns it.
+    ///
+    /// Your own [`TokenExchanger`](crate::TokenExchanger) says with it how its token endpoint
+    /// answered, as the built-in one does: a [`token_exchange`](Self::token_exchange) error with
+    /// a `4xx` other than `429` is a refusal (a wrong client secret): not retryable, and shared
+    /// by every call waiting for a token, so each fails at once instead of exchanging again; a
+    /// `5xx` or `429`, or no status at all (no answer came), is retryable, and the next exchange
+    /// waits the client's shared backoff (and [`with_retry_after`](Self::with_retry_after)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use hodoflow_retry::Error;
+    ///
+    /// let refused = Error::token_exchange("invalid_client").with_status(StatusCode::UNAUTHORIZED);
+    /// assert!(!refused.is_retryable());
+    /// let busy = Error::token_exchange("temporarily_unavailable")
+    ///     .with_status(StatusCode::SERVICE_UNAVAILABLE);
+    /// assert!(busy.is_retryable());
+    /// ```
+    pub fn with_status(mut self, status: StatusCode) -> Self {
         self.0.status = Some(status);
         self
     }
 
-    /// Records the wait the server asked for in `Retry-After`.
-    pub(crate) fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+    /// Records the wait the server asked for in its `Retry-After`, as
+    /// [`retry_after`](Self::retry_after) returns it. From your own
+    /// [`TokenExchanger`](crate::TokenExchanger): no exchange starts before it has passed.
+    pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.0.retry_after = retry_after;
         self
     }

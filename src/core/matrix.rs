@@ -32,13 +32,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The old name of [`Verdict::RetryAfterServerWait`].
-    #[deprecated(
-        note = "renamed `Verdict::RetryAfterServerWait`: it waits for the server's `Retry-After`"
-    )]
-    #[allow(non_upper_case_globals)]
-    pub const RetryAfterRetryAfter: Self = Self::RetryAfterServerWait;
-
     /// Whether the verdict sends the request again (after a wait or a token exchange).
     pub const fn retries(self) -> bool {
         matches!(
@@ -156,19 +149,4 @@ pub(crate) fn lookup<'r>(
         return &TOO_LARGE;
     }
     rule
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    #[allow(deprecated)]
-    fn the_old_name_of_retry_after_server_wait_still_names_and_matches_it() {
-        assert_eq!(Verdict::RetryAfterRetryAfter, Verdict::RetryAfterServerWait);
-        assert!(matches!(
-            Verdict::RetryAfterServerWait,
-            Verdict::RetryAfterRetryAfter
-        ));
-    }
 }

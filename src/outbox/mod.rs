@@ -193,6 +193,11 @@ impl Outbox {
     /// ([`IdempotencyKey::from_operation_id`]), due now. An event ID already stored is a no-op
     /// that returns the stored job, whatever `target` and `body` say now.
     ///
+    /// The derivation is the one to use for a direct send of the same event:
+    /// `DeliveryId::new(IdempotencyKey::from_operation_id(event_id))`, so an event sent directly
+    /// and then through the outbox runs once. Where your service derives identities its own
+    /// way, pass yours with [`enqueue_with_identity`](Self::enqueue_with_identity).
+    ///
     /// # Errors
     ///
     /// `invalid_input`, before anything is stored, for a blank or over-long event ID, one that
@@ -220,11 +225,64 @@ impl Outbox {
         target: Target,
         body: impl Into<Bytes>,
     ) -> Result<(Job, bool)> {
-        let body = body.into();
+        let identity = IdempotencyKey::from_operation_id(event_id);
+        self.store_new(event_id, identity, target, body.into())
+            .await
+    }
+
+    /// [`enqueue`](Self::enqueue) with the identity the job is sent under: the delivery ID of a
+    /// webhook delivery (`delivery_id.key().clone()`), the `Idempotency-Key` of a write or a
+    /// Modulify call. For a service that already sends these events directly under identities
+    /// of its own: the job keeps them, so an event sent both ways runs once. An event ID already
+    /// stored is a no-op that returns the stored job, its identity unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(outbox: hodoflow_retry::outbox::Outbox) -> hodoflow_retry::Result<()> {
+    /// use hodoflow_retry::IdempotencyKey;
+    /// use hodoflow_retry::outbox::Target;
+    ///
+    /// // The key this service has always sent for order 4711's creation.
+    /// let key = IdempotencyKey::new("orders-v2:4711:create")?;
+    /// let target = Target::create("/api/json/v1/orders");
+    /// let job = outbox
+    ///     .enqueue_with_identity("order-4711", key.clone(), target, r#"{"n":4711}"#)
+    ///     .await?;
+    /// assert_eq!(job.identity, key);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`enqueue`](Self::enqueue).
+    pub async fn enqueue_with_identity(
+        &self,
+        event_id: &str,
+        identity: IdempotencyKey,
+        target: Target,
+        body: impl Into<Bytes>,
+    ) -> Result<Job> {
+        Ok(self
+            .store_new(event_id, identity, target, body.into())
+            .await?
+            .0)
+    }
+
+    /// Checks and stores one job: the job, and whether it was stored now.
+    async fn store_new(
+        &self,
+        event_id: &str,
+        identity: IdempotencyKey,
+        target: Target,
+        body: Bytes,
+    ) -> Result<(Job, bool)> {
         check_job(event_id, &target, &body)?;
+        identity.check_sendable()?;
         let job = NewJob {
             event_id: event_id.to_owned(),
-            identity: IdempotencyKey::from_operation_id(event_id),
+            identity,
             target,
             body,
             now: self.clock.wall(),

@@ -191,7 +191,8 @@ impl Sealed for SqliteStore {}
 
 impl SqliteStore {
     /// Opens (or creates) the outbox at `path`, in WAL mode, and applies the migrations it has
-    /// not seen.
+    /// not seen. On Unix a file it creates is readable and writable by its owner only (`0600`),
+    /// as are the journal files SQLite makes beside it; an existing file keeps its permissions.
     ///
     /// # Errors
     ///
@@ -215,7 +216,21 @@ impl SqliteStore {
                         "the outbox path is not a regular file (a device, a pipe or a socket)",
                     ));
                 }
-                _ => {}
+                Ok(_) => {}
+                // A new file is readable by its owner only: jobs hold bodies and routes.
+                // SQLite gives its journal files the database file's permissions. A failure
+                // here (a missing directory, no permission) is the open's to report.
+                Err(_) => {
+                    #[cfg(unix)]
+                    {
+                        use std::os::unix::fs::OpenOptionsExt as _;
+                        let _ = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(0o600)
+                            .open(&path);
+                    }
+                }
             }
             let mut connection = Connection::open(&path).map_err(open_error)?;
             connection.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;

@@ -95,13 +95,6 @@ pub enum Surface {
 
 impl Surface {
     /// The Hodoflow surfaces (`docs/wire-contract.md`).
-    #[deprecated(
-        since = "0.2.0",
-        note = "holds only the Hodoflow surfaces; use `Surface::all()` or `Surface::HODOFLOW`"
-    )]
-    pub const ALL: [Surface; 4] = Self::HODOFLOW;
-
-    /// The Hodoflow surfaces (`docs/wire-contract.md`).
     pub const HODOFLOW: [Surface; 4] = [
         Surface::JsonApiWrite,
         Surface::Webhook,

@@ -42,8 +42,11 @@ pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken>> +
 pub trait TokenExchanger: Send + Sync {
     /// Exchanges credentials for a new access token.
     ///
-    /// Return an [`ErrorKind::TokenExchange`](crate::ErrorKind::TokenExchange) error when it
-    /// fails, and never put a secret in it.
+    /// Return an [`Error::token_exchange`](crate::Error::token_exchange) error when it fails,
+    /// with the token endpoint's status when it answered
+    /// ([`Error::with_status`](crate::Error::with_status)): a refusal (`400`, `401`) then fails
+    /// every waiting call at once, not retryable, as the built-in exchanger's does. Never put a
+    /// secret in it.
     fn exchange(&self) -> ExchangeFuture<'_>;
 
     /// The secrets this exchanger holds, such as a client secret: the client replaces them
