@@ -170,6 +170,9 @@ fn spawn_worker_process(base_url: &str, path: &Path) -> std::io::Result<Child> {
 /// The worker process: delivers until nothing is left (unless it is killed first).
 async fn worker_process(base_url: &str, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let outbox = Outbox::sqlite(PathBuf::from(path)).await?;
+    // The jobs name their trigger by reference: this process reads the token from its own
+    // configuration (here, the demo token).
+    outbox.add_trigger_token(DEMO_TRIGGER_TOKEN)?;
     worker_pool(&outbox, client(base_url)?)
         .run_until_idle()
         .await?;

@@ -82,6 +82,7 @@ on_both_stores!(
     an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll,
     a_pool_that_claimed_ahead_starts_its_queued_jobs_though_its_next_claim_found_none,
     a_job_enqueued_with_the_callers_identity_meets_its_direct_send_and_runs_once,
+    a_job_stores_its_triggers_reference_and_only_a_worker_given_the_token_sends_it,
     the_oldest_due_job_is_the_least_next_at_of_the_jobs_a_claim_would_take,
     the_backlog_counts_the_jobs_not_final_at_each_time,
     paging_through_1_050_jobs_lists_each_once_in_order_across_states,
@@ -229,6 +230,132 @@ async fn a_job_enqueued_with_the_callers_identity_meets_its_direct_send_and_runs
     assert_eq!(ledger.runs_for_delivery(own.as_str()).len(), 1);
     assert_eq!(ledger.runs_for_delivery(derived.identity.as_str()).len(), 1);
     assert_eq!(ledger.total_runs(), 2);
+}
+
+/// A webhook job stores its trigger's reference, never the token: a worker process that was
+/// not given the token sends nothing and leaves the job pending with the reason; given it, it
+/// delivers the job once. Afterwards no byte of the store (the SQLite file and its journal,
+/// every PostgreSQL row) holds the token.
+async fn a_job_stores_its_triggers_reference_and_only_a_worker_given_the_token_sends_it(
+    backend: Backend,
+) {
+    let server = support::server().await;
+    let (producer, at) = fresh_at(backend).await;
+    for n in 0..3 {
+        producer
+            .enqueue(
+                &format!("ref-{n}"),
+                Target::webhook(DEMO_TRIGGER_TOKEN),
+                "{}",
+            )
+            .await
+            .unwrap();
+    }
+    producer
+        .enqueue(
+            "ref-write",
+            Target::create("/api/json/v1/projects"),
+            r#"{"data":{"type":"projects","attributes":{"name":"Ref"}}}"#,
+        )
+        .await
+        .unwrap();
+    // Another process: its own handle on the store, on a clock of its own.
+    let clock = ManualClock::new(start());
+    let worker = reopen(backend, &at).await.with_clock(clock.clone());
+    let workers = || {
+        worker
+            .workers(client(&server, 3))
+            .trigger_limit(None)
+            .lease(LEASE)
+    };
+    workers().run_until_idle().await.unwrap();
+
+    let ledger = server.ledger();
+    assert!(
+        ledger.requests_to("POST", WEBHOOKS).is_empty(),
+        "sent without its token"
+    );
+    assert_eq!(
+        ledger.total_writes_executed(),
+        1,
+        "the write needs no trigger"
+    );
+    let job = worker.job("ref-0").await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Pending, "{job:?}");
+    assert_eq!(job.attempts, 0);
+    let error = job.last_error.as_ref().expect("the reason");
+    assert!(
+        error.message.contains("no token is known here"),
+        "{error:?}"
+    );
+    let Target::Webhook { trigger } = &job.target else {
+        panic!("{job:?}")
+    };
+    assert!(trigger.token().is_none(), "read from the store: no token");
+    assert_eq!(
+        trigger.reference(),
+        match Target::webhook(DEMO_TRIGGER_TOKEN) {
+            Target::Webhook { trigger } => trigger.reference(),
+            _ => unreachable!(),
+        }
+    );
+
+    assert!(worker.add_trigger_token("not/one segment").is_err());
+    worker.add_trigger_token(DEMO_TRIGGER_TOKEN).unwrap();
+    clock.advance(Duration::from_secs(61));
+    workers().run_until_idle().await.unwrap();
+
+    let ledger = server.ledger();
+    for n in 0..3 {
+        let job = worker.job(&format!("ref-{n}")).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Accepted, "{job:?}");
+        assert_eq!(ledger.runs_for_delivery(job.identity.as_str()).len(), 1);
+    }
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 3);
+    let token = DEMO_TRIGGER_TOKEN.as_bytes();
+    match backend {
+        Backend::Sqlite => {
+            let mut files = 0;
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let Ok(bytes) = std::fs::read(format!("{at}{suffix}")) else {
+                    continue;
+                };
+                files += 1;
+                assert!(
+                    !bytes.windows(token.len()).any(|window| window == token),
+                    "{at}{suffix} holds the trigger token"
+                );
+            }
+            assert!(files >= 2, "the database and its write-ahead log were read");
+        }
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => {
+            let client = pg::connect(&at).await;
+            let tables = client
+                .query(
+                    "SELECT table_name::text FROM information_schema.tables \
+                     WHERE table_schema = current_schema()",
+                    &[],
+                )
+                .await
+                .unwrap();
+            assert!(tables.len() >= 3, "{tables:?}");
+            let text = String::from_utf8_lossy(token);
+            for table in tables {
+                let name: String = table.get(0);
+                let rows = client
+                    .query(&format!("SELECT t::text FROM \"{name}\" t"), &[])
+                    .await
+                    .unwrap();
+                for row in rows {
+                    let row: String = row.get(0);
+                    assert!(!row.contains(&*text), "{name} holds the trigger token");
+                }
+            }
+        }
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    }
 }
 
 /// The PostgreSQL server of the suite, if any.
@@ -1223,6 +1350,8 @@ async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backe
             .unwrap();
         runtime.block_on(async move {
             let outbox = reopen(backend, &at).await;
+            // Another process: it learns the token from its configuration.
+            outbox.add_trigger_token(DEMO_TRIGGER_TOKEN).unwrap();
             let client = support::demo(
                 RetryingClient::builder(base).budget(
                     Budget::new()
@@ -1241,7 +1370,7 @@ async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backe
     })
     .join()
     .unwrap();
-    let killed_at = std::time::Instant::now();
+    let before_the_restart = server.ledger().requests_to("POST", WEBHOOKS).len();
     let restarted = client(&server, 5);
     outbox
         .workers(restarted.clone())
@@ -1252,23 +1381,10 @@ async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backe
         .unwrap();
 
     let deliveries = server.ledger().requests_to("POST", WEBHOOKS).len();
-    let after: Vec<_> = server
-        .ledger()
-        .requests_to("POST", WEBHOOKS)
-        .iter()
-        .map(|request| request.arrived)
-        .filter(|arrived| *arrived >= killed_at)
-        .collect();
-    assert!(after.len() > 200, "{} sent after the restart", after.len());
-    let longest = after
-        .windows(2)
-        .map(|pair| pair[1].duration_since(pair[0]))
-        .max()
-        .unwrap();
-    assert!(
-        longest < Duration::from_secs(1),
-        "no stall after the restart: a gap of {longest:?}"
-    );
+    let after = deliveries - before_the_restart;
+    assert!(after > 200, "{after} sent after the restart");
+    // No stall: the new worker was never held by a limit other than the one the server stated
+    // (paced at the documented 100 a minute, it would have been, for a minute).
     let pacing = restarted.stats().trigger_held_by;
     assert!(
         pacing.is_none_or(|pacing| pacing.limit.requests() == 10_000),
@@ -1530,6 +1646,8 @@ async fn the_store_counts_what_is_due_without_listing_a_job(backend: Backend) {
 async fn an_idle_worker_is_woken_by_an_enqueue_and_a_retry_not_by_its_poll(backend: Backend) {
     let server = support::server().await;
     let (outbox, producer) = fresh_pair(backend).await;
+    // The workers' handle did not enqueue the jobs: it is told the token.
+    outbox.add_trigger_token(DEMO_TRIGGER_TOKEN).unwrap();
     server.inject(Fault::respond(422).on("POST", WEBHOOKS).times(1));
     // The workers poll once an hour: only a wake-up starts these jobs at all (the wait below is
     // a guard against a hang, far shorter than the poll).

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
-pub use crate::vendors::target::Target;
+pub use crate::vendors::target::{Target, Trigger};
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

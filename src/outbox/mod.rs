@@ -63,7 +63,9 @@ use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::runtime::{Clock, TokioClock};
 
-pub use job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
+pub use job::{
+    Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target, Trigger,
+};
 pub use page::Cursor;
 #[cfg(feature = "outbox-postgres")]
 pub use postgres::{PostgresStore, StoreTimeouts};
@@ -131,6 +133,9 @@ pub const MAX_PAUSE_REASON: usize = 200;
 pub struct Outbox {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The trigger tokens this process knows, by their references: the jobs store references
+    /// only, and the workers resolve them here.
+    pub(crate) triggers: Arc<Triggers>,
     /// What this process's pools recorded and its enqueues took (feature `metrics`).
     #[cfg(feature = "metrics")]
     pub(crate) meter: Arc<meter::OutboxMeter>,
@@ -142,6 +147,7 @@ impl Outbox {
         Self {
             store: Arc::new(store),
             clock: Arc::new(TokioClock),
+            triggers: Arc::default(),
             #[cfg(feature = "metrics")]
             meter: Arc::default(),
         }
@@ -182,6 +188,26 @@ impl Outbox {
     #[cfg(feature = "outbox-postgres")]
     pub async fn postgres_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
         Ok(Self::new(PostgresStore::connect_with(url, timeouts).await?))
+    }
+
+    /// Tells this outbox's workers the token of a trigger, so they can deliver its jobs: a job
+    /// stores its trigger's reference, never the token ([`Trigger`](job::Trigger)). The
+    /// tokens of the jobs this handle enqueued (and its clones) are known already; a worker
+    /// process that did not enqueue them learns each token here, from its own configuration
+    /// (an environment variable, a file, a secret store). A job whose token its worker does not
+    /// know is not sent: it waits, pending, with that error, and is tried again a minute later.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` for a token that could never be sent (not one path segment).
+    pub fn add_trigger_token(
+        &self,
+        token: impl Into<crate::core::auth::secret::Secret>,
+    ) -> Result<()> {
+        let token = token.into();
+        crate::core::request::check_trigger_token(token.expose())?;
+        self.triggers.add(token);
+        Ok(())
     }
 
     /// The store.
@@ -280,6 +306,7 @@ impl Outbox {
     ) -> Result<(Job, bool)> {
         check_job(event_id, &target, &body)?;
         identity.check_sendable()?;
+        self.triggers.learn(&target);
         let job = NewJob {
             event_id: event_id.to_owned(),
             identity,
@@ -338,6 +365,7 @@ impl Outbox {
             let event_id = event_id.into();
             let body = body.into();
             check_job(&event_id, &target, &body)?;
+            self.triggers.learn(&target);
             jobs.push(NewJob {
                 identity: IdempotencyKey::from_operation_id(&event_id),
                 event_id,
@@ -520,9 +548,10 @@ impl Outbox {
 /// The checks of [`Outbox::enqueue`].
 fn check_job(event_id: &str, target: &Target, body: &[u8]) -> Result<()> {
     check_event_id(event_id)?;
-    if let Target::Webhook { trigger_token } = target
-        && trigger_token.expose().len() >= 4
-        && event_id.contains(trigger_token.expose())
+    if let Target::Webhook { trigger } = target
+        && let Some(token) = trigger.token()
+        && token.expose().len() >= 4
+        && event_id.contains(token.expose())
     {
         return Err(Error::invalid_input(
             "the event ID holds the job's trigger token, a secret: the event ID is shown \
@@ -565,4 +594,67 @@ pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The trigger tokens a process knows, by the references its jobs store.
+#[derive(Default)]
+pub(crate) struct Triggers(
+    std::sync::RwLock<std::collections::HashMap<uuid::Uuid, crate::core::auth::secret::Secret>>,
+);
+
+impl std::fmt::Debug for Triggers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known = self.0.read().map_or(0, |known| known.len());
+        f.debug_struct("Triggers").field("known", &known).finish()
+    }
+}
+
+impl Triggers {
+    fn add(&self, token: crate::core::auth::secret::Secret) {
+        let reference = job::Trigger::reference_of(token.expose());
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(reference, token);
+    }
+
+    /// Remembers the token of `target`, a webhook job's being enqueued.
+    fn learn(&self, target: &Target) {
+        if let Target::Webhook { trigger } = target
+            && let Some(token) = trigger.token()
+        {
+            let reference = trigger.reference();
+            let known = self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains_key(&reference);
+            if !known {
+                self.add(token.clone());
+            }
+        }
+    }
+
+    /// `target` with its trigger's token, where it needs one and this process knows it; the
+    /// error of an unresolved trigger otherwise.
+    pub(crate) fn resolve(&self, target: &Target) -> Result<Option<Target>> {
+        let Target::Webhook { trigger } = target else {
+            return Ok(None);
+        };
+        if trigger.token().is_some() {
+            return Ok(None);
+        }
+        let known = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&trigger.reference())
+            .cloned();
+        match known {
+            Some(token) => Ok(Some(Target::Webhook {
+                trigger: trigger.resolved(token),
+            })),
+            None => Err(crate::vendors::target::unresolved(trigger)),
+        }
+    }
 }

@@ -20,6 +20,73 @@ use crate::vendors::hodoflow::requests::check_write;
 use crate::vendors::hodoflow::routes::redact_path;
 use crate::vendors::modulify::client::check_method;
 
+/// A webhook job's trigger: its reference, derived from its token and never the token, and
+/// the token where this process knows it.
+///
+/// A job stores the reference only (`trigger:<UUID>`, the UUIDv5 of the token in the OID
+/// namespace: the name the fleet's shared pauses and windows give the trigger too), so no
+/// outbox database holds a trigger token. The workers that deliver the job resolve the token
+/// from what their [`Outbox`](crate::outbox::Outbox) was told: each token it enqueued jobs for,
+/// and each given to [`Outbox::add_trigger_token`](crate::outbox::Outbox::add_trigger_token).
+#[derive(Clone)]
+pub struct Trigger {
+    reference: uuid::Uuid,
+    token: Option<Secret>,
+}
+
+impl Trigger {
+    /// The trigger with `token`.
+    pub fn new(token: impl Into<Secret>) -> Self {
+        let token = token.into();
+        Self {
+            reference: Self::reference_of(token.expose()),
+            token: Some(token),
+        }
+    }
+
+    /// The reference of the trigger with `token`: the UUIDv5 of the token in the OID namespace.
+    pub(crate) fn reference_of(token: &str) -> uuid::Uuid {
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, token.as_bytes())
+    }
+
+    /// The reference a job stores: not a secret.
+    pub fn reference(&self) -> uuid::Uuid {
+        self.reference
+    }
+
+    /// The token, when this process knows it; `None` for a job read from the store before its
+    /// worker resolved it.
+    pub fn token(&self) -> Option<&Secret> {
+        self.token.as_ref()
+    }
+
+    /// This trigger with its token, known now.
+    pub(crate) fn resolved(&self, token: Secret) -> Self {
+        Self {
+            reference: self.reference,
+            token: Some(token),
+        }
+    }
+}
+
+impl fmt::Debug for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Trigger({})", self.reference)
+    }
+}
+
+/// The error of a webhook job whose trigger's token no worker was given: nothing was sent.
+pub(crate) fn unresolved(trigger: &Trigger) -> Error {
+    Error::invalid_input(format!(
+        "no token is known here for the job's trigger {}: give it to the workers \
+         (Outbox::add_trigger_token; hodoflow-send outbox worker --trigger-token); nothing was sent",
+        trigger.reference
+    ))
+}
+
+/// The stored route of a webhook job: `trigger:` and the trigger's reference.
+const TRIGGER_ROUTE: &str = "trigger:";
+
 /// Where a job is delivered.
 ///
 /// Webhook deliveries, JSON:API writes and Modulify calls share one job shape: an event ID, a
@@ -28,11 +95,11 @@ use crate::vendors::modulify::client::check_method;
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Target {
-    /// `POST /api/v1/webhooks/<trigger_token>`. The token is a secret: it is stored with the job
-    /// (the job cannot be delivered without it) and never shown by `Debug`, logs or listings.
+    /// `POST /api/v1/webhooks/<trigger_token>`. The token is a secret: the job stores its
+    /// trigger's reference, never the token, and the workers resolve it ([`Trigger`]).
     Webhook {
-        /// The trigger's token.
-        trigger_token: Secret,
+        /// The trigger.
+        trigger: Trigger,
     },
     /// A JSON:API unsafe write: `POST`, `PUT`, `PATCH` or `DELETE` of `path` under `/api/json/`.
     Write {
@@ -59,7 +126,9 @@ impl Eq for Target {}
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Webhook { .. } => f.write_str("Webhook { trigger_token: <redacted> }"),
+            Self::Webhook { trigger } => {
+                f.debug_struct("Webhook").field("trigger", trigger).finish()
+            }
             Self::Write { method, path } => f
                 .debug_struct("Write")
                 .field("method", method)
@@ -76,7 +145,7 @@ impl Target {
     /// A webhook delivery to the trigger with `trigger_token`.
     pub fn webhook(trigger_token: impl Into<Secret>) -> Self {
         Self::Webhook {
-            trigger_token: trigger_token.into(),
+            trigger: Trigger::new(trigger_token),
         }
     }
 
@@ -104,12 +173,14 @@ impl Target {
         }
     }
 
-    /// The method and route as stored: the trigger token, the path, or the Modulify method.
+    /// The method and route as stored: the trigger's reference (never its token), the path,
+    /// or the Modulify method.
     pub(crate) fn to_row(&self) -> (String, String) {
         match self {
-            Self::Webhook { trigger_token } => {
-                ("POST".to_owned(), trigger_token.expose().to_owned())
-            }
+            Self::Webhook { trigger } => (
+                "POST".to_owned(),
+                format!("{TRIGGER_ROUTE}{}", trigger.reference),
+            ),
             Self::Write { method, path } => (method.as_str().to_owned(), path.clone()),
             Self::Modulify { method } => ("POST".to_owned(), method.clone()),
         }
@@ -122,7 +193,24 @@ impl Target {
     )]
     pub(crate) fn from_row(kind: &str, method: &str, route: &str) -> Result<Self> {
         match kind {
-            "webhook" => Ok(Self::webhook(route)),
+            "webhook" => match route.strip_prefix(TRIGGER_ROUTE) {
+                Some(reference) => match reference.parse::<uuid::Uuid>() {
+                    // Only the form it is stored in: a row reads back as it was stored.
+                    Ok(parsed) if parsed.hyphenated().to_string() == reference => {
+                        Ok(Self::Webhook {
+                            trigger: Trigger {
+                                reference: parsed,
+                                token: None,
+                            },
+                        })
+                    }
+                    _ => Err(Error::invalid_input(
+                        "a stored webhook job has an invalid trigger reference",
+                    )),
+                },
+                // A row stored before jobs named their trigger by reference: its token.
+                None => Ok(Self::webhook(route)),
+            },
             "write" => Ok(Self::Write {
                 method: Method::from_bytes(method.as_bytes())
                     .map_err(|_| Error::invalid_input("a stored job has an invalid method"))?,
@@ -152,7 +240,12 @@ impl Target {
     /// stored.
     pub(crate) fn check(&self) -> Result<()> {
         match self {
-            Self::Webhook { trigger_token } => check_trigger_token(trigger_token.expose()),
+            Self::Webhook { trigger } => match &trigger.token {
+                Some(token) => check_trigger_token(token.expose()),
+                None => Err(Error::invalid_input(
+                    "a webhook job needs its trigger's token when it is stored",
+                )),
+            },
             Self::Write { method, path } => check_write(method, path),
             Self::Modulify { method } => check_method(method),
         }

@@ -252,7 +252,11 @@ async fn through_outbox(
     let transactions_before = fresh.transactions().await?;
     let mut outboxes = Vec::new();
     for _ in 0..pools {
-        outboxes.push(fresh.open().await?);
+        // A pool of its own process: the jobs name their trigger by reference, and each pool
+        // is given the token, as a worker reads it from its configuration.
+        let outbox = fresh.open().await?;
+        outbox.add_trigger_token(DEMO_TRIGGER_TOKEN)?;
+        outboxes.push(outbox);
     }
 
     let started = Instant::now();

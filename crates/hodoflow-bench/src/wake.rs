@@ -59,6 +59,8 @@ async fn measure(backend: &Backend, jobs: usize, idle: bool) -> Result<(Vec<f64>
     let client = warm_client(&server, 0, &ids).await?;
     let fresh = Fresh::new(backend, &AtomicU64::new(0)).await?;
     let outbox = fresh.open().await?;
+    // The workers' handle is told the token: on PostgreSQL the producer is another handle.
+    outbox.add_trigger_token(DEMO_TRIGGER_TOKEN)?;
     let producer = match backend {
         Backend::Sqlite(_) => outbox.clone(),
         Backend::Postgres(_) => fresh.open().await?,

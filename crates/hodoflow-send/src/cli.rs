@@ -451,7 +451,8 @@ pub(crate) struct Outbox {
 pub(crate) enum OutboxCommand {
     /// Deliver the outbox's due jobs until stopped (SIGINT or SIGTERM: stop claiming, finish
     /// the deliveries in flight, exit 0), or with --until-idle until none is due or in flight.
-    /// A trigger token is read from its job and never printed. On a terminal, standard error
+    /// A job names its trigger by reference: the worker sends the jobs of the triggers whose
+    /// tokens it is given (--trigger-token), and never prints one. On a terminal, standard error
     /// shows the counts every second; with --json, one JSON line per job finished.
     Worker(Worker),
     /// Print how many jobs are in each state, and every paused scope: which credential,
@@ -584,7 +585,8 @@ pub(crate) struct Enqueue {
     #[arg(long, value_name = "FILE|-")]
     pub(crate) events: PathBuf,
     /// The trigger token of the file's webhook deliveries, or the trigger URL. A secret: never
-    /// printed; it is stored with each job, as `batch --outbox` stores it.
+    /// printed nor stored (each job stores the trigger's reference): give the same token to
+    /// `outbox worker`.
     #[arg(
         long,
         env = "HODOFLOW_TRIGGER_TOKEN",
@@ -631,6 +633,18 @@ pub(crate) struct Worker {
     /// The worker's name in the outbox's leases. [default: hodoflow-send-{pid}-{random}]
     #[arg(long, value_name = "NAME")]
     pub(crate) name: Option<String>,
+    /// The token (or trigger URL) of each trigger whose jobs this worker delivers, comma
+    /// separated or the flag repeated. A job stores its trigger's reference, never the token:
+    /// a job whose token is not given here is not sent, and waits, pending. A secret: never
+    /// printed; pass it in the environment rather than on the command line.
+    #[arg(
+        long,
+        env = "HODOFLOW_TRIGGER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN|URL",
+        value_delimiter = ','
+    )]
+    pub(crate) trigger_token: Vec<String>,
     /// How the workers hold their jobs.
     #[command(flatten)]
     pub(crate) pool: PoolOptions,

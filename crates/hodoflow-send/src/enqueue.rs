@@ -42,17 +42,7 @@ struct Summary {
 /// the file's bad lines. It never quotes the token.
 pub(crate) fn prepare(args: &crate::cli::Enqueue) -> Result<JobFile, String> {
     let trigger = match args.trigger_token.as_deref() {
-        Some(text) => {
-            let trigger = crate::trigger::Trigger::parse(text)?;
-            if trigger.legacy_org.is_some() {
-                return Err(
-                    "--trigger-token takes a token or a {base}/api/v1/webhooks/<token> \
-                     URL, not a legacy URL with an organization"
-                        .to_owned(),
-                );
-            }
-            Some(trigger.token)
-        }
+        Some(text) => Some(crate::trigger::Trigger::token_of(text)?),
         None => None,
     };
     let text = crate::body::read_file_or_stdin(&args.events, "--events")?;

@@ -109,10 +109,12 @@ fn redacted(value: &str) -> String {
     crate::redact::text(value).into_owned()
 }
 
-/// Adds the trigger token of `job`, if it has one, to the redaction set.
+/// Adds the trigger token of `job`, if this process knows it, to the redaction set.
 pub(crate) fn remember_secret(job: &Job) {
-    if let Target::Webhook { trigger_token } = &job.target {
-        crate::redact::add(trigger_token.expose());
+    if let Target::Webhook { trigger } = &job.target
+        && let Some(token) = trigger.token()
+    {
+        crate::redact::add(token.expose());
     }
 }
 

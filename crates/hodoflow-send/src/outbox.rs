@@ -241,10 +241,22 @@ pub(crate) async fn run(cli: &Cli, outbox: &crate::cli::Outbox) -> Exit {
         },
         _ => None,
     };
+    let triggers = match &outbox.command {
+        OutboxCommand::Worker(args) => match trigger_tokens(&args.trigger_token) {
+            Ok(triggers) => triggers,
+            Err(message) => return finish(usage(&message), started, json),
+        },
+        _ => Vec::new(),
+    };
     let store = match open(spec, cli.store_timeout).await {
         Ok(store) => store,
         Err(report) => return finish(report, started, json),
     };
+    for token in triggers {
+        if let Err(error) = store.add_trigger_token(token) {
+            return finish(usage(&format!("--trigger-token: {error}")), started, json);
+        }
+    }
     let done = match (&outbox.command, worker) {
         (OutboxCommand::Worker(args), Some((plan, client, modulify))) => {
             let page = match admin {
@@ -788,4 +800,18 @@ where
         results.push(settle(joined));
     }
     results
+}
+
+/// The tokens of the worker's `--trigger-token`s: the jobs store references only, which these
+/// resolve.
+///
+/// # Errors
+///
+/// A sentence for the user (exit 2), never quoting the token.
+fn trigger_tokens(given: &[String]) -> Result<Vec<hodoflow_retry::Secret>, String> {
+    given
+        .iter()
+        .filter(|text| !text.trim().is_empty())
+        .map(|text| crate::trigger::Trigger::token_of(text))
+        .collect()
 }

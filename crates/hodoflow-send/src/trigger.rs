@@ -34,6 +34,24 @@ impl Trigger {
         Ok(trigger)
     }
 
+    /// The token of `text`, a `--trigger-token` of an outbox: a token or a trigger URL, not a
+    /// legacy URL with an organization (a job names its trigger by the token alone).
+    ///
+    /// # Errors
+    ///
+    /// A sentence that says what is wrong without repeating the secret.
+    pub(crate) fn token_of(text: &str) -> Result<Secret, String> {
+        let trigger = Self::parse(text)?;
+        if trigger.legacy_org.is_some() {
+            return Err(
+                "--trigger-token takes a token or a {base}/api/v1/webhooks/<token> \
+                 URL, not a legacy URL with an organization"
+                    .to_owned(),
+            );
+        }
+        Ok(trigger.token)
+    }
+
     /// `text`, a `TRIGGER` argument, as it may be shown: a trigger URL with its token (the last
     /// segment of its route) replaced by `MARKER`, anything else replaced whole. By position,
     /// never by searching the text for the token.

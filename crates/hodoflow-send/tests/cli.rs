@@ -1233,7 +1233,15 @@ fn no_body_reaches_stdout_or_stderr_even_at_trace_level() {
         vec!["--json", "outbox", "--outbox", &db, "list"],
         vec!["outbox", "--outbox", &db, "status"],
         vec!["outbox", "--outbox", &db, "retry", "b-1"],
-        vec!["outbox", "--outbox", &db, "worker", "--until-idle"],
+        vec![
+            "outbox",
+            "--outbox",
+            &db,
+            "worker",
+            "--until-idle",
+            "--trigger-token",
+            UNKNOWN_TRIGGER,
+        ],
     ] {
         runs.push(run(contract.send().env("RUST_LOG", "trace").args(&args)));
     }

@@ -1032,10 +1032,10 @@ fn a_wedged_outbox_recovers_through_retry_and_the_worker() {
         .send()
         .args(["--json", "outbox", "--outbox", &outbox, "retry", "wedged-1"]));
     assert_eq!(retry.code, 0, "a wedged job is requeued: {retry:?}");
-    let worker =
-        run(contract
-            .send()
-            .args(["outbox", "--outbox", &outbox, "worker", "--until-idle"]));
+    let worker = run(contract
+        .send()
+        .env("HODOFLOW_TRIGGER_TOKEN", support::TRIGGER)
+        .args(["outbox", "--outbox", &outbox, "worker", "--until-idle"]));
     assert_eq!(worker.code, 0, "{worker:?}");
     let status = run(contract
         .send()

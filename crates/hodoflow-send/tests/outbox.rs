@@ -364,6 +364,8 @@ fn status_list_and_retry_show_jobs_without_a_token_and_requeue_a_failed_one() {
         &outbox,
         "worker",
         "--until-idle",
+        "--trigger-token",
+        LATE_TRIGGER,
     ])));
     assert_eq!(worker.code, 0, "{worker:?}");
     let line = worker.json();
@@ -735,6 +737,7 @@ mod multi_worker {
                 let child = contract
                     .child()
                     .env("HODOFLOW_OUTBOX", &url)
+                    .env("HODOFLOW_TRIGGER_TOKEN", TRIGGER)
                     .args([
                         "--max-elapsed",
                         "10s",
@@ -1082,6 +1085,7 @@ fn enqueued_jobs_of_each_kind_are_executed_once_by_a_worker() {
 
     let worker = run(contract
         .send()
+        .env("HODOFLOW_TRIGGER_TOKEN", TRIGGER)
         .env("MODULIFY_BASE_URL", contract.base_url())
         .env("MODULIFY_TOKEN", hodoflow_mock::DEMO_MODULIFY_TOKEN)
         .args([

@@ -242,6 +242,8 @@ fn the_outbox_stores_no_secret_and_its_worker_signs_at_send_time() {
         &db,
         "worker",
         "--until-idle",
+        "--trigger-token",
+        TRIGGER,
         "--signing-secret-file",
         &secrets.arg(),
     ]));

@@ -292,6 +292,7 @@ impl WorkerBuilder {
             key_horizon: self.key_horizon,
             budget,
             fleet,
+            triggers: Arc::clone(&self.outbox.triggers),
             on_finished: self.on_finished,
             report: Mutex::new(RunReport::default()),
             #[cfg(feature = "metrics")]

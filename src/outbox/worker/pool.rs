@@ -40,6 +40,8 @@ pub(super) struct WorkerPool {
     pub(super) key_horizon: Duration,
     pub(super) budget: Budget,
     pub(super) fleet: Arc<dyn Fleet>,
+    /// The trigger tokens of the outbox's process, which resolve webhook jobs' references.
+    pub(super) triggers: Arc<crate::outbox::Triggers>,
     pub(super) on_finished: Option<OnFinished>,
     pub(super) report: Mutex<RunReport>,
     /// The outbox's meter, shared with every pool of it (feature `metrics`).
@@ -356,9 +358,35 @@ impl WorkerPool {
     }
 
     /// Delivers one claimed job: what to record.
-    pub(super) async fn deliver(&self, job: Job) -> Finished {
+    pub(super) async fn deliver(&self, mut job: Job) -> Finished {
         let now = self.clock.wall();
         let (first_sent_at, end) = self.horizon(&job, now);
+        // A webhook job names its trigger by reference: its token is this process's to know.
+        match self.triggers.resolve(&job.target) {
+            Ok(Some(target)) => job.target = target,
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(event_id = %job.event_id, error = %error, "the job's trigger token is not known here: not sent");
+                let record = Record {
+                    next_at: now.checked_add(UNRESOLVED_WAIT).unwrap_or(now),
+                    finished_at: None,
+                    ..ended(
+                        JobState::Pending,
+                        now,
+                        first_sent_at,
+                        0,
+                        Some(last_error(&error)),
+                    )
+                };
+                return Finished {
+                    id: job.id,
+                    claim: job.claim,
+                    event_id: job.event_id,
+                    created_at: job.created_at,
+                    record,
+                };
+            }
+        }
         let record = if may_send(now, self.budget.max_elapsed, end) {
             let sent = self.send(&job).await;
             self.after(&job, first_sent_at, end, sent).await
@@ -487,6 +515,9 @@ impl WorkerPool {
         })
     }
 }
+
+/// How long a job whose trigger token its worker does not know waits before it is tried again.
+const UNRESOLVED_WAIT: Duration = Duration::from_secs(60);
 
 /// The most bytes of a server's text a job keeps: its run ID, the `x-request-id` of its last
 /// error (the client keeps 128 already).

@@ -11,7 +11,7 @@ use crate::core::key::{DeliveryId, IdempotencyKey};
 use crate::core::limit::shared::Fleet;
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::outcome::WebhookOutcome;
-use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
+use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target, unresolved};
 
 impl Deliver for RetryingClient {
     fn delivers(&self, target: &Target) -> bool {
@@ -35,9 +35,12 @@ impl Deliver for RetryingClient {
     ) -> DeliverFuture<'a> {
         Box::pin(async move {
             match target {
-                Target::Webhook { trigger_token } => {
+                Target::Webhook { trigger } => {
+                    let Some(token) = trigger.token() else {
+                        return Err(unresolved(trigger));
+                    };
                     let delivery = self
-                        .deliver(trigger_token.clone(), body.clone())
+                        .deliver(token.clone(), body.clone())
                         .delivery_id(DeliveryId::new(identity.clone()))
                         .fleet(fleet)
                         .queue(queue)
