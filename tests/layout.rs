@@ -365,3 +365,157 @@ fn circles(
     }
     walk.found
 }
+
+/// The public API, one path a line: `docs/public-api.txt`. Every change to what the crate
+/// exports (`pub use` and `pub` items of `lib.rs` and of its public modules) changes this test's
+/// answer, so it is made on purpose, with the listing, in the same change.
+#[test]
+fn the_public_api_is_the_checked_in_listing() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut exported = BTreeSet::new();
+    public_items(&root.join("src"), "lib.rs", "hodoflow_retry", &mut exported);
+    assert!(
+        exported.contains("hodoflow_retry::RetryingClient")
+            && exported.contains("hodoflow_retry::outbox::Outbox")
+            && exported.contains("hodoflow_retry::metrics::Metrics"),
+        "read the exports of src/: {exported:?}"
+    );
+    let listing = root.join("docs/public-api.txt");
+    let text = fs::read_to_string(&listing).unwrap_or_default();
+    let listed: BTreeSet<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    let added: Vec<_> = exported.difference(&listed).collect();
+    let removed: Vec<_> = listed.difference(&exported).collect();
+    let at_root = exported
+        .iter()
+        .filter(|path| path.matches("::").count() == 1)
+        .count();
+    println!(
+        "{} public paths, {at_root} at the crate root",
+        exported.len()
+    );
+    assert!(
+        added.is_empty() && removed.is_empty(),
+        "the public API changed: exported but not in docs/public-api.txt: {added:?}; listed but \
+         no longer exported: {removed:?}. If that is meant, update the listing in the same change."
+    );
+}
+
+/// The public items of the module in `file` (relative to `src`), as `prefix::Name`, and those
+/// of its public submodules, recursively; a `#[doc(hidden)]` module is left out.
+fn public_items(src: &Path, file: &str, prefix: &str, out: &mut BTreeSet<String>) {
+    let path = src.join(file);
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let code = without_tests(&text);
+    let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+    let mut hidden = false;
+    let mut statement = String::new();
+    for line in code.lines() {
+        let trimmed = line.trim_start();
+        if line.starts_with("#[doc(hidden)]") {
+            hidden = true;
+            continue;
+        }
+        if !statement.is_empty() {
+            statement.push(' ');
+            statement.push_str(trimmed);
+            if trimmed.contains(';') {
+                exported_names(&statement, prefix, out);
+                statement.clear();
+            }
+            continue;
+        }
+        // Top level only: an item of the module itself, not of a block or an impl.
+        if line.starts_with("pub use ") {
+            if line.contains(';') {
+                exported_names(line, prefix, out);
+            } else {
+                statement = line.to_owned();
+            }
+        } else if let Some(rest) = line.strip_prefix("pub mod ") {
+            let name = rest.trim_end_matches(';').trim();
+            if !hidden && rest.ends_with(';') {
+                out.insert(format!("{prefix}::{name}"));
+                let own = dir.join(format!("{name}.rs"));
+                let folder = dir.join(name).join("mod.rs");
+                let next = if src.join(&own).exists() { own } else { folder };
+                public_items(
+                    src,
+                    &next.display().to_string(),
+                    &format!("{prefix}::{name}"),
+                    out,
+                );
+            }
+        } else if let Some(rest) = line.strip_prefix("pub ") {
+            for kind in [
+                "struct ",
+                "enum ",
+                "trait ",
+                "fn ",
+                "const ",
+                "static ",
+                "type ",
+                "async fn ",
+            ] {
+                if let Some(item) = rest.strip_prefix(kind) {
+                    let name: String = item
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    out.insert(format!("{prefix}::{name}"));
+                }
+            }
+        }
+        if !trimmed.starts_with("#[") {
+            hidden = false;
+        }
+    }
+}
+
+/// The names a `pub use …;` statement exports: the last segment of each path, or its alias.
+fn exported_names(statement: &str, prefix: &str, out: &mut BTreeSet<String>) {
+    let body = statement
+        .trim()
+        .trim_start_matches("pub use ")
+        .trim_end_matches(';');
+    assert!(
+        !body.contains('*'),
+        "a glob export hides what is public: {statement}"
+    );
+    let names = match (body.find('{'), body.rfind('}')) {
+        (Some(open), Some(close)) => body[open + 1..close].to_owned(),
+        _ => body.to_owned(),
+    };
+    for name in names
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+    {
+        let name = match name.split_once(" as ") {
+            Some((_, alias)) => alias.trim(),
+            None => name.rsplit("::").next().unwrap_or(name),
+        };
+        out.insert(format!("{prefix}::{name}"));
+    }
+}
+
+/// `text` up to its `#[cfg(test)] mod tests`, which exports nothing.
+fn without_tests(text: &str) -> &str {
+    text.find("#[cfg(test)]\nmod tests")
+        .map_or(text, |at| &text[..at])
+}
+
+#[test]
+fn the_api_reader_sees_uses_aliases_modules_and_items() {
+    let mut out = BTreeSet::new();
+    exported_names("pub use a::b::{C, D as E, f::G};", "x", &mut out);
+    exported_names("pub use a::H;", "x", &mut out);
+    assert_eq!(
+        out.into_iter().collect::<Vec<_>>(),
+        ["x::C", "x::E", "x::G", "x::H"]
+    );
+}
