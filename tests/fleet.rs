@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
-use hodoflow_retry::{Error, ErrorKind, RetryBudget, RetryingClient, TriggerLimit};
+use hodoflow_retry::{Error, ErrorKind, RetryBudget, RetryingClient, TriggerLimit, WaitReason};
 use support::{
     EVENT, JSON_API, PROJECTS, TOKEN, TRIGGER, WEBHOOKS, budget, builder, delivery, demo,
     eventually, server, server_where,
@@ -233,42 +233,40 @@ async fn a_json_api_429_closes_the_credential_for_its_retry_after_and_its_api_wa
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
 
-    assert_eq!(limited.await.unwrap().unwrap().attempts().len(), 2);
+    let limited = limited.await.unwrap().unwrap();
+    assert_eq!(limited.attempts().len(), 2);
+    let retried = &limited.attempts()[0];
+    assert_eq!(retried.wait_reason(), WaitReason::RetryAfter, "{retried}");
+    assert!(retried.wait() >= Duration::from_secs(1), "{retried}");
     for waiter in waiters {
         assert_eq!(waiter.await.unwrap().unwrap(), 1, "sent once");
     }
+    // By arrival order: every delivery before any read after the 429 (how long the reads were
+    // held, and their release spread, are checked in tests/paused_time.rs).
     let ledger = server.ledger();
     let requests = on_credential(ledger.requests());
     let at = requests.iter().position(|r| r.status == Some(429)).unwrap();
-    let closed = requests[at].arrived;
-    let since = |path: &str| -> Vec<Duration> {
+    let since = |path: &str| -> Vec<u64> {
         requests[at + 1..]
             .iter()
             .filter(|r| r.path.starts_with(path))
-            .map(|r| r.arrived.duration_since(closed))
+            .map(|r| r.seq)
             .collect()
     };
     let reads = since(JSON_API);
     assert_eq!(reads.len(), 11, "the retry and the 10 reads");
-    let first = reads.iter().min().copied().unwrap();
-    let last = reads.iter().max().copied().unwrap();
-    println!("after the 429: first read {first:?} later, last {last:?}");
-    assert!(
-        first >= Duration::from_secs(1),
-        "a read {first:?} after the 429"
-    );
-    assert!(
-        last - first >= Duration::from_millis(20),
-        "released with jitter, not at once: {:?}",
-        last - first
-    );
     let deliveries = since(WEBHOOKS);
     assert_eq!(deliveries.len(), 10);
+    let first = reads.iter().min().copied().unwrap();
     assert!(
-        deliveries.iter().all(|after| *after < first),
-        "the deliveries went before the credential reopened: {deliveries:?}"
+        deliveries.iter().all(|seq| *seq < first),
+        "the deliveries went before the credential reopened: deliveries {deliveries:?}, reads \
+         {reads:?}"
     );
-    assert!(client.stats().gate_wait >= Duration::from_secs(5));
+    assert!(
+        client.stats().gate_wait > Duration::ZERO,
+        "the reads waited"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,62 +346,77 @@ fn rate_limited_read(value: &str) -> Fault {
         .times(1)
 }
 
-/// The gap between the first two reads the server saw.
-async fn gap_after(client: &RetryingClient, server: &MockServer) -> Duration {
-    client.get(PROJECTS).send().await.unwrap();
-    client.get(PROJECTS).send().await.unwrap();
-    let ledger = server.ledger();
-    let reads = ledger.requests_to("GET", JSON_API);
-    support::gaps(&reads)[0]
+/// A read's budget shorter than the 30 s resets below: a read the gate held until one would
+/// be refused at once, nothing sent.
+fn short() -> hodoflow_retry::Budget {
+    budget(5).max_elapsed(Duration::from_secs(2))
 }
 
 #[tokio::test]
 async fn a_ratelimit_field_with_nothing_remaining_closes_the_gate_until_the_reset() {
     let server = server().await;
-    server.inject(rate_limited_read(r#""default";r=0;t=1"#));
+    server.inject(rate_limited_read(r#""default";r=0;t=30"#));
     let client = demo(builder(&server));
 
-    let gap = gap_after(&client, &server).await;
+    client.get(PROJECTS).send().await.unwrap();
+    let held = client
+        .get(PROJECTS)
+        .budget(short())
+        .send()
+        .await
+        .unwrap_err();
 
-    assert!(gap >= Duration::from_secs(1), "{gap:?}");
-    assert!(gap < Duration::from_millis(1500), "{gap:?}");
+    assert_eq!(held.kind(), ErrorKind::BudgetExhausted, "{held}");
+    assert!(held.attempts().is_empty(), "nothing sent: {held}");
+    let reset = held.retry_after().expect("the time to the reset");
+    assert!(
+        reset > Duration::from_secs(2) && reset <= Duration::from_secs(30),
+        "{reset:?}"
+    );
+    assert_eq!(server.ledger().requests_to("GET", JSON_API).len(), 1);
 }
 
 #[tokio::test]
 async fn a_malformed_or_unexhausted_ratelimit_field_holds_nothing_back() {
-    for value in [r#""default";r=0;t=soon"#, r#""default";r=7;t=1"#] {
+    for value in [r#""default";r=0;t=soon"#, r#""default";r=7;t=30"#] {
         let server = server().await;
         server.inject(rate_limited_read(value));
         let client = demo(builder(&server));
 
-        let gap = gap_after(&client, &server).await;
+        client.get(PROJECTS).send().await.unwrap();
+        let next = client.get(PROJECTS).budget(short()).send().await;
 
-        assert!(gap < Duration::from_millis(300), "{value}: {gap:?}");
+        let next = next.unwrap_or_else(|error| panic!("{value}: held: {error}"));
+        assert_eq!(next.attempts().len(), 1, "{value}");
+        assert_eq!(client.stats().gate_closed_for, None, "{value}");
+        assert_eq!(server.ledger().requests_to("GET", JSON_API).len(), 2);
     }
 }
 
 #[tokio::test]
 async fn retry_after_wins_over_a_ratelimit_field() {
+    // A 30 s hold would be past the call's 20 s budget; the second the `Retry-After` asks is not.
     let server = server().await;
     server.inject(
         Fault::respond(429)
             .header("Retry-After", "1")
-            .header("RateLimit", r#""default";r=0;t=3"#)
+            .header("RateLimit", r#""default";r=0;t=30"#)
             .on("GET", JSON_API)
             .times(1),
     );
     let client = demo(builder(&server));
 
     let read = client.get(PROJECTS).send().await.unwrap();
+    let next = client.get(PROJECTS).budget(short()).send().await;
 
     assert_eq!(read.attempts().len(), 2);
-    let ledger = server.ledger();
-    let gap = support::gaps(&ledger.requests_to("GET", JSON_API))[0];
-    assert!(gap >= Duration::from_secs(1), "{gap:?}");
-    assert!(
-        gap < Duration::from_millis(2500),
-        "not the 3 s reset: {gap:?}"
-    );
+    let retried = &read.attempts()[0];
+    assert_eq!(retried.wait_reason(), WaitReason::RetryAfter, "{retried}");
+    assert!(retried.wait() >= Duration::from_secs(1), "{retried}");
+    assert!(retried.wait() < Duration::from_secs(30), "{retried}");
+    let next = next.expect("the credential reopened after the second, not the 30 s reset");
+    assert_eq!(next.attempts().len(), 1);
+    assert_eq!(server.ledger().requests_to("GET", JSON_API).len(), 3);
 }
 
 #[tokio::test]

@@ -403,17 +403,15 @@ async fn a_429_without_a_usable_retry_after_waits_at_least_the_fallback() {
                 .unwrap();
             let delivery = client.deliver(TRIGGER, "{}").delivery_id(id("429")).send();
             let delivery = delivery.await.unwrap();
-            assert_eq!(
-                delivery.attempts()[0].wait_reason(),
-                WaitReason::RetryAfterFallback
-            );
-            let sent = server.seen_under(WEBHOOK);
-            assert_eq!(sent.len(), 2);
-            let gap = sent[1].at - sent[0].at;
+            // Planned for the documented 2 s at least (slept as planned: the same answers in
+            // tests/paused_time.rs).
+            let refused = &delivery.attempts()[0];
+            assert_eq!(refused.wait_reason(), WaitReason::RetryAfterFallback);
             assert!(
-                gap >= Backoff::DEFAULT_RETRY_AFTER_FALLBACK,
-                "{retry_after:?}: retried after {gap:?}, under the documented 2 s"
+                refused.wait() >= Backoff::DEFAULT_RETRY_AFTER_FALLBACK,
+                "{retry_after:?}: {refused}, under the documented 2 s"
             );
+            assert_eq!(server.seen_under(WEBHOOK).len(), 2);
         });
     }
     while let Some(variant) = variants.join_next().await {

@@ -1,6 +1,7 @@
-//! Pluggable schedules over real TCP: a custom schedule is what spaces the attempts on the
-//! server, yet `Retry-After` is still honoured and the budget still refuses a wait past its end,
-//! whatever the schedule says.
+//! Pluggable schedules over real TCP: a custom schedule is what the engine plans its waits by,
+//! yet `Retry-After` is still honoured and the budget still refuses a wait past its end,
+//! whatever the schedule says. (That the planned waits are what the server sees between
+//! attempts: tests/paused_time.rs, in virtual time.)
 
 mod support;
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use hodoflow_mock::Fault;
 use hodoflow_retry::{Backoff, ErrorKind, Schedule, WaitReason};
-use support::{PROJECTS, TOKEN, TRIGGER, WEBHOOKS, builder, delivery, demo, gaps, statuses, timed};
+use support::{PROJECTS, TOKEN, TRIGGER, WEBHOOKS, builder, delivery, demo, statuses};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -49,20 +50,13 @@ async fn a_custom_schedule_is_what_spaces_the_attempts_on_the_server() {
         statuses(read.attempts()),
         [Some(503), Some(503), Some(503), Some(200)]
     );
+    // The waits the engine planned are the schedule's; that it sleeps them, no less and no
+    // more, is checked in virtual time (tests/paused_time.rs).
     for waited in &read.attempts()[..3] {
         assert_eq!(waited.wait_reason(), WaitReason::Backoff, "{waited}");
         assert_eq!(waited.wait(), 30 * MS, "{waited}");
     }
-    let ledger = server.ledger();
-    let arrived = ledger.requests_to("GET", PROJECTS);
-    assert_eq!(arrived.len(), 4);
-    for gap in gaps(&arrived) {
-        assert!(
-            gap >= 30 * MS,
-            "attempts {gap:?} apart, under the schedule's 30 ms"
-        );
-        assert!(gap < Duration::from_secs(2), "attempts {gap:?} apart");
-    }
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 4);
 }
 
 #[tokio::test]
@@ -81,17 +75,11 @@ async fn a_retry_after_on_a_429_is_honoured_over_a_schedule_that_says_zero() {
     let first = &read.attempts()[0];
     assert_eq!(first.wait_reason(), WaitReason::RetryAfter, "{first}");
     assert!(first.wait() >= Duration::from_secs(1), "{first}");
-    let ledger = server.ledger();
-    let arrived = ledger.requests_to("GET", PROJECTS);
-    assert_eq!(arrived.len(), 2);
-    assert!(
-        gaps(&arrived)[0] >= Duration::from_secs(1),
-        "{:?}",
-        gaps(&arrived)
-    );
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 2);
 }
 
-/// A 500 does not close the credential's gate, so only the planned wait keeps the floor here.
+/// A 500 does not close the credential's gate, so only the planned wait keeps the floor here
+/// (slept as planned: tests/paused_time.rs).
 #[tokio::test]
 async fn a_retry_after_on_a_500_is_a_floor_under_a_schedule_that_says_zero() {
     let server = support::server().await;
@@ -107,13 +95,8 @@ async fn a_retry_after_on_a_500_is_a_floor_under_a_schedule_that_says_zero() {
     assert_eq!(statuses(read.attempts()), [Some(500), Some(200)]);
     let first = &read.attempts()[0];
     assert_eq!(first.wait_reason(), WaitReason::RetryAfter, "{first}");
-    let ledger = server.ledger();
-    let arrived = ledger.requests_to("GET", PROJECTS);
-    assert!(
-        gaps(&arrived)[0] >= Duration::from_secs(1),
-        "{:?}",
-        gaps(&arrived)
-    );
+    assert!(first.wait() >= Duration::from_secs(1), "{first}");
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 2);
 }
 
 #[tokio::test]
@@ -122,15 +105,11 @@ async fn a_schedule_that_says_forever_stops_at_once_with_the_budget_exhausted() 
     server.inject(Fault::respond(503).on("GET", PROJECTS).times(10));
     let client = demo(builder(&server).schedule(Listed(vec![Duration::MAX])));
 
-    let (result, took) = timed(client.get(PROJECTS).send()).await;
+    let error = client.get(PROJECTS).send().await.unwrap_err();
 
-    let error = result.unwrap_err();
+    // The wait was refused, not slept (in no time at all: tests/paused_time.rs).
     assert_eq!(error.kind(), ErrorKind::BudgetExhausted, "{error}");
     assert_eq!(statuses(error.attempts()), [Some(503)]);
-    assert!(
-        took < Duration::from_secs(5),
-        "the wait was refused, not slept: {took:?}"
-    );
     assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 1);
 }
 
@@ -171,10 +150,7 @@ async fn a_per_call_backoff_replaces_the_clients_schedule_and_a_per_call_schedul
     assert_eq!(quick.attempts()[0].wait(), Duration::ZERO);
     assert_eq!(statuses(listed.attempts()), [Some(503), Some(200)]);
     assert_eq!(listed.attempts()[0].wait(), 20 * MS);
-    let ledger = server.ledger();
-    let arrived = ledger.requests_to("GET", PROJECTS);
-    assert_eq!(arrived.len(), 4);
-    assert!(gaps(&arrived[2..])[0] >= 20 * MS, "{:?}", gaps(&arrived));
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 4);
 }
 
 #[tokio::test]
@@ -195,13 +171,15 @@ async fn a_delivery_retries_on_its_own_schedule_and_starts_one_run() {
     assert_eq!(statuses(delivered.attempts()), [Some(503), Some(202)]);
     assert_eq!(delivered.attempts()[0].wait(), 30 * MS);
     let ledger = server.ledger();
-    let arrived = ledger.requests_to("POST", WEBHOOKS);
-    assert!(gaps(&arrived)[0] >= 30 * MS, "{:?}", gaps(&arrived));
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 2);
     assert_eq!(ledger.runs_for_delivery(id.key().as_str()).len(), 1);
 }
 
+/// The exchanges wait their own backoff, shared by every call (src/core/auth/cache.rs times
+/// it in paused time), whatever schedule the calls have: a failed one is retried and the read
+/// goes once.
 #[tokio::test]
-async fn a_failed_token_exchange_is_retried_on_the_schedules_waits() {
+async fn a_failed_token_exchange_is_retried_under_a_custom_schedule() {
     let server = support::server().await;
     server.inject(Fault::respond(503).on("POST", TOKEN));
     let client = demo(
@@ -216,5 +194,4 @@ async fn a_failed_token_exchange_is_retried_on_the_schedules_waits() {
     let ledger = server.ledger();
     let exchanges = ledger.requests_to("POST", TOKEN);
     assert_eq!(exchanges.len(), 2);
-    assert!(gaps(&exchanges)[0] >= 30 * MS, "{:?}", gaps(&exchanges));
 }

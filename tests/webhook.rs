@@ -14,7 +14,7 @@ use hodoflow_retry::{
 use http::{HeaderMap, HeaderValue};
 use support::{
     EVENT, TRIGGER, WEBHOOKS, assert_nothing_sent, assert_stopped_at_once, client, client_with,
-    deliver, delivery, gaps, identity, run_id, server, statuses,
+    deliver, delivery, identity, run_id, server, statuses,
 };
 
 // Every test again over h2c, as over_h2c::<name>.
@@ -142,6 +142,8 @@ async fn two_503s_with_retry_after_are_waited_out_and_the_third_attempt_is_accep
         statuses(delivery.attempts()),
         [Some(503), Some(503), Some(202)]
     );
+    // Each retry planned for the server's second (that the engine sleeps no less than it plans:
+    // tests/paused_time.rs).
     for attempt in &delivery.attempts()[..2] {
         assert_eq!(attempt.wait_reason(), WaitReason::RetryAfter, "{attempt}");
         assert!(attempt.wait() >= Duration::from_secs(1), "{attempt}");
@@ -149,14 +151,7 @@ async fn two_503s_with_retry_after_are_waited_out_and_the_third_attempt_is_accep
     let key = identity(&delivery);
     let ledger = server.ledger();
     assert_eq!(ledger.runs_for_delivery(&key), [run_id]);
-    let sent = ledger.requests_with_key(&key);
-    assert_eq!(sent.len(), 3);
-    for gap in gaps(&sent) {
-        assert!(
-            gap >= Duration::from_secs(1),
-            "a retry came {gap:?} after a Retry-After of 1 s"
-        );
-    }
+    assert_eq!(ledger.requests_with_key(&key).len(), 3);
 }
 
 #[tokio::test]

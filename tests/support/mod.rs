@@ -4,7 +4,6 @@
 #![allow(dead_code, reason = "each test file uses a part of the support module")]
 
 use std::cell::Cell;
-use std::future::Future;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +12,7 @@ pub mod hostile;
 
 use hodoflow_mock::{
     ClientSeed, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANIZATION, Limits, MockServer,
-    MockServerBuilder, RequestRecord, Scope,
+    MockServerBuilder, Scope,
 };
 use hodoflow_retry::{
     AccessToken, Attempt, Backoff, Budget, ClientBuilder, ClientCredentials, Delivery, DeliveryId,
@@ -253,14 +252,6 @@ pub fn statuses(attempts: &[Attempt]) -> Vec<Option<u16>> {
         .collect()
 }
 
-/// The time between consecutive arrivals of `requests` on the server.
-pub fn gaps(requests: &[&RequestRecord]) -> Vec<Duration> {
-    requests
-        .windows(2)
-        .map(|pair| pair[1].arrived.duration_since(pair[0].arrived))
-        .collect()
-}
-
 /// The error stopped after its single attempt with `kind`, on a definite answer: the operation
 /// did not run, and the server saw no request after the one that was refused.
 #[track_caller]
@@ -307,13 +298,6 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
         assert!(Instant::now() < give_up, "timed out waiting until {what}");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-}
-
-/// Runs `future` and returns its output with the wall-clock time it took.
-pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
-    let started = Instant::now();
-    let output = future.await;
-    (output, started.elapsed())
 }
 
 /// Everything a tracing subscriber wrote, for the tests that prove no secret is logged.

@@ -170,13 +170,6 @@ impl MockServerBuilder {
         if self.triggers.is_empty() {
             self.triggers.push(TriggerSeed::demo());
         }
-        let body_limit = self
-            .limits
-            .api_body_limit
-            .max(self.limits.webhook_body_limit)
-            .max(self.limits.modulify_body_limit)
-            .saturating_mul(2)
-            .max(2 << 20);
         let shared = Arc::new(Shared::new(
             self.clock,
             self.limits,
@@ -184,13 +177,7 @@ impl MockServerBuilder {
             self.triggers,
             self.modulify,
         ));
-        let mut app = api_routes()
-            .layer(middleware::from_fn_with_state(shared.clone(), observe))
-            .layer(DefaultBodyLimit::max(body_limit));
-        if self.control_routes {
-            app = app.merge(crate::control::routes());
-        }
-        let app = app.with_state(shared.clone());
+        let app = app(shared.clone(), self.control_routes);
         let listener = TcpListener::bind(self.listen).await?;
         let addr = listener.local_addr()?;
         let mut protocols = auto::Builder::new(TokioExecutor::new());
@@ -217,6 +204,24 @@ impl MockServerBuilder {
             accept,
         })
     }
+}
+
+/// Every route, behind the middleware that records each request and applies its fault.
+fn app(shared: Arc<Shared>, control_routes: bool) -> Router {
+    let limits = &shared.limits;
+    let body_limit = limits
+        .api_body_limit
+        .max(limits.webhook_body_limit)
+        .max(limits.modulify_body_limit)
+        .saturating_mul(2)
+        .max(2 << 20);
+    let mut app = api_routes()
+        .layer(middleware::from_fn_with_state(shared.clone(), observe))
+        .layer(DefaultBodyLimit::max(body_limit));
+    if control_routes {
+        app = app.merge(crate::control::routes());
+    }
+    app.with_state(shared)
 }
 
 fn api_routes() -> Router<Arc<Shared>> {
@@ -520,5 +525,85 @@ impl MockServer {
 impl Drop for MockServer {
     fn drop(&mut self) {
         self.accept.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The delay faults in virtual time: the middleware sleeps on tokio's clock, so under
+    //! `start_paused` a hold is exact, and what happened before it ends can be read from the
+    //! ledger. (Over TCP, `tests/faults.rs` checks what each fault does, not for how long.)
+
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::config::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET};
+
+    /// The server's state with the demo seeds and `fault` armed, and its routes.
+    fn armed(fault: Fault) -> (Arc<Shared>, Router) {
+        let shared = Arc::new(Shared::new(
+            Arc::new(SystemClock),
+            Limits::default(),
+            vec![ClientSeed::demo()],
+            vec![TriggerSeed::demo()],
+            ModulifySeeds::default(),
+        ));
+        crate::lock(&shared.faults).push(fault.on("POST", "/oauth/token"));
+        let routes = app(shared.clone(), false);
+        (shared, routes)
+    }
+
+    /// A token exchange with the demo credentials.
+    fn exchange() -> Request {
+        let form = format!(
+            "grant_type=client_credentials&client_id={DEMO_CLIENT_ID}&client_secret={DEMO_CLIENT_SECRET}"
+        );
+        Request::builder()
+            .method("POST")
+            .uri("/oauth/token")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(form))
+            .unwrap()
+    }
+
+    /// Whether the exchange ran (the ledger holds it) and whether it was answered.
+    fn ran_and_answered(shared: &Shared) -> (bool, bool) {
+        let ledger = crate::lock(&shared.ledger);
+        assert_eq!(ledger.requests().len(), 1, "the request arrived at once");
+        let answered = ledger.requests()[0].status.is_some();
+        (!ledger.exchanges().is_empty(), answered)
+    }
+
+    const DELAY: Duration = Duration::from_millis(150);
+
+    #[tokio::test(start_paused = true)]
+    async fn delay_then_handle_runs_the_request_only_once_its_delay_has_passed() {
+        let (shared, routes) = armed(Fault::delay_then_handle(DELAY));
+        let started = Instant::now();
+        let answer = tokio::spawn(routes.oneshot(exchange()));
+        tokio::time::sleep(DELAY - Duration::from_millis(1)).await;
+        assert_eq!(ran_and_answered(&shared), (false, false), "still held");
+
+        let answer = answer.await.unwrap().unwrap();
+        assert_eq!(started.elapsed(), DELAY);
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(ran_and_answered(&shared), (true, true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn execute_then_delay_runs_the_request_at_once_and_holds_its_answer_the_delay() {
+        let (shared, routes) = armed(Fault::execute_then_delay(DELAY));
+        let started = Instant::now();
+        let answer = tokio::spawn(routes.oneshot(exchange()));
+        tokio::time::sleep(DELAY - Duration::from_millis(1)).await;
+        assert_eq!(ran_and_answered(&shared), (true, false), "ran, answer held");
+
+        let answer = answer.await.unwrap().unwrap();
+        assert_eq!(started.elapsed(), DELAY);
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(ran_and_answered(&shared), (true, true));
     }
 }

@@ -95,10 +95,10 @@ async fn arms_a_seeded_probability_fault_with_a_delay() {
         "firing": {"probability": {"p": 1.0, "seed": 3}},
     });
     assert_eq!(post_fault(&server, fault).await.status, 204);
+    // Which fault fired is in the ledger below; how long a delay holds is the server's unit
+    // tests' (in paused time).
     for _ in 0..2 {
-        let sent = std::time::Instant::now();
         assert_eq!(caller.get(PROJECTS).await.status, 200);
-        assert!(sent.elapsed() >= std::time::Duration::from_millis(60));
     }
     let faults: Vec<Option<String>> = server
         .ledger()

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hodoflow_mock::{
     DEMO_MODULIFY_TOKEN, Fault, Limits, MockServer, MockServerBuilder, ModulifyTokenSeed, ToolSeed,
@@ -978,10 +978,12 @@ async fn execute_then_delay_commits_before_the_client_gives_up() {
 #[tokio::test]
 async fn delay_then_handle_waits_then_runs() {
     let (server, modulify) = demo().await;
-    server.inject(Fault::delay_then_handle(Duration::from_millis(300)).on("POST", "/v1/"));
-    let started = Instant::now();
-    let ran = modulify.keyed("send_message", "k-1", MESSAGE).await;
-    assert!(started.elapsed() >= Duration::from_millis(300));
+    server.inject(Fault::delay_then_handle(Duration::from_millis(500)).on("POST", "/v1/"));
+    let pending = tokio::spawn(async move { modulify.keyed("send_message", "k-1", MESSAGE).await });
+    // Received, and held before it runs: nothing executes while the delay lasts.
+    let held = ledger_until(&server, |l| l.requests_with_key("k-1").len() == 1).await;
+    assert_eq!(held.modulify_executions("k-1"), 0);
+    let ran = pending.await.unwrap();
     assert_eq!(ran.status, 200);
     assert_eq!(server.ledger().modulify_executions("k-1"), 1);
 }
