@@ -22,6 +22,7 @@ support::over_h2c!(
     a_bad_client_secret_fails_the_token_exchange_and_nothing_reaches_the_api,
     a_custom_exchanger_is_asked_for_the_token_and_again_after_a_401,
     a_custom_exchanger_whose_token_the_server_refuses_is_asked_twice_then_unauthorized,
+    a_custom_exchanger_that_reports_a_refusal_fails_every_call_at_once_like_the_built_in,
     a_thousand_concurrent_calls_refused_with_401_share_one_token_exchange
 );
 
@@ -165,6 +166,50 @@ async fn a_custom_exchanger_whose_token_the_server_refuses_is_asked_twice_then_u
         "the client never used /oauth/token"
     );
     assert_eq!(ledger.requests_to("GET", PROJECTS).len(), 2);
+}
+
+/// Refuses every exchange as a token endpoint that does not know the client would (401).
+struct Refusing;
+
+impl TokenExchanger for Refusing {
+    fn exchange(&self) -> ExchangeFuture<'_> {
+        Box::pin(async {
+            Err(hodoflow_retry::Error::token_exchange("invalid_client")
+                .with_status(reqwest::StatusCode::UNAUTHORIZED))
+        })
+    }
+}
+
+/// A custom exchanger says "refused" as the built-in one does: each call ends at once, not
+/// retryable, with the status, nothing sent to the API and no exchange retried.
+#[tokio::test]
+async fn a_custom_exchanger_that_reports_a_refusal_fails_every_call_at_once_like_the_built_in() {
+    const CALLS: usize = 20;
+    let server = server().await;
+    let (exchanger, exchanges) = Counting::new(Refusing);
+    let client = support::builder(&server)
+        .exchanger(exchanger)
+        .build()
+        .unwrap();
+
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..CALLS {
+        let client = client.clone();
+        calls.spawn(async move { client.get(PROJECTS).send().await.unwrap_err() });
+    }
+    for error in calls.join_all().await {
+        assert_eq!(error.kind(), ErrorKind::TokenExchange, "{error}");
+        assert_eq!(error.status().map(|s| s.as_u16()), Some(401), "{error}");
+        assert!(!error.is_retryable(), "a refusal stays a refusal: {error}");
+        assert!(!error.may_have_run());
+        assert!(error.attempts().is_empty());
+    }
+    let asked = exchanges.load(Ordering::SeqCst);
+    assert!(
+        (1..=CALLS).contains(&asked),
+        "no exchange retried: {asked} for {CALLS} calls"
+    );
+    assert!(server.ledger().requests_to("GET", PROJECTS).is_empty());
 }
 
 /// Every call starts with the cached token, which the server's clock has expired; each 401 asks

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_MODULIFY_TOKEN, Fault, MockServer};
 use hodoflow_retry::{
     Budget, ClientCredentials, ErrorKind, RetryBudget, RetryMiddleware, RetryReport,
-    TokenExchanger, WaitReason,
+    TokenExchanger, WaitReason, WebhookOutcome,
 };
 use reqwest_middleware::ClientWithMiddleware;
 use serde_json::Value;
@@ -98,6 +98,8 @@ async fn a_create_whose_answers_are_lost_runs_once_with_the_callers_key_on_every
     let report = report(&response);
     assert_eq!(report.idempotency_key().unwrap().as_str(), "mw-create-1");
     assert_eq!(report.attempts().len(), 3);
+    assert!(report.replayed(), "the answer replays the first execution");
+    assert_eq!(report.delivery(), None, "a write, not a delivery");
     let ledger = server.ledger();
     let writes = ledger.requests_to("POST", JSON_API);
     assert_eq!(writes.len(), 3);
@@ -203,6 +205,7 @@ async fn a_webhook_delivery_answered_duplicate_after_a_lost_202_is_a_success() {
     let report = report(&response);
     assert_eq!(report.attempts().len(), 2);
     assert!(report.error().is_none());
+    assert_eq!(report.delivery(), Some(&WebhookOutcome::Duplicate));
     let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
     assert_eq!(body["status"], "duplicate", "{body}");
     let ledger = server.ledger();
