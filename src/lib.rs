@@ -101,6 +101,7 @@ mod middleware;
     )
 )]
 pub mod outbox;
+pub mod profile;
 #[cfg(test)]
 mod proptests;
 mod vendors;
@@ -131,6 +132,7 @@ pub use crate::core::transport::{AttemptFuture, AttemptTransport, Outgoing};
 pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
 #[cfg(feature = "middleware")]
 pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
+pub use profile::Profile;
 pub use vendors::hodoflow::call::{Call, Delivering};
 pub use vendors::hodoflow::oauth::ClientCredentials;
 pub use vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};

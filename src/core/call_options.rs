@@ -63,6 +63,7 @@ macro_rules! per_call_setters {
         /// Shares the credential's pause and the trigger's window with other processes (the
         /// outbox's workers).
         #[cfg(feature = "outbox")]
+        #[allow(dead_code, reason = "a request the outbox does not deliver has no use for it")]
         pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::limit::shared::Fleet>) -> Self {
             self.options.policy.fleet = Some(fleet);
             self

@@ -50,14 +50,17 @@ impl Verdict {
     }
 }
 
-/// Which answers a [`Rule`] covers.
+/// Which answers a row of a retry matrix covers (see
+/// [`ProfileBuilder::rule`](crate::profile::ProfileBuilder::rule)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum When {
+#[non_exhaustive]
+pub enum When {
     /// No answer came back: connect error, reset, timeout.
     NoResponse,
     /// Any of these statuses.
     Status(&'static [u16]),
-    /// Any of these statuses with this error code in the body (see [`error_codes`]).
+    /// Any of these statuses with this error code in the body, as the profile's
+    /// [`error_codes`](crate::profile::ProfileBuilder::error_codes) reads it.
     Code(&'static [u16], &'static str),
     /// A status in this inclusive range.
     Range(u16, u16),

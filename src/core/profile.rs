@@ -66,10 +66,12 @@ pub(crate) struct Vendor {
 }
 
 /// The keys a vendor's server accepts; checked before anything is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct KeyRules {
     /// The most bytes of a key.
     pub(crate) max_len: usize,
+    /// The header a key is sent in.
+    pub(crate) header: HeaderName,
 }
 
 impl KeyRules {

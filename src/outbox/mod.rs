@@ -191,7 +191,7 @@ impl Outbox {
     }
 
     /// Tells this outbox's workers the token of a trigger, so they can deliver its jobs: a job
-    /// stores its trigger's reference, never the token ([`Trigger`](job::Trigger)). The
+    /// stores its trigger's reference, never the token ([`Trigger`]). The
     /// tokens of the jobs this handle enqueued (and its clones) are known already; a worker
     /// process that did not enqueue them learns each token here, from its own configuration
     /// (an environment variable, a file, a secret store). A job whose token its worker does not

@@ -8,15 +8,16 @@
 //! methods for paths no profile claims.
 //!
 //! The mechanism in `core/` takes a [`SurfaceProfile`] and reads its fields; it never names a
-//! vendor or matches on a surface, and it imports nothing from here (`tests/layout.rs`). So a
-//! third API is a third folder here plus one line in [`Surface::profile`], the only place that
-//! maps a public surface to its vendor's data. (The test-only third vendor,
-//! `tests/vendors/ietf_draft/`, is one `#[path]` line below and needs no public surface: its
-//! tests hand its profile to the engine directly.)
+//! vendor or matches on a surface, and it imports nothing from here (`tests/layout.rs`). A
+//! user's third API needs nothing here: [`Profile::builder`](crate::Profile::builder) fills in
+//! the same [`SurfaceProfile`] from public items (`examples/custom_vendor.rs`), and
+//! [`Surface::profile`] is the only place that maps a public surface to a built-in vendor's
+//! data.
 //!
 //! Choices a reader might not expect, and why:
-//! - [`Surface`] stays the public name of a table and `SurfaceProfile` is crate-private: every
-//!   public API is kept, and a profile's shape can change without a semver break.
+//! - `SurfaceProfile` stays crate-private behind the public [`Profile`](crate::Profile) handle
+//!   and its builder: a profile's fields can change without a semver break, and the built-in
+//!   tables stay statics.
 //! - [`IdempotencyKey::new`](crate::IdempotencyKey::new) still refuses keys outside 1 to 255
 //!   visible ASCII, a documented public contract that both vendors accept; the profile's
 //!   `KeyRules` are checked again at send time, where a vendor with a stricter rule would refuse
@@ -43,9 +44,6 @@ mod classify;
 #[cfg(test)]
 mod decided;
 pub(crate) mod hodoflow;
-#[cfg(test)]
-#[path = "../../tests/vendors/ietf_draft/mod.rs"]
-mod ietf_draft;
 pub(crate) mod modulify;
 pub(crate) mod neutral;
 #[cfg(feature = "outbox")]

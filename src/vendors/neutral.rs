@@ -49,7 +49,10 @@ pub(crate) fn surface(method: &Method, keyed: bool) -> Option<Surface> {
 
 /// What holds for every server no profile describes.
 pub(crate) static NEUTRAL: Vendor = Vendor {
-    keys: KeyRules { max_len: 255 },
+    keys: KeyRules {
+        max_len: 255,
+        header: HeaderName::from_static("idempotency-key"),
+    },
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept: always_kept,

@@ -82,15 +82,18 @@ impl Scope {
     }
 }
 
-/// The kind of scope a vendor's profile names for a signal; [`Scope`] is its value for one
-/// request.
+/// Whom a server's signal holds, as a vendor's [`Profile`](crate::Profile) names it: the scope
+/// a status closes ([`ProfileBuilder::closes`](crate::profile::ProfileBuilder::closes)) and the
+/// one a profile's calls sit in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reach {
-    /// The credential's rate budget.
+#[non_exhaustive]
+pub enum Reach {
+    /// The credential: every call of the client that sits in its rate budget waits.
     Credential,
-    /// The request's route (its trigger).
+    /// The request's route, where the vendor gives a route a window of its own (a Hodoflow
+    /// webhook trigger); a request with no route of its own sits in the credential.
     Route,
-    /// The request's call alone.
+    /// This call alone: it waits, nothing is shared.
     Call,
 }
 

@@ -109,17 +109,7 @@ impl<'a> Call<'a> {
     pub async fn send(self) -> Result<Response> {
         let shared = self.shared;
         let (request, policy) = self.fixed()?;
-        let (answered, _) = shared
-            .engine
-            .run_boxed(request, policy, Http(&shared.http))
-            .await;
-        let answered = answered?;
-        Ok(Response::new(
-            answered.status,
-            answered.headers,
-            answered.body,
-            answered.attempts,
-        ))
+        send_for_response(shared, request, policy).await
     }
 
     /// The call's request and policy, checked. It takes the builder whole, so that the send
@@ -139,6 +129,25 @@ impl<'a> Call<'a> {
         };
         Ok((request, self.options.policy))
     }
+}
+
+/// Runs `request` through the client's engine over HTTP; its final answer as a [`Response`].
+pub(crate) async fn send_for_response(
+    shared: &Shared,
+    request: FixedRequest,
+    policy: Policy,
+) -> Result<Response> {
+    let (answered, _) = shared
+        .engine
+        .run_boxed(request, policy, Http(&shared.http))
+        .await;
+    let answered = answered?;
+    Ok(Response::new(
+        answered.status,
+        answered.headers,
+        answered.body,
+        answered.attempts,
+    ))
 }
 
 /// A webhook delivery, sent with [`send`](Delivering::send).

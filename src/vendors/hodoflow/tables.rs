@@ -37,7 +37,10 @@ pub(crate) const UNSUPPORTED_AUTHENTICATION: &str = "Unsupported trigger authent
 pub(crate) static HODOFLOW: Vendor = Vendor {
     // Hodoflow's "Idempotency and retries" names no limit; the crate's own rule (Modulify's)
     // holds (`docs/wire-contract.md`, "Idempotency keys").
-    keys: KeyRules { max_len: 255 },
+    keys: KeyRules {
+        max_len: 255,
+        header: HeaderName::from_static("idempotency-key"),
+    },
     // "Same key and same request: replays the stored response with idempotency-replayed: true."
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),

@@ -33,7 +33,10 @@ pub(crate) const BODY_LIMIT: usize = 1_048_576;
 /// What Modulify's "Idempotency and retries" fixes for the whole API.
 pub(crate) static MODULIFY: Vendor = Vendor {
     // "Any value of 1 to 255 visible ASCII characters works."
-    keys: KeyRules { max_len: 255 },
+    keys: KeyRules {
+        max_len: 255,
+        header: HeaderName::from_static("idempotency-key"),
+    },
     replay: Replay {
         header: HeaderName::from_static("idempotency-replayed"),
         answer_not_kept,
