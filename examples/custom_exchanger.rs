@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
-use hodoflow_retry::{ClientCredentials, ExchangeFuture, RetryingClient, Secret, TokenExchanger};
+use hodoflow_retry::{
+    RetryingClient, Secret,
+    auth::{ClientCredentials, ExchangeFuture, TokenExchanger},
+};
 
 /// Reads the secret from a store each time, then exchanges client credentials.
 struct VaultExchanger {

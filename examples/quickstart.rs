@@ -14,7 +14,7 @@ use hodoflow_mock::{
     MockServer,
 };
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, IdempotencyKey, RetryingClient, WebhookOutcome,
+    Backoff, Budget, DeliveryId, Error, IdempotencyKey, RetryingClient, webhook::WebhookOutcome,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;

@@ -158,7 +158,7 @@ impl ClientBuilder {
     /// the default of Hodoflow's webhook sender guide, 100 requests per 60 s. A wait for a slot
     /// counts against the call's `max_elapsed`, the first attempt's included; a delivery that
     /// may queue for its slot before its budget starts says so with
-    /// [`Delivering::queue`](crate::Delivering::queue).
+    /// [`Delivering::queue`](crate::webhook::Delivering::queue).
     ///
     /// Default: no pacing (only the server's 429s pace deliveries); see
     /// [`pace_triggers`](Self::pace_triggers) to pace at the server's own figures.
@@ -261,10 +261,10 @@ impl ClientBuilder {
     /// [`signing_secrets`](Self::signing_secrets) does. Writes, reads and GraphQL are never signed.
     ///
     /// The secret is never logged, nor shown in `Debug` or in an error: those name it by its
-    /// [fingerprint](crate::SigningSecret::fingerprint).
+    /// [fingerprint](crate::webhook::SigningSecret::fingerprint).
     ///
     /// Default: none; deliveries are unsigned. A delivery may override it with
-    /// [`Delivering::signing_secrets`](crate::Delivering::signing_secrets).
+    /// [`Delivering::signing_secrets`](crate::webhook::Delivering::signing_secrets).
     ///
     /// # Examples
     ///
@@ -300,7 +300,7 @@ impl ClientBuilder {
     /// Seeds the draws of this client's jitter (backoff, the gate's spread), so the same calls
     /// against the same answers wait the same times: for tests and simulations. The retry
     /// budget has a seed of its own
-    /// ([`RetryBudgetBuilder::seed`](crate::RetryBudgetBuilder::seed)).
+    /// ([`RetryBudgetBuilder::seed`](crate::limit::RetryBudgetBuilder::seed)).
     ///
     /// Default: seeded from the operating system.
     pub fn seed(mut self, seed: u64) -> Self {

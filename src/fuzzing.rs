@@ -72,7 +72,7 @@ pub fn token_answer(
     status: http::StatusCode,
     body: &[u8],
     secret: &str,
-) -> crate::Result<crate::AccessToken> {
+) -> crate::Result<crate::auth::AccessToken> {
     crate::vendors::hodoflow::oauth::read_token_answer(
         status,
         body,
@@ -87,7 +87,7 @@ pub struct TokenCache(crate::core::auth::TokenCache);
 
 impl TokenCache {
     /// A cache that asks `exchanger` for its tokens.
-    pub fn new(exchanger: std::sync::Arc<dyn crate::TokenExchanger>) -> Self {
+    pub fn new(exchanger: std::sync::Arc<dyn crate::auth::TokenExchanger>) -> Self {
         Self(crate::core::auth::TokenCache::new(exchanger))
     }
 

@@ -5,10 +5,13 @@
 //! safe: every attempt of an operation carries the same method, path, body bytes and
 //! [`IdempotencyKey`] (or webhook [`DeliveryId`]); the documented retry matrix decides, per
 //! [`Surface`], whether an answer is retried ([`classify`]); waits follow [`Backoff`] (or a
-//! [`Schedule`] of your own) and never undercut the server's `Retry-After`; a [`Budget`] caps
-//! attempts and elapsed time; tokens come from a [`TokenExchanger`] such as
-//! [`ClientCredentials`]. Outcomes are typed ([`Delivery`], [`Response`], [`MethodAnswer`]) and
-//! so is the one [`Error`], which says whether the operation [may have run](Error::may_have_run).
+//! [`Schedule`](schedule::Schedule) of your own) and never undercut the server's `Retry-After`;
+//! a [`Budget`] caps attempts and elapsed time; tokens come from a
+//! [`TokenExchanger`](auth::TokenExchanger) such as [`ClientCredentials`](auth::ClientCredentials).
+//! Outcomes are typed ([`Delivery`](webhook::Delivery), [`Response`],
+//! [`MethodAnswer`](modulify::MethodAnswer)) and so is the one [`Error`], which says whether the
+//! operation [may have run](Error::may_have_run). A third API of this style is a [`Profile`] of
+//! your own.
 //!
 //! The same engine serves Modulify's method API through [`ModulifyClient`], and, with features,
 //! a durable outbox (`outbox-sqlite`, `outbox-postgres`), an OpenMetrics exposition (`metrics`)
@@ -28,7 +31,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, Fault, MockServer};
-//! use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, WebhookOutcome};
+//! use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, webhook::WebhookOutcome};
 //!
 //! let server = MockServer::start().await?;
 //! let client = RetryingClient::builder(server.base_url())
@@ -90,7 +93,7 @@ pub mod guide;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "middleware")]
-mod middleware;
+pub mod middleware;
 #[cfg(feature = "outbox")]
 #[cfg_attr(
     not(any(feature = "outbox-sqlite", feature = "outbox-postgres")),
@@ -106,43 +109,81 @@ pub mod profile;
 mod proptests;
 mod vendors;
 
-pub use crate::core::answer::Answer;
 pub use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
 pub use crate::core::attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
-pub use crate::core::auth::secret::{AccessToken, Secret};
-pub use crate::core::auth::{ExchangeFuture, TokenExchanger};
+pub use crate::core::auth::secret::Secret;
 pub use crate::core::backoff::Backoff;
 pub use crate::core::budget::Budget;
 pub use crate::core::error::{Error, ErrorKind, Result};
-pub use crate::core::key::{DeliveryHeader, DeliveryId, IdempotencyKey};
-pub use crate::core::limit::figures::{PacingSource, TriggerLimit, TriggerPacing};
-pub use crate::core::limit::gate::RateBudget;
-pub use crate::core::limit::retry_budget::{RetryBudget, RetryBudgetBuilder};
-pub use crate::core::limit::scope::ClosedScope;
+pub use crate::core::key::{DeliveryId, IdempotencyKey};
 pub use crate::core::matrix::Verdict;
-pub use crate::core::runtime::{Clock, ManualClock, TokioClock};
-#[cfg(feature = "backoff")]
-pub use crate::core::schedule::BackoffCrateSchedule;
-#[cfg(feature = "backon")]
-pub use crate::core::schedule::BackonSchedule;
-pub use crate::core::schedule::Schedule;
-pub use crate::core::signing::{MIN_SECRET_BYTES, SigningSecret};
 pub use crate::core::stats::{Retries, Stats};
-pub use crate::core::transport::{AttemptFuture, AttemptTransport, Outgoing};
-pub use client::{ClientBuilder, DEFAULT_WEBHOOK_BODY_LIMIT, RetryingClient};
-#[cfg(feature = "middleware")]
-pub use middleware::{RetryMiddleware, RetryMiddlewareBuilder, RetryReport};
+pub use client::{ClientBuilder, RetryingClient};
 pub use profile::Profile;
-pub use vendors::hodoflow::call::{Call, Delivering};
-pub use vendors::hodoflow::oauth::ClientCredentials;
-pub use vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
-pub use vendors::hodoflow::run::{FollowRun, RunState, WorkflowRun};
-pub use vendors::modulify::client::{
-    CATALOGUE_REFRESH_MIN, Catalogue, MethodAnswer, MethodCall, ModulifyClient, ModulifyOutcome,
-    Tool,
-};
-pub use vendors::modulify::tables::Effect;
+pub use vendors::hodoflow::call::Call;
+pub use vendors::hodoflow::outcome::Response;
+pub use vendors::modulify::client::ModulifyClient;
 pub use vendors::{Surface, classify};
+
+pub mod webhook {
+    //! Webhook deliveries: what [`RetryingClient::deliver`](crate::RetryingClient::deliver)
+    //! sends and returns, the workflow runs it starts, and how a delivery is signed.
+    pub use crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
+    pub use crate::core::key::DeliveryHeader;
+    pub use crate::core::signing::{MIN_SECRET_BYTES, SigningSecret};
+    pub use crate::vendors::hodoflow::call::Delivering;
+    pub use crate::vendors::hodoflow::outcome::{Delivery, WebhookOutcome};
+    pub use crate::vendors::hodoflow::run::{FollowRun, RunState, WorkflowRun};
+}
+
+pub mod modulify {
+    //! Modulify's method API beside [`ModulifyClient`](crate::ModulifyClient): a method call,
+    //! its answer and outcome, and the catalogue of methods and their effects.
+    pub use crate::vendors::modulify::client::{
+        CATALOGUE_REFRESH_MIN, Catalogue, MethodAnswer, MethodCall, ModulifyOutcome, Tool,
+    };
+    pub use crate::vendors::modulify::tables::Effect;
+}
+
+pub mod limit {
+    //! The limits a client keeps beyond one call: the credential's rate budget, the adaptive
+    //! retry budget, a trigger's window and pacing, and the scope a server's signal closed.
+    pub use crate::core::limit::figures::{PacingSource, TriggerLimit, TriggerPacing};
+    pub use crate::core::limit::gate::RateBudget;
+    pub use crate::core::limit::retry_budget::{RetryBudget, RetryBudgetBuilder};
+    pub use crate::core::limit::scope::ClosedScope;
+}
+
+pub mod auth {
+    //! Tokens: the [`TokenExchanger`] a client asks for one, and the built-in OAuth
+    //! client-credentials exchanger.
+    pub use crate::core::auth::secret::AccessToken;
+    pub use crate::core::auth::{ExchangeFuture, TokenExchanger};
+    pub use crate::vendors::hodoflow::oauth::ClientCredentials;
+}
+
+pub mod schedule {
+    //! Waits of your own between attempts: the [`Schedule`] trait and the adapters of the
+    //! `backon` and `backoff` crates (features of the same names).
+    #[cfg(feature = "backoff")]
+    pub use crate::core::schedule::BackoffCrateSchedule;
+    #[cfg(feature = "backon")]
+    pub use crate::core::schedule::BackonSchedule;
+    pub use crate::core::schedule::Schedule;
+}
+
+pub mod transport {
+    //! The attempt transport a test plugs in instead of HTTP
+    //! ([`ClientBuilder::transport`](crate::ClientBuilder::transport)), and the [`Answer`] a
+    //! matrix reads.
+    pub use crate::core::answer::Answer;
+    pub use crate::core::transport::{AttemptFuture, AttemptTransport, Outgoing};
+}
+
+pub mod clock {
+    //! The clock a client reads: tokio's by default, a manual one for tests.
+    pub use crate::core::runtime::{Clock, ManualClock, TokioClock};
+}
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

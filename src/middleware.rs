@@ -43,7 +43,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// request a [`RetryingClient`] call builds, and the same engine runs it, with one difference
 /// only: each attempt goes on down the stack (the middleware's `Next`) instead of out through the
 /// client's own reqwest client. So classification, `Retry-After`, the 429 fallback, the
-/// [`Budget`](crate::Budget), the shared [`RetryBudget`](crate::RetryBudget) and the
+/// [`Budget`](crate::Budget), the shared [`RetryBudget`](crate::limit::RetryBudget) and the
 /// credential's gate all behave as they do there.
 ///
 /// # Which matrix a request gets
@@ -123,13 +123,13 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// | POST, PATCH | retried without a key: a lost answer can create twice | one `Idempotency-Key` on every attempt, generated once when absent |
 /// | which answers | any 5xx, 408, 429, connection errors | the documented matrix per surface (a 403, 404 or 422 is never retried) |
 /// | limits | a number of retries, or a total duration | [`Budget`](crate::Budget): attempts, elapsed time, per-attempt timeout |
-/// | fleet | none | a shared [`RetryBudget`](crate::RetryBudget) and the credential's gate |
+/// | fleet | none | a shared [`RetryBudget`](crate::limit::RetryBudget) and the credential's gate |
 /// | streaming bodies | not retried | not retried, sent once |
 /// | outcome | the last response, or the last error | the final answer with a [`RetryReport`], or an error holding the SDK [`Error`] |
 ///
 /// ```
 /// # fn main() -> Result<(), hodoflow_retry::Error> {
-/// use hodoflow_retry::{Budget, RetryMiddleware};
+/// use hodoflow_retry::{Budget, middleware::RetryMiddleware};
 ///
 /// // Before: .with(RetryTransientMiddleware::new_with_policy(policy))
 /// let retry = RetryMiddleware::builder().budget(Budget::new().max_attempts(4)).build()?;

@@ -21,9 +21,10 @@ use hodoflow_mock::{
     ClientSeed, Fault, Ledger, Limits, MockServer, ModulifyTokenSeed, TriggerSeed,
 };
 use hodoflow_retry::{
-    AccessToken, Backoff, Budget, ClientCredentials, DeliveryId, Error, ErrorKind, ExchangeFuture,
-    IdempotencyKey, ModulifyClient, ModulifyOutcome, RetryingClient, TokenExchanger,
-    WebhookOutcome,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient,
+    auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
+    modulify::ModulifyOutcome,
+    webhook::WebhookOutcome,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::sync::Semaphore;

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use hodoflow_retry::outbox::{Job, JobState, Outbox, Target};
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, RetryingClient, TriggerLimit,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, RetryingClient,
+    limit::TriggerLimit,
 };
 use serde_json::json;
 

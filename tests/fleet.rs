@@ -8,7 +8,10 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
-use hodoflow_retry::{Error, ErrorKind, RetryBudget, RetryingClient, TriggerLimit, WaitReason};
+use hodoflow_retry::{
+    Error, ErrorKind, RetryingClient, WaitReason,
+    limit::{RetryBudget, TriggerLimit},
+};
 use support::{
     EVENT, JSON_API, PROJECTS, TOKEN, TRIGGER, WEBHOOKS, budget, builder, delivery, demo,
     eventually, server, server_where,

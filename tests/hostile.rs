@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hodoflow_retry::{
-    Backoff, Budget, ClientCredentials, DeliveryId, Error, ErrorKind, IdempotencyKey, RateBudget,
-    RetryBudget, RetryingClient, TriggerLimit, WaitReason,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, RetryingClient, WaitReason,
+    auth::ClientCredentials,
+    limit::{RateBudget, RetryBudget, TriggerLimit},
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::task::JoinSet;
@@ -244,7 +245,7 @@ async fn a_gigabyte_answer_is_never_buffered_and_a_write_stops_with_answer_too_l
         let delivered = delivery.await.expect("a 202 is accepted, its body unread");
         assert_eq!(
             delivered.outcome(),
-            &hodoflow_retry::WebhookOutcome::Accepted { run_id: None }
+            &hodoflow_retry::webhook::WebhookOutcome::Accepted { run_id: None }
         );
         assert_eq!(delivered.attempts().len(), 1);
 

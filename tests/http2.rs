@@ -7,8 +7,9 @@ mod support;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
 use hodoflow_retry::{
-    AccessToken, AttemptResult, ClientCredentials, ErrorKind, ExchangeFuture, RetryingClient,
-    TokenExchanger, TransportKind, WebhookOutcome,
+    AttemptResult, ErrorKind, RetryingClient, TransportKind,
+    auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
+    webhook::WebhookOutcome,
 };
 use support::{
     EVENT, JSON_API, Protocol, TRIGGER, WEBHOOKS, builder_for, delivery, demo, identity, key,

@@ -414,7 +414,17 @@ fn public_items(src: &Path, file: &str, prefix: &str, out: &mut BTreeSet<String>
     let dir = Path::new(file).parent().unwrap_or(Path::new(""));
     let mut hidden = false;
     let mut statement = String::new();
+    // Inside an inline `pub mod name { … }`: its path; its items are read one level in.
+    let mut inline: Option<String> = None;
     for line in code.lines() {
+        let (line, prefix) = match &inline {
+            Some(_) if line == "}" => {
+                inline = None;
+                continue;
+            }
+            Some(module) => (line.strip_prefix("    ").unwrap_or(line), module.as_str()),
+            None => (line, prefix),
+        };
         let trimmed = line.trim_start();
         if line.starts_with("#[doc(hidden)]") {
             hidden = true;
@@ -438,7 +448,10 @@ fn public_items(src: &Path, file: &str, prefix: &str, out: &mut BTreeSet<String>
             }
         } else if let Some(rest) = line.strip_prefix("pub mod ") {
             let name = rest.trim_end_matches(';').trim();
-            if !hidden && rest.ends_with(';') {
+            if let Some(name) = rest.strip_suffix(" {").filter(|_| !hidden) {
+                out.insert(format!("{prefix}::{name}"));
+                inline = Some(format!("{prefix}::{name}"));
+            } else if !hidden && rest.ends_with(';') {
                 out.insert(format!("{prefix}::{name}"));
                 let own = dir.join(format!("{name}.rs"));
                 let folder = dir.join(name).join("mod.rs");

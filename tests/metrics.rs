@@ -11,11 +11,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::ManualClock;
+use hodoflow_retry::clock::ManualClock;
 use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
 use hodoflow_retry::outbox::{JobState, Outbox, Record, Target};
 use hodoflow_retry::{
-    Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryBudget, RetryingClient,
+    Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient, limit::RetryBudget,
 };
 
 use openmetrics::Family;

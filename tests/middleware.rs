@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_MODULIFY_TOKEN, Fault, MockServer};
 use hodoflow_retry::{
-    Budget, ClientCredentials, ErrorKind, RetryBudget, RetryMiddleware, RetryReport,
-    TokenExchanger, WaitReason, WebhookOutcome,
+    Budget, ErrorKind, WaitReason,
+    auth::{ClientCredentials, TokenExchanger},
+    limit::RetryBudget,
+    middleware::{RetryMiddleware, RetryReport},
+    webhook::WebhookOutcome,
 };
 use reqwest_middleware::ClientWithMiddleware;
 use serde_json::Value;

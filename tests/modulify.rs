@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, MockServer, ToolSeed};
 use hodoflow_retry::{
-    Budget, Effect, ErrorKind, IdempotencyKey, MethodAnswer, ModulifyClient, ModulifyOutcome,
-    RetryingClient, WaitReason,
+    Budget, ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient, WaitReason,
+    modulify::{Effect, MethodAnswer, ModulifyOutcome},
 };
 use http::{HeaderMap, HeaderValue};
 use support::{fast_backoff, server, statuses};

@@ -15,7 +15,9 @@ use bytes::Bytes;
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
 use hodoflow_retry::outbox::{Cursor, Job, JobState, MAX_SCOPE, Outbox, Pause, Record, Target};
 use hodoflow_retry::{
-    Budget, Clock, ErrorKind, ManualClock, ModulifyClient, RetryingClient, TriggerLimit,
+    Budget, ErrorKind, ModulifyClient, RetryingClient,
+    clock::{Clock, ManualClock},
+    limit::TriggerLimit,
 };
 
 const WEBHOOKS: &str = "/api/v1/webhooks/";
@@ -1315,7 +1317,7 @@ async fn workers_without_a_limit_share_the_window_the_server_states(backend: Bac
         stats
             .trigger_held_by
             .map(|p| (p.limit.requests(), p.source)),
-        Some((20, hodoflow_retry::PacingSource::Server)),
+        Some((20, hodoflow_retry::limit::PacingSource::Server)),
         "{stats:?}"
     );
 }

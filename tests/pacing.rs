@@ -6,7 +6,10 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Limits, MockServer, RequestRecord};
-use hodoflow_retry::{ErrorKind, PacingSource, RetryingClient, TriggerLimit, TriggerPacing};
+use hodoflow_retry::{
+    ErrorKind, RetryingClient,
+    limit::{PacingSource, TriggerLimit, TriggerPacing},
+};
 use support::{EVENT, TRIGGER, WEBHOOKS, budget, builder, delivery, demo, server_where};
 
 /// Delivers `count` events named `{prefix}-{n}` at once; each call's result, in order.
@@ -14,7 +17,7 @@ async fn burst(
     client: &RetryingClient,
     prefix: &str,
     count: usize,
-) -> Vec<hodoflow_retry::Result<hodoflow_retry::Delivery>> {
+) -> Vec<hodoflow_retry::Result<hodoflow_retry::webhook::Delivery>> {
     let calls = (0..count).map(|n| {
         let client = client.clone();
         let id = delivery(&format!("{prefix}-{n}"));

@@ -10,9 +10,11 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hodoflow_retry::{
-    Answer, AttemptFuture, AttemptResult, AttemptTransport, Budget, Delivery, DeliveryId,
-    ErrorKind, IdempotencyKey, Outgoing, RetryBudget, RetryingClient, TransportKind, WaitReason,
-    WebhookOutcome,
+    AttemptResult, Budget, DeliveryId, ErrorKind, IdempotencyKey, RetryingClient, TransportKind,
+    WaitReason,
+    limit::RetryBudget,
+    transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
+    webhook::{Delivery, WebhookOutcome},
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::time::Instant;
@@ -657,7 +659,9 @@ async fn a_paced_call_ends_within_its_budget_in_every_shape() {
         let client = RetryingClient::builder("http://127.0.0.1:9")
             .bearer_token("t0k3n")
             .budget(budget)
-            .trigger_limit(hodoflow_retry::TriggerLimit::new(3, Duration::from_secs(60)).unwrap())
+            .trigger_limit(
+                hodoflow_retry::limit::TriggerLimit::new(3, Duration::from_secs(60)).unwrap(),
+            )
             .transport(Scripted(script.clone()))
             .seed(7)
             .build()
@@ -708,7 +712,9 @@ async fn a_call_that_may_queue_waits_for_its_slot_then_has_its_whole_budget() {
     let client = RetryingClient::builder("http://127.0.0.1:9")
         .bearer_token("t0k3n")
         .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
-        .trigger_limit(hodoflow_retry::TriggerLimit::new(1, Duration::from_secs(60)).unwrap())
+        .trigger_limit(
+            hodoflow_retry::limit::TriggerLimit::new(1, Duration::from_secs(60)).unwrap(),
+        )
         .transport(Scripted(script.clone()))
         .build()
         .unwrap();
@@ -914,7 +920,9 @@ async fn a_rate_budget_spaces_attempts_so_no_span_of_it_holds_more() {
     let script = Script::new([]);
     let client = RetryingClient::builder("http://127.0.0.1:9")
         .bearer_token("t0k3n")
-        .rate_budget(hodoflow_retry::RateBudget::new(5, Duration::from_millis(1200)).unwrap())
+        .rate_budget(
+            hodoflow_retry::limit::RateBudget::new(5, Duration::from_millis(1200)).unwrap(),
+        )
         .transport(Scripted(script.clone()))
         .seed(7)
         .build()
@@ -969,8 +977,8 @@ struct BusyTokenEndpoint {
     started: Mutex<Vec<Instant>>,
 }
 
-impl hodoflow_retry::TokenExchanger for BusyTokenEndpoint {
-    fn exchange(&self) -> hodoflow_retry::ExchangeFuture<'_> {
+impl hodoflow_retry::auth::TokenExchanger for BusyTokenEndpoint {
+    fn exchange(&self) -> hodoflow_retry::auth::ExchangeFuture<'_> {
         self.started.lock().unwrap().push(Instant::now());
         let busy = self
             .busy
@@ -986,7 +994,7 @@ impl hodoflow_retry::TokenExchanger for BusyTokenEndpoint {
                     .with_status(StatusCode::TOO_MANY_REQUESTS)
                     .with_retry_after(Some(Duration::from_secs(1))))
             } else {
-                Ok(hodoflow_retry::AccessToken::expiring_in(
+                Ok(hodoflow_retry::auth::AccessToken::expiring_in(
                     "t0k3n",
                     Duration::from_secs(600),
                 ))
@@ -1032,7 +1040,7 @@ async fn a_token_endpoint_retry_after_holds_every_exchange_until_it_ends() {
 #[derive(Debug, Clone)]
 struct Listed(Vec<Duration>);
 
-impl hodoflow_retry::Schedule for Listed {
+impl hodoflow_retry::schedule::Schedule for Listed {
     fn start(&self) -> Box<dyn Iterator<Item = Duration> + Send> {
         Box::new(self.0.clone().into_iter())
     }
@@ -1249,7 +1257,7 @@ async fn the_caller_s_limit_wins_over_the_quota_the_server_states() {
     let script = Script::new([Reply::Headers(202, policy); 10]);
     let window = Duration::from_millis(800);
     let client = scripted(&script)
-        .trigger_limit(hodoflow_retry::TriggerLimit::new(5, window).unwrap())
+        .trigger_limit(hodoflow_retry::limit::TriggerLimit::new(5, window).unwrap())
         .pace_triggers()
         .build()
         .unwrap();

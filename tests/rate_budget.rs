@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Limits, MockServer};
-use hodoflow_retry::{DeliveryId, ErrorKind, IdempotencyKey, RateBudget, RetryingClient};
+use hodoflow_retry::{DeliveryId, ErrorKind, IdempotencyKey, RetryingClient, limit::RateBudget};
 use support::{budget, fast_backoff, server_with};
 
 fn limited_server(requests: u32, window: Duration) -> hodoflow_mock::MockServerBuilder {

@@ -6,7 +6,10 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Fault, MockServer, RunOutcome, TriggerSeed};
-use hodoflow_retry::{ErrorKind, RetryingClient, RunState, WorkflowRun};
+use hodoflow_retry::{
+    ErrorKind, RetryingClient,
+    webhook::{RunState, WorkflowRun},
+};
 use support::{assert_stopped_at_once, client, deliver, run_id, server};
 
 const RUNS: &str = "/api/json/v1/workflow_runs/";

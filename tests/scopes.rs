@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_ORGANIZATION, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Budget, ErrorKind, ModulifyClient, Result, RetryingClient, Surface, WebhookOutcome,
+    Budget, ErrorKind, ModulifyClient, Result, RetryingClient, Surface, webhook::WebhookOutcome,
 };
 use support::{EVENT, JSON_API, PROJECTS, TRIGGER, WEBHOOKS, builder, delivery, demo, server};
 

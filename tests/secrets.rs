@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{ClientSeed, DEMO_MODULIFY_TOKEN, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Backoff, Budget, ClientCredentials, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient,
-    SigningSecret, TriggerLimit,
+    Backoff, Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient,
+    auth::ClientCredentials, limit::TriggerLimit, webhook::SigningSecret,
 };
 use support::{Captured, Recording};
 

@@ -19,8 +19,10 @@ use hodoflow_mock::{
     SignatureVerdict, SignedRecord, TriggerSeed,
 };
 use hodoflow_retry::{
-    Answer, AttemptFuture, AttemptTransport, Budget, ErrorKind, Outgoing, RetryingClient, Schedule,
-    SigningSecret, TransportKind, WebhookOutcome,
+    Budget, ErrorKind, RetryingClient, TransportKind,
+    schedule::Schedule,
+    transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
+    webhook::{SigningSecret, WebhookOutcome},
 };
 use standardwebhooks::Webhook;
 use support::{

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_ORGANIZATION, Fault, Scope, TriggerSeed};
 use hodoflow_retry::{
-    DEFAULT_WEBHOOK_BODY_LIMIT, DeliveryHeader, Error, ErrorKind, RetryingClient, WaitReason,
-    WebhookOutcome,
+    Error, ErrorKind, RetryingClient, WaitReason,
+    webhook::{DEFAULT_WEBHOOK_BODY_LIMIT, DeliveryHeader, WebhookOutcome},
 };
 use http::{HeaderMap, HeaderValue};
 use support::{

@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use hodoflow_retry::{Answer, Surface, TransportKind, Verdict, classify};
+use hodoflow_retry::{Surface, TransportKind, Verdict, classify, transport::Answer};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;

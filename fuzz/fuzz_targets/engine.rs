@@ -11,10 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use hodoflow_retry::{
-    AccessToken, Backoff, Budget, DeliveryId, ErrorKind, ExchangeFuture, IdempotencyKey,
-    RetryBudget, RetryingClient, TokenExchanger,
-};
+use hodoflow_retry::{Backoff, Budget, DeliveryId, ErrorKind, IdempotencyKey, RetryingClient, auth::{AccessToken, ExchangeFuture, TokenExchanger}, limit::RetryBudget};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -8,7 +8,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use hodoflow_retry::Answer;
+use hodoflow_retry::transport::Answer;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use libfuzzer_sys::fuzz_target;
 

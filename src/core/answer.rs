@@ -110,7 +110,7 @@ impl Answer {
     /// use std::time::{Duration, SystemTime};
     /// use bytes::Bytes;
     /// use http::{HeaderMap, HeaderValue, StatusCode, header};
-    /// use hodoflow_retry::Answer;
+    /// use hodoflow_retry::transport::Answer;
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.insert(header::RETRY_AFTER, HeaderValue::from_static("3"));

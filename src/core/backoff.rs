@@ -16,7 +16,7 @@
 //! "Idempotency and retries" gives a missing `Retry-After`, with the same jitter, or the backoff
 //! when that is longer.
 //!
-//! A custom [`Schedule`](crate::Schedule) may replace the exponential waits; the `Retry-After`
+//! A custom [`Schedule`](crate::schedule::Schedule) may replace the exponential waits; the `Retry-After`
 //! floor and the fallback above apply to its waits the same way.
 
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl Backoff {
 
     /// As [`wait`](Self::wait), with the backoff part from `backoff` instead of
     /// [`delay`](Self::delay), called only for a verdict that uses it: how a custom
-    /// [`Schedule`](crate::Schedule)'s wait gets the same `Retry-After` floor and fallback.
+    /// [`Schedule`](crate::schedule::Schedule)'s wait gets the same `Retry-After` floor and fallback.
     pub(crate) fn wait_with<R: Rng + ?Sized>(
         &self,
         verdict: Verdict,

@@ -7,7 +7,7 @@ use crate::core::engine::Policy;
 use crate::core::shared::Shared;
 
 /// What one call may change of its client's settings, held once by [`Call`](crate::Call),
-/// [`Delivering`](crate::Delivering) and [`MethodCall`](crate::MethodCall): the headers it adds, and its policy (budget, backoff
+/// [`Delivering`](crate::webhook::Delivering) and [`MethodCall`](crate::modulify::MethodCall): the headers it adds, and its policy (budget, backoff
 /// or schedule, and the outbox's fleet). The setters are written once, by [`per_call_setters`].
 #[derive(Debug, Clone)]
 pub(crate) struct CallOptions {

@@ -1,5 +1,5 @@
 //! What the engine is built from, set the same way by [`ClientBuilder`](crate::ClientBuilder)
-//! and [`RetryMiddlewareBuilder`](crate::RetryMiddlewareBuilder).
+//! and [`RetryMiddlewareBuilder`](crate::middleware::RetryMiddlewareBuilder).
 //!
 //! Both builders hold one [`EngineOptions`] and get `budget`, `backoff`, `rate_budget`,
 //! `retry_budget` and `max_answer_bytes` from one macro, [`engine_setters`], so each setter's
@@ -15,7 +15,7 @@
 //! - The outbox's `WorkerBuilder` (`src/outbox/worker/builder.rs`) configures workers around a
 //!   client that is already built, not an engine: its `poll_interval` is how often a worker
 //!   claims jobs (the client's is how often `follow_run` polls), its `schedule` takes a
-//!   `LongSchedule` of waits between calls (the client's, a [`Schedule`](crate::Schedule) of waits
+//!   `LongSchedule` of waits between calls (the client's, a [`Schedule`](crate::schedule::Schedule) of waits
 //!   between attempts), and its `trigger_limit` takes an `Option` and is shared by every worker
 //!   of the store. It shares none of these setters.
 
@@ -157,9 +157,9 @@ macro_rules! engine_setters {
         #[doc = concat!(
             "The token bucket that caps the retries of every ", $noun, " of this ", $owner,
             ", shared with every client and middleware given a clone of `budget`. ",
-            "[`RetryBudget::disabled`](crate::RetryBudget::disabled) turns it off.\n\n",
+            "[`RetryBudget::disabled`](crate::limit::RetryBudget::disabled) turns it off.\n\n",
             "Default: a bucket of this ", $owner, "'s own, ",
-            "[`RetryBudget::new`](crate::RetryBudget::new): 500 tokens, 5 a retry, 10 a retry ",
+            "[`RetryBudget::new`](crate::limit::RetryBudget::new): 500 tokens, 5 a retry, 10 a retry ",
             "after a timeout."
         )]
         pub fn retry_budget(mut self, budget: $crate::core::limit::retry_budget::RetryBudget) -> Self {

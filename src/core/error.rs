@@ -48,7 +48,7 @@ pub enum ErrorKind {
     /// The call's own [`Budget`](crate::Budget) ran out: the next wait would end past the
     /// elapsed-time budget, or no time was left for an attempt.
     BudgetExhausted,
-    /// The client's shared [`RetryBudget`](crate::RetryBudget) had too few tokens for a retry:
+    /// The client's shared [`RetryBudget`](crate::limit::RetryBudget) had too few tokens for a retry:
     /// most calls are failing, and retrying would only add load. Retry later with the same key.
     RetryBudgetExhausted,
     /// A value given to the SDK was refused before anything was sent.
@@ -196,7 +196,7 @@ impl Error {
 
     /// An [`ErrorKind::TokenExchange`] error: "token exchange failed: {what}".
     ///
-    /// For your own [`TokenExchanger`](crate::TokenExchanger): with no status it is retryable
+    /// For your own [`TokenExchanger`](crate::auth::TokenExchanger): with no status it is retryable
     /// (no answer came); add the token endpoint's with [`with_status`](Self::with_status). Never
     /// put a secret in `what`.
     ///
@@ -250,7 +250,7 @@ impl Error {
     /// Records the status of the answer the error stands for, as [`status`](Self::status)
     /// returns it.
     ///
-    /// Your own [`TokenExchanger`](crate::TokenExchanger) says with it how its token endpoint
+    /// Your own [`TokenExchanger`](crate::auth::TokenExchanger) says with it how its token endpoint
     /// answered, as the built-in one does: a [`token_exchange`](Self::token_exchange) error with
     /// a `4xx` other than `429` is a refusal (a wrong client secret): not retryable, and shared
     /// by every call waiting for a token, so each fails at once instead of exchanging again; a
@@ -276,7 +276,7 @@ impl Error {
 
     /// Records the wait the server asked for in its `Retry-After`, as
     /// [`retry_after`](Self::retry_after) returns it. From your own
-    /// [`TokenExchanger`](crate::TokenExchanger): no exchange starts before it has passed.
+    /// [`TokenExchanger`](crate::auth::TokenExchanger): no exchange starts before it has passed.
     pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.0.retry_after = retry_after;
         self

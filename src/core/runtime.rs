@@ -60,7 +60,7 @@ pub(crate) async fn timeout<T>(limit: Duration, future: impl Future<Output = T>)
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use hodoflow_retry::{Clock, ManualClock};
+/// use hodoflow_retry::clock::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
 /// let (before, wall) = (clock.now(), clock.wall());

@@ -4,7 +4,7 @@
 //! already tunes its retries with another crate's schedules plugs one in with
 //! [`ClientBuilder::schedule`](crate::ClientBuilder::schedule),
 //! [`Call::schedule`](crate::Call::schedule) or
-//! [`Delivering::schedule`](crate::Delivering::schedule).
+//! [`Delivering::schedule`](crate::webhook::Delivering::schedule).
 //!
 //! A schedule decides only the *backoff part* of a wait, the part [`Backoff`] would otherwise
 //! draw. Whatever it returns, zero or [`Duration::MAX`] included, the engine still:
@@ -15,7 +15,7 @@
 //! - refuses a wait that would end past the call's [`Budget`](crate::Budget): the call stops at
 //!   once with `budget_exhausted`, carrying the server's `Retry-After`;
 //! - stops at [`Budget::max_attempts`](crate::Budget::max_attempts), and spends the shared
-//!   [`RetryBudget`](crate::RetryBudget) as before.
+//!   [`RetryBudget`](crate::limit::RetryBudget) as before.
 //!
 //! Its waits are used as they are, recorded as [`WaitReason::Backoff`]: jitter is the schedule's
 //! own business (backon's `with_jitter`, backoff's `randomization_factor`).
@@ -98,7 +98,7 @@ pub use self::backon::BackonSchedule;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hodoflow_retry::{RetryingClient, Schedule};
+/// use hodoflow_retry::{RetryingClient, schedule::Schedule};
 ///
 /// #[derive(Debug)]
 /// struct Steady;

@@ -69,7 +69,7 @@ const SECRET_BASE64: GeneralPurpose = GeneralPurpose::new(
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::{ErrorKind, SigningSecret};
+/// use hodoflow_retry::{ErrorKind, webhook::SigningSecret};
 ///
 /// let secret = SigningSecret::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")?;
 /// assert_eq!(secret.fingerprint().len(), 16);

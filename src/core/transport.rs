@@ -126,9 +126,7 @@ pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 /// ```
 /// use bytes::Bytes;
 /// use http::{HeaderMap, StatusCode};
-/// use hodoflow_retry::{
-///     Answer, AttemptFuture, AttemptTransport, DeliveryId, IdempotencyKey, Outgoing, RetryingClient,
-/// };
+/// use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, transport::{Answer, AttemptFuture, AttemptTransport, Outgoing}};
 ///
 /// /// Accepts every delivery.
 /// #[derive(Debug)]

@@ -154,7 +154,7 @@ impl Outbox {
     }
 
     /// Schedules by `clock`'s wall-clock time instead of the runtime's (a
-    /// [`ManualClock`](crate::ManualClock) in tests of the schedule and the horizon).
+    /// [`ManualClock`](crate::clock::ManualClock) in tests of the schedule and the horizon).
     pub fn with_clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
         self

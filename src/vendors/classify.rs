@@ -12,7 +12,7 @@ use crate::vendors::Surface;
 /// ```
 /// use bytes::Bytes;
 /// use http::{HeaderMap, StatusCode};
-/// use hodoflow_retry::{Answer, ErrorKind, Surface, Verdict, classify};
+/// use hodoflow_retry::{ErrorKind, Surface, Verdict, classify, transport::Answer};
 ///
 /// let reused = Answer::response(
 ///     StatusCode::CONFLICT,

@@ -52,7 +52,7 @@ pub(crate) mod target;
 pub use classify::classify;
 
 /// The surface of `method` on `path` as an adapter meets a request it did not build (see the
-/// table of [`RetryMiddleware`](crate::RetryMiddleware)): the vendor whose routes claim the
+/// table of [`RetryMiddleware`](crate::middleware::RetryMiddleware)): the vendor whose routes claim the
 /// path, else the neutral table; `None` for a request sent once. `keyed`: the caller gave an
 /// `Idempotency-Key`.
 #[cfg(feature = "middleware")]

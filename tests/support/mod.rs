@@ -15,8 +15,10 @@ use hodoflow_mock::{
     MockServerBuilder, Scope,
 };
 use hodoflow_retry::{
-    AccessToken, Attempt, Backoff, Budget, ClientBuilder, ClientCredentials, Delivery, DeliveryId,
-    Error, ErrorKind, ExchangeFuture, IdempotencyKey, RetryingClient, TokenExchanger,
+    Attempt, Backoff, Budget, ClientBuilder, DeliveryId, Error, ErrorKind, IdempotencyKey,
+    RetryingClient,
+    auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
+    webhook::Delivery,
 };
 use tracing_subscriber::fmt::MakeWriter;
 

@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{Backoff, Budget, RetryBudget};
+use hodoflow_retry::{Backoff, Budget, limit::RetryBudget};
 use serde_json::{Map, Value, json};
 
 use crate::figures::round;

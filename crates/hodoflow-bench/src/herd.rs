@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
 use serde_json::json;
 use tokio::sync::Barrier;
 

@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, limit::RetryBudget};
 use reqwest_retry::{RetryDecision, RetryPolicy as _};
 use serde_json::{Value, json};
 

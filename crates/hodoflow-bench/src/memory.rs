@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
 use http::StatusCode;
 use serde_json::{Value, json};
 use tokio::process::Command;

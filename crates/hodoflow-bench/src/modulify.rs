@@ -224,11 +224,12 @@ async fn measure(share: Share, client: Client, events: u64) -> Result<Value> {
                 let sdk = sdk.clone();
                 async move {
                     let body = Bytes::from(body(n).to_string());
-                    let outcome =
-                        |sent: hodoflow_retry::Result<hodoflow_retry::MethodAnswer>| match sent {
-                            Ok(answer) => answer.outcome().as_str().to_owned(),
-                            Err(error) => format!("error_{}", error.kind().as_str()),
-                        };
+                    let outcome = |sent: hodoflow_retry::Result<
+                        hodoflow_retry::modulify::MethodAnswer,
+                    >| match sent {
+                        Ok(answer) => answer.outcome().as_str().to_owned(),
+                        Err(error) => format!("error_{}", error.kind().as_str()),
+                    };
                     if let Share::InProgress { .. } = share {
                         let key =
                             IdempotencyKey::new(format!("in-progress-{n}")).expect("a valid key");

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{Backoff, RetryBudget};
+use hodoflow_retry::{Backoff, limit::RetryBudget};
 use serde_json::json;
 
 use crate::figures::round;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, MockServer};
 use hodoflow_retry::outbox::{Outbox, Target};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
 use serde_json::{Value, json};
 
 use crate::figures::{median, ms, percentile, round};

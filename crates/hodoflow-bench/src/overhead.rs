@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
 use http::StatusCode;
 use tokio::process::Command;
 

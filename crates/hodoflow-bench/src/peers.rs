@@ -17,7 +17,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable as _};
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
-use hodoflow_retry::{Backoff, Budget, RetryBudget, RetryingClient};
+use hodoflow_retry::{Backoff, Budget, RetryingClient, limit::RetryBudget};
 use http::{HeaderValue, StatusCode};
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_retry::RetryTransientMiddleware;
@@ -101,7 +101,7 @@ pub(crate) enum Peer {
     ReqwestBuiltin,
     /// `backon`'s `ExponentialBuilder` around each send, Retry-After read by `.adjust(..)`.
     Backon,
-    /// `hodoflow_retry::RetryMiddleware` on `reqwest-middleware` 0.5, where
+    /// `hodoflow_retry::middleware::RetryMiddleware` on `reqwest-middleware` 0.5, where
     /// `RetryTransientMiddleware` was.
     SdkMiddleware,
 }
@@ -140,7 +140,7 @@ impl Peer {
                 "backon 1.6 ExponentialBuilder::default().with_min_delay/with_max_delay({range}).with_max_times({retries}).with_jitter() (delay + up to one delay more), .when(429, 5xx or no answer), .adjust(|err, dur| Retry-After seconds of the last answer, else dur) as backon's docs show"
             ),
             Peer::SdkMiddleware => format!(
-                "hodoflow_retry::RetryMiddleware (feature middleware) on reqwest-middleware 0.5.2 in RetryTransientMiddleware's place: {ATTEMPTS} attempts, backoff {range}, the default retry budget; the caller's Idempotency-Key, else one generated per request"
+                "hodoflow_retry::middleware::RetryMiddleware (feature middleware) on reqwest-middleware 0.5.2 in RetryTransientMiddleware's place: {ATTEMPTS} attempts, backoff {range}, the default retry budget; the caller's Idempotency-Key, else one generated per request"
             ),
         }
     }
@@ -264,7 +264,7 @@ impl Sender {
             Peer::SdkMiddleware => {
                 let http = http_builder().retry(reqwest::retry::never()).build()?;
                 let authorization = bearer(&http, base_url).await?;
-                let retry = hodoflow_retry::RetryMiddleware::builder()
+                let retry = hodoflow_retry::middleware::RetryMiddleware::builder()
                     .budget(call_budget.max_attempts(ATTEMPTS))
                     .backoff(schedule.backoff())
                     .build()?;

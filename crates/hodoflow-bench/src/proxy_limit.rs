@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, limit::RetryBudget};
 use serde_json::json;
 
 use crate::figures::round;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, ManualClock};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, limit::RetryBudget};
 
 use crate::report::Report;
 use crate::size::Size;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hodoflow_mock::{Fault, MockServer};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, limit::RetryBudget};
 use serde_json::{Value, json};
 
 use crate::figures::{ms, percentile, round};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryBudget, RetryingClient};
+use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
 use serde_json::json;
 use tokio::sync::Mutex;
 

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use hodoflow_retry::{
-    Budget, ClientBuilder, ClientCredentials, DEFAULT_WEBHOOK_BODY_LIMIT, ExchangeFuture,
-    RetryingClient, TokenExchanger,
+    Budget, ClientBuilder, RetryingClient,
+    auth::{ClientCredentials, ExchangeFuture, TokenExchanger},
+    webhook::DEFAULT_WEBHOOK_BODY_LIMIT,
 };
 
 use crate::base_url::BaseUrl;

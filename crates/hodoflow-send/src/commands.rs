@@ -14,7 +14,8 @@ use std::time::Instant;
 use std::ffi::OsString;
 
 use hodoflow_retry::{
-    Delivery, DeliveryId, Error, IdempotencyKey, Response, RetryingClient, RunState,
+    DeliveryId, Error, IdempotencyKey, Response, RetryingClient,
+    webhook::{Delivery, RunState},
 };
 
 use crate::cli::{self, Cli, Command};

@@ -25,7 +25,8 @@ use std::time::Instant;
 use clap::CommandFactory as _;
 use clap::parser::ValueSource;
 use hodoflow_retry::{
-    Budget, Effect, Error, MethodAnswer, ModulifyClient, ModulifyOutcome, RetryingClient,
+    Budget, Error, ModulifyClient, RetryingClient,
+    modulify::{Effect, MethodAnswer, ModulifyOutcome},
 };
 use serde::Serialize;
 

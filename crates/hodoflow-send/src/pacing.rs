@@ -24,7 +24,10 @@
 
 use std::time::Duration;
 
-use hodoflow_retry::{PacingSource, Stats, TriggerPacing};
+use hodoflow_retry::{
+    Stats,
+    limit::{PacingSource, TriggerPacing},
+};
 
 /// How long sends are held before it is said.
 pub(crate) const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
@@ -176,7 +179,7 @@ fn span(span: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hodoflow_retry::TriggerLimit;
+    use hodoflow_retry::limit::TriggerLimit;
 
     const SECOND: Duration = Duration::from_secs(1);
 

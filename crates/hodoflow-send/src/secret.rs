@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use hodoflow_retry::{Secret, SigningSecret};
+use hodoflow_retry::{Secret, webhook::SigningSecret};
 
 /// The environment variable that may hold the client secret.
 pub(crate) const ENV: &str = "HODOFLOW_CLIENT_SECRET";

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hodoflow_retry::{Delivery, DeliveryId, Error, RetryingClient, Secret};
+use hodoflow_retry::{DeliveryId, Error, RetryingClient, Secret, webhook::Delivery};
 
 /// Where every trigger route starts.
 const ROUTE: &str = "/api/v1/webhooks/";

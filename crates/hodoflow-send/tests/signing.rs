@@ -6,7 +6,7 @@
 mod support;
 
 use hodoflow_mock::{Fault, SignatureVerdict, TriggerSeed};
-use hodoflow_retry::SigningSecret;
+use hodoflow_retry::webhook::SigningSecret;
 use support::{Contract, EVENT, Ran, TRIGGER, TempFile, WEBHOOKS, derived, run};
 
 const OLD: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hodoflow_retry::{
-    Answer, AttemptFuture, AttemptTransport, Budget, DeliveryId, IdempotencyKey, Outgoing,
-    RetryBudget, RetryingClient,
+    Budget, DeliveryId, IdempotencyKey, RetryingClient,
+    limit::RetryBudget,
+    transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
 

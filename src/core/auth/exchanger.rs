@@ -24,7 +24,7 @@ pub type ExchangeFuture<'a> = Pin<Box<dyn Future<Output = Result<AccessToken>> +
 ///
 /// ```
 /// use std::time::Duration;
-/// use hodoflow_retry::{AccessToken, ExchangeFuture, TokenExchanger};
+/// use hodoflow_retry::auth::{AccessToken, ExchangeFuture, TokenExchanger};
 ///
 /// /// Reads a token another process keeps up to date.
 /// #[derive(Debug)]

@@ -214,7 +214,7 @@ impl fmt::Display for DeliveryHeader {
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::{DeliveryHeader, DeliveryId, IdempotencyKey};
+/// use hodoflow_retry::{DeliveryId, IdempotencyKey, webhook::DeliveryHeader};
 /// use http::{HeaderMap, HeaderValue};
 ///
 /// // A relay passes the provider's delivery ID through.

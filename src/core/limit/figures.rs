@@ -14,7 +14,7 @@ use crate::core::error::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use hodoflow_retry::TriggerLimit;
+/// use hodoflow_retry::limit::TriggerLimit;
 ///
 /// assert_eq!(TriggerLimit::DOCUMENTED.requests(), 100);
 /// let tighter = TriggerLimit::new(20, Duration::from_secs(60))?;
@@ -80,7 +80,7 @@ pub enum PacingSource {
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::{PacingSource, TriggerLimit, TriggerPacing};
+/// use hodoflow_retry::limit::{PacingSource, TriggerLimit, TriggerPacing};
 ///
 /// let pacing = TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented);
 /// assert_eq!(pacing.limit.requests(), 100);

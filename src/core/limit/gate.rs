@@ -49,7 +49,7 @@ const KEEP_CLOSED: usize = 4096;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hodoflow_retry::RateBudget;
+/// use hodoflow_retry::limit::RateBudget;
 ///
 /// let budget = RateBudget::new(100, Duration::from_secs(60))?;
 /// assert_eq!(budget.requests(), 100);

@@ -33,7 +33,7 @@ use crate::core::schedule::Schedule;
 /// ```
 /// use std::time::Duration;
 /// use backoff::ExponentialBackoffBuilder;
-/// use hodoflow_retry::{BackoffCrateSchedule, RetryingClient};
+/// use hodoflow_retry::{RetryingClient, schedule::BackoffCrateSchedule};
 ///
 /// let exponential = ExponentialBackoffBuilder::new()
 ///     .with_initial_interval(Duration::from_millis(200))

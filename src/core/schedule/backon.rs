@@ -26,7 +26,7 @@ use crate::core::schedule::Schedule;
 /// ```
 /// use std::time::Duration;
 /// use backon::ExponentialBuilder;
-/// use hodoflow_retry::{BackonSchedule, RetryingClient};
+/// use hodoflow_retry::{RetryingClient, schedule::BackonSchedule};
 ///
 /// let exponential = ExponentialBuilder::default()
 ///     .with_min_delay(Duration::from_millis(200))

@@ -5,7 +5,7 @@
 //! a name with a [`ClientBuilder`](crate::ClientBuilder) setter but not its meaning or signature:
 //! `poll_interval` is how often a worker claims jobs (the client's, how often `follow_run` polls a
 //! run), `schedule` takes the [`LongSchedule`] of waits between a job's calls (the client's, a
-//! [`Schedule`](crate::Schedule) of waits between attempts), and `trigger_limit` takes an `Option`
+//! [`Schedule`](crate::schedule::Schedule) of waits between attempts), and `trigger_limit` takes an `Option`
 //! (`None`: no shared window) for a window every worker of the store shares.
 
 use std::sync::{Arc, Mutex};
@@ -144,7 +144,7 @@ impl WorkerBuilder {
     ///
     /// Default: [`DEFAULT_POLL`].
     ///
-    /// [`Clock::moves_by_itself`]: crate::Clock::moves_by_itself
+    /// [`Clock::moves_by_itself`]: crate::clock::Clock::moves_by_itself
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll = interval;
         self

@@ -32,7 +32,7 @@ pub(crate) const MIN_TOKEN_LEN: usize = 8;
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::ClientCredentials;
+/// use hodoflow_retry::auth::ClientCredentials;
 ///
 /// let exchanger = ClientCredentials::new("https://hodoflow.example", "sender-1", "s3cr3t")?
 ///     .scope("webhooks");

@@ -63,7 +63,7 @@ pub const CATALOGUE_REFRESH_MIN: Duration = Duration::from_secs(5);
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, MockServer};
-/// use hodoflow_retry::{IdempotencyKey, ModulifyClient, ModulifyOutcome, RetryingClient};
+/// use hodoflow_retry::{IdempotencyKey, ModulifyClient, RetryingClient, modulify::ModulifyOutcome};
 ///
 /// let server = MockServer::start().await?;
 /// let client = RetryingClient::builder(server.base_url())

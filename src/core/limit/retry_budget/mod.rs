@@ -122,7 +122,7 @@ const KEEP_SERVICES: usize = 1024;
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::{RetryBudget, RetryingClient};
+/// use hodoflow_retry::{RetryingClient, limit::RetryBudget};
 ///
 /// let shared = RetryBudget::builder().capacity(200).build()?;
 /// let orders = RetryingClient::builder("https://hodoflow.example")
