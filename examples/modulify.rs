@@ -6,15 +6,14 @@
 //! key reused for other work is refused, never retried.
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, MockServer};
-use hodoflow_retry::{ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient};
+use hodoflow_retry::{ErrorKind, IdempotencyKey, ModulifyClient};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = MockServer::start().await?;
-    let client = RetryingClient::builder(server.base_url())
+    let modulify = ModulifyClient::builder(server.base_url())
         .bearer_token(DEMO_MODULIFY_TOKEN)
         .build()?;
-    let modulify = ModulifyClient::new(client);
 
     // 1. The catalogue, read once: which methods read, set a value, add or destroy.
     for tool in modulify.tools().await?.tools() {

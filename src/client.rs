@@ -116,6 +116,11 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether a static bearer token is set.
+    pub(crate) fn has_bearer_token(&self) -> bool {
+        self.bearer.is_some()
+    }
+
     /// Gets tokens from your own exchanger instead of client credentials.
     ///
     /// Default: none; set this or [`client_credentials`](Self::client_credentials).

@@ -139,6 +139,7 @@ pub mod webhook {
 pub mod modulify {
     //! Modulify's method API beside [`ModulifyClient`](crate::ModulifyClient): a method call,
     //! its answer and outcome, and the catalogue of methods and their effects.
+    pub use crate::vendors::modulify::builder::ModulifyBuilder;
     pub use crate::vendors::modulify::client::{
         CATALOGUE_REFRESH_MIN, Catalogue, MethodAnswer, MethodCall, ModulifyOutcome, Tool,
     };

@@ -698,3 +698,42 @@ async fn a_429_closes_the_credentials_gate_so_other_calls_wait_instead_of_bounci
         .count();
     assert_eq!(refused, 1, "the calls after the 429 waited at the gate");
 }
+
+/// The builder a Modulify user starts from: its token and the generic settings, nothing of
+/// Hodoflow's; a lost answer is replayed through it as through a client built by hand.
+#[tokio::test]
+async fn the_modulify_builder_builds_a_client_that_replays_a_lost_answer() {
+    let server = server().await;
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", SEND_MESSAGE)
+            .times(1),
+    );
+    let modulify = ModulifyClient::builder(server.base_url())
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .backoff(fast_backoff())
+        .budget(Budget::new().max_attempts(3))
+        .build()
+        .unwrap();
+
+    let sent = modulify
+        .call("send_message", message("Built."))
+        .operation_id("builder:notify")
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(sent.outcome(), ModulifyOutcome::Replayed);
+    let key = IdempotencyKey::from_operation_id("builder:notify");
+    assert_eq!(server.ledger().modulify_executions(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn the_modulify_builder_refuses_to_build_without_a_token() {
+    let error = ModulifyClient::builder("http://127.0.0.1:9")
+        .budget(Budget::new())
+        .build()
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert!(error.to_string().contains("bearer_token"), "{error}");
+}

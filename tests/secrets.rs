@@ -143,12 +143,11 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
 async fn trace_output_at_trace_level_holds_no_modulify_token_or_body() {
     let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
     let server = MockServer::start().await.unwrap();
-    let client = RetryingClient::builder(server.base_url())
+    let modulify = ModulifyClient::builder(server.base_url())
         .bearer_token(DEMO_MODULIFY_TOKEN)
         .backoff(Backoff::new().base(Duration::from_millis(5)))
         .build()
         .unwrap();
-    let modulify = ModulifyClient::new(client);
     server.inject(
         Fault::fail_execution(500)
             .on("POST", "/v1/send_message")

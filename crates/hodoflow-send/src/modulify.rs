@@ -25,7 +25,7 @@ use std::time::Instant;
 use clap::CommandFactory as _;
 use clap::parser::ValueSource;
 use hodoflow_retry::{
-    Budget, Error, ModulifyClient, RetryingClient,
+    Budget, Error, ModulifyClient,
     modulify::{Effect, MethodAnswer, ModulifyOutcome},
 };
 use serde::Serialize;
@@ -109,12 +109,11 @@ pub(crate) fn build(
         .paced_retries(cli.paced_retries)
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
-    let client = RetryingClient::builder(base_url.as_str())
+    ModulifyClient::builder(base_url.as_str())
         .bearer_token(token)
         .budget(budget)
         .build()
-        .map_err(|e| e.to_string())?;
-    Ok(ModulifyClient::new(client))
+        .map_err(|e| e.to_string())
 }
 
 /// The base URL text: `--base-url` when it was typed (on either side of `modulify`), else

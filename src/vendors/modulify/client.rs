@@ -63,13 +63,12 @@ pub const CATALOGUE_REFRESH_MIN: Duration = Duration::from_secs(5);
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, MockServer};
-/// use hodoflow_retry::{IdempotencyKey, ModulifyClient, RetryingClient, modulify::ModulifyOutcome};
+/// use hodoflow_retry::{IdempotencyKey, ModulifyClient, modulify::ModulifyOutcome};
 ///
 /// let server = MockServer::start().await?;
-/// let client = RetryingClient::builder(server.base_url())
+/// let modulify = ModulifyClient::builder(server.base_url())
 ///     .bearer_token(DEMO_MODULIFY_TOKEN)
 ///     .build()?;
-/// let modulify = ModulifyClient::new(client);
 ///
 /// // The network loses the first answer after the server ran the call.
 /// server.inject(Fault::execute_then_close().on("POST", "/v1/send_message").times(1));
@@ -95,7 +94,9 @@ pub struct ModulifyClient {
 type Cached = (Arc<Catalogue>, Instant);
 
 impl ModulifyClient {
-    /// Calls Modulify through `client`, whose base URL is Modulify's.
+    /// Calls Modulify through `client`, whose base URL is Modulify's and whose token is
+    /// Modulify's: for a client built with settings the [`builder`](Self::builder) does not
+    /// offer. Prefer the builder.
     pub fn new(client: RetryingClient) -> Self {
         Self {
             client,
