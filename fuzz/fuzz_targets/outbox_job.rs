@@ -121,6 +121,10 @@ fuzz_target!(|data: &[u8]| {
         let by_reference =
             stored_target("webhook", "POST", &reference).expect("a stored reference decodes");
         let shown = plain(job.target.clone());
-        assert_eq!(shown, plain(by_reference), "a trigger token in Debug: {shown}");
+        assert_eq!(
+            shown,
+            plain(by_reference),
+            "a trigger token in Debug: {shown}"
+        );
     }
 });

@@ -57,7 +57,10 @@ fuzz_target!(|data: &[u8]| {
     let all = texts.join(",");
     if let Some((quota, window)) = limit {
         assert!((1..=1_000_000).contains(&quota), "{quota} from {all:?}");
-        assert!(window >= Duration::from_secs(1) && window <= DAY, "{window:?}");
+        assert!(
+            window >= Duration::from_secs(1) && window <= DAY,
+            "{window:?}"
+        );
         assert!(
             all.contains("trigger") && all.contains("q=") && all.contains("w="),
             "learned without a trigger policy: {all:?}"

@@ -20,8 +20,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hodoflow_retry::fuzzing::{TokenCache, token_answer};
 use hodoflow_retry::auth::{AccessToken, ExchangeFuture, TokenExchanger};
+use hodoflow_retry::fuzzing::{TokenCache, token_answer};
 use http::StatusCode;
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
