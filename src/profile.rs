@@ -38,7 +38,6 @@
 //! tables do, which are statics): keep it in a `static` `LazyLock` or pass the [`Profile`]
 //! (a `Copy` handle) around; do not build one per call.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
@@ -59,6 +58,7 @@ use crate::core::shared::Shared;
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::call::send_for_response;
 use crate::vendors::hodoflow::outcome::Response;
+use crate::vendors::hodoflow::routes::route_of;
 
 pub use crate::core::limit::scope::Reach;
 pub use crate::core::matrix::When;
@@ -492,13 +492,13 @@ impl Request<'_> {
         if !self.body.is_empty() {
             content_type(&mut headers, "application/json");
         }
-        // Logs show the path, never its query (it may hold a secret).
-        let route = self.path.split(['?', '#']).next().unwrap_or_default();
         let request = FixedRequest {
             profile: table,
             method: self.method,
             url,
-            route: Cow::Owned(route.to_owned()),
+            // Logs show the path without its query, and without a trigger token (a webhook
+            // path sent through a profile is still a secret's path).
+            route: route_of(&self.path),
             headers,
             body: self.body,
             identity: key.map(|key| key.as_str().to_owned()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{ClientSeed, DEMO_MODULIFY_TOKEN, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient,
+    Backoff, Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient, Surface,
     auth::ClientCredentials, limit::TriggerLimit, webhook::SigningSecret,
 };
 use support::{Captured, Recording};
@@ -20,17 +20,22 @@ const WRITE_BODY: &str =
     r#"{"data":{"type":"notes","attributes":{"text":"BODY_SECRET_write_5e1"}}}"#;
 const GRAPHQL_MARKER: &str = "BODY_SECRET_graphql_3a7";
 
+/// The contract server with this file's client secret and `trigger`.
+async fn seeded_server(trigger: TriggerSeed) -> MockServer {
+    MockServer::builder()
+        .client(ClientSeed::new("sender-1", CLIENT_SECRET, "acme"))
+        .trigger(trigger)
+        .start()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body() {
     tracing_log::LogTracer::init().expect("log records are routed into tracing");
     let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
 
-    let server = MockServer::builder()
-        .client(ClientSeed::new("sender-1", CLIENT_SECRET, "acme"))
-        .trigger(TriggerSeed::new(TRIGGER_TOKEN, "acme"))
-        .start()
-        .await
-        .unwrap();
+    let server = seeded_server(TriggerSeed::new(TRIGGER_TOKEN, "acme")).await;
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let exchanger = Recording {
         inner: ClientCredentials::new(&server.base_url(), "sender-1", CLIENT_SECRET).unwrap(),
@@ -190,18 +195,60 @@ async fn trace_output_at_trace_level_holds_no_modulify_token_or_body() {
     }
 }
 
+/// A webhook path sent through a profile ([`RetryingClient::request`]) is still a secret's path:
+/// its trigger token and its query reach no trace, error or `Debug` output.
+#[tokio::test]
+async fn a_trigger_token_in_a_profiles_request_path_reaches_no_trace_or_error() {
+    const UNKNOWN: &str = "trg_SECRET_unknown_trigger_51";
+    const QUERY: &str = "QUERY_SECRET_never_logged_8";
+    let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
+    let server = seeded_server(TriggerSeed::new(TRIGGER_TOKEN, "acme")).await;
+    let client = RetryingClient::builder(server.base_url())
+        .client_credentials("sender-1", CLIENT_SECRET)
+        .backoff(Backoff::new().base(Duration::from_millis(2)))
+        .build()
+        .unwrap();
+    server.inject(Fault::execute_then_close().on("POST", "/api/v1/webhooks/"));
+
+    let send = |path: String| {
+        client
+            .request(Surface::Webhook, http::Method::POST, &path)
+            .body(WEBHOOK_BODY)
+            .send()
+    };
+    let accepted = send(format!("/api/v1/webhooks/{TRIGGER_TOKEN}"))
+        .await
+        .unwrap();
+    let refused = send(format!("/api/v1/webhooks/{UNKNOWN}?signature={QUERY}"))
+        .await
+        .unwrap_err();
+
+    assert_eq!(accepted.attempts().len(), 2, "the lost answer was retried");
+    assert_eq!(
+        server.ledger().total_runs(),
+        1,
+        "one run: the retry kept its key"
+    );
+    assert_eq!(refused.status().map(|s| s.as_u16()), Some(404), "{refused}");
+    let text = captured.text();
+    assert!(
+        text.contains("webhooks/<redacted>"),
+        "the route is logged: {text}"
+    );
+    let shown = format!("{text} {refused} {refused:?} {accepted:?}");
+    for secret in [TRIGGER_TOKEN, UNKNOWN, QUERY, "BODY_SECRET_webhook_9c2"] {
+        assert!(!shown.contains(secret), "{secret} shown");
+    }
+}
+
 #[tokio::test]
 async fn signing_secrets_and_signatures_reach_no_trace_error_or_debug_output() {
     const SIGNING_SECRET: &str = "whsec_U0lHTklOR19TRUNSRVRfbmV2ZXJfbG9nZ2VkXzE=";
     const NEXT_SECRET: &str = "whsec_U0lHTklOR19TRUNSRVRfbmV2ZXJfbG9nZ2VkXzI=";
     const WRONG_SECRET: &str = "whsec_V1JPTkdfU0lHTklOR19TRUNSRVRfbmV2ZXJfbG9nZ2Vk";
     let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
-    let server = MockServer::builder()
-        .client(ClientSeed::new("sender-1", CLIENT_SECRET, "acme"))
-        .trigger(TriggerSeed::new(TRIGGER_TOKEN, "acme").signing_secret(NEXT_SECRET))
-        .start()
-        .await
-        .unwrap();
+    let server =
+        seeded_server(TriggerSeed::new(TRIGGER_TOKEN, "acme").signing_secret(NEXT_SECRET)).await;
     let builder = RetryingClient::builder(server.base_url())
         .client_credentials("sender-1", CLIENT_SECRET)
         .signing_secrets([SIGNING_SECRET, NEXT_SECRET])
