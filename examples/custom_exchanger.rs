@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
 use hodoflow_retry::{
-    RetryingClient, Secret,
+    HodoflowClient, Secret,
     auth::{ClientCredentials, ExchangeFuture, TokenExchanger},
 };
 
@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         base_url: server.base_url(),
         exchanges: AtomicU32::new(0),
     });
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .exchanger(exchanger.clone())
         .build()?;
 

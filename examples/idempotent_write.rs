@@ -5,12 +5,12 @@
 //! a key reused for different work is a typed error, never a blind retry.
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
-use hodoflow_retry::{ErrorKind, IdempotencyKey, RetryingClient};
+use hodoflow_retry::{ErrorKind, HodoflowClient, IdempotencyKey};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = MockServer::start().await?;
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .build()?;
 

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient};
+use hodoflow_retry::{Backoff, DeliveryId, HodoflowClient, IdempotencyKey};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     server.inject(Fault::respond(503).on("POST", "/api/v1/webhooks/").times(1));
 
     // 4. One delivery: a 503, then 202. Two client spans, the second with resend_count 1.
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .backoff(Backoff::new().base(Duration::from_millis(20)))
         .build()?;

@@ -16,7 +16,7 @@ use hodoflow_mock::{
     DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer,
 };
 use hodoflow_retry::outbox::{Counts, JobState, Outbox, Target};
-use hodoflow_retry::{Backoff, Budget, RetryingClient};
+use hodoflow_retry::{Backoff, Budget, HodoflowClient};
 
 const EVENTS: usize = 500;
 const WORKERS: usize = 16;
@@ -129,8 +129,8 @@ fn event_id(n: usize) -> String {
 
 /// The client every worker pool uses. Millisecond backoff keeps the demo quick; a call may
 /// take at most 2 s, so the lease of 3 s outlasts it.
-fn client(base_url: &str) -> hodoflow_retry::Result<RetryingClient> {
-    RetryingClient::builder(base_url)
+fn client(base_url: &str) -> hodoflow_retry::Result<HodoflowClient> {
+    HodoflowClient::builder(base_url)
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .budget(
             Budget::new()
@@ -147,7 +147,7 @@ fn client(base_url: &str) -> hodoflow_retry::Result<RetryingClient> {
 
 /// The worker pool of this service. The trigger limit is off because the demo's server takes
 /// 10,000 a minute; production keeps the documented 100 per 60 s (the default).
-fn worker_pool(outbox: &Outbox, client: RetryingClient) -> hodoflow_retry::outbox::WorkerBuilder {
+fn worker_pool(outbox: &Outbox, client: HodoflowClient) -> hodoflow_retry::outbox::WorkerBuilder {
     outbox
         .workers(client)
         .concurrency(WORKERS)

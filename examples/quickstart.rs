@@ -14,7 +14,7 @@ use hodoflow_mock::{
     MockServer,
 };
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, IdempotencyKey, RetryingClient, webhook::WebhookOutcome,
+    Backoff, Budget, DeliveryId, Error, HodoflowClient, IdempotencyKey, webhook::WebhookOutcome,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -76,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. One client for everything. The backoff is in milliseconds so the demo is quick; the
     //    defaults (500 ms doubling to 30 s) suit production.
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .budget(
             Budget::new()
@@ -139,14 +139,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Returns once `client` has started `calls` calls.
-async fn started_calls(client: &RetryingClient, calls: usize) {
+async fn started_calls(client: &HodoflowClient, calls: usize) {
     while client.stats().calls < calls as u64 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
 /// Delivers event `n` with a delivery ID derived from its business ID.
-async fn deliver(client: &RetryingClient, n: usize) -> Ended {
+async fn deliver(client: &HodoflowClient, n: usize) -> Ended {
     let body = format!(r#"{{"order":{n},"event":"shipped"}}"#);
     let sent = client
         .deliver(DEMO_TRIGGER_TOKEN, body)
@@ -163,7 +163,7 @@ async fn deliver(client: &RetryingClient, n: usize) -> Ended {
 }
 
 /// Creates invoice `n` with an Idempotency-Key derived from its business ID.
-async fn write(client: &RetryingClient, n: usize) -> Ended {
+async fn write(client: &HodoflowClient, n: usize) -> Ended {
     let body = format!(r#"{{"data":{{"type":"invoices","attributes":{{"order":{n}}}}}}}"#);
     match client
         .create("/api/json/v1/invoices", write_key(n), body)
@@ -188,7 +188,7 @@ fn write_key(n: usize) -> IdempotencyKey {
 
 /// Prints the table and returns whether the ledger shows exactly-once.
 fn report(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     ledger: &Ledger,
     ended: &[(usize, Ended)],
     elapsed: Duration,

@@ -7,13 +7,13 @@
 use std::time::Duration;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::{Budget, RetryingClient};
+use hodoflow_retry::{Budget, HodoflowClient};
 use http::{HeaderMap, HeaderValue};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = MockServer::start().await?;
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .budget(
             Budget::new()

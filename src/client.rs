@@ -1,8 +1,12 @@
-//! [`RetryingClient`] and its builder: the entry points of every surface.
+//! [`RetryingClient`] and its builder: the client every vendor's client wraps, with the settings
+//! that mean the same for every vendor (token source, budgets, backoff, limiters, answer limit,
+//! transport). A vendor's own settings and calls are on its thin client:
+//! [`HodoflowClient`](crate::HodoflowClient) and [`ModulifyClient`](crate::ModulifyClient); a
+//! vendor of your own is a [`Profile`](crate::Profile) sent through
+//! [`RetryingClient::request`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::core::auth::secret::Secret;
 use crate::core::auth::{StaticToken, TokenCache, TokenExchanger};
@@ -12,24 +16,22 @@ use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
 use crate::core::limit::RouteKey;
 use crate::core::limit::scope::ClosedScope;
-use crate::core::limit::window::{TriggerLimit, TriggerPacing, Windows};
+use crate::core::limit::window::{TriggerLimit, Windows};
 use crate::core::runtime;
 use crate::core::schedule::{Schedule, SharedSchedule};
 use crate::core::shared::Shared;
-use crate::core::signing::Signer;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, AttemptTransport, Sender};
 
-/// The default client-side limit of a webhook body: 1,048,576 bytes (Hodoflow's webhook sender
-/// guide, "Limits and checkpoints").
-pub const DEFAULT_WEBHOOK_BODY_LIMIT: usize = 1_048_576;
-
 /// How a vendor's ready exchanger is made when the client is built: from the base URL and the
-/// reqwest client the exchange shares.
+/// reqwest client the exchange shares (Hodoflow's client credentials).
 pub(crate) type MakeExchanger =
     Box<dyn FnOnce(&str, reqwest::Client) -> Result<Arc<dyn TokenExchanger>> + Send>;
 
-/// Builds a [`RetryingClient`].
+/// Builds a [`RetryingClient`]: only the settings every vendor shares. A vendor's client has a
+/// builder of its own with these and its own
+/// ([`HodoflowClient::builder`](crate::HodoflowClient::builder),
+/// [`ModulifyClient::builder`](crate::ModulifyClient::builder)).
 ///
 /// # Examples
 ///
@@ -37,8 +39,8 @@ pub(crate) type MakeExchanger =
 /// use std::time::Duration;
 /// use hodoflow_retry::{Budget, RetryingClient};
 ///
-/// let client = RetryingClient::builder("https://hodoflow.example")
-///     .client_credentials("sender-1", "s3cr3t")
+/// let client = RetryingClient::builder("https://api.example")
+///     .bearer_token("an API token")
 ///     .budget(Budget::new().max_attempts(3).max_elapsed(Duration::from_secs(20)))
 ///     .build()?;
 /// # let _ = client;
@@ -48,22 +50,30 @@ pub(crate) type MakeExchanger =
 pub struct ClientBuilder {
     base_url: String,
     /// A vendor's ready exchanger, made at build time from the base URL and the client's reqwest
-    /// client (Hodoflow's client credentials: `vendors/hodoflow/client.rs`).
+    /// client (Hodoflow's client credentials: `vendors/hodoflow/builder.rs`).
     pub(crate) credentials: Option<MakeExchanger>,
     bearer: Option<Secret>,
     /// The budget, backoff and schedule, the exchanger, the rate and retry budgets and the
     /// answer limit: what the client and the middleware both build their engine from.
     options: EngineOptions,
-    webhook_body_limit: usize,
-    poll_interval: Duration,
-    trigger_limit: Option<TriggerLimit>,
-    trigger_limits: HashMap<RouteKey, TriggerLimit>,
-    pace_triggers: bool,
+    /// How the calls to each route (a key the vendor derives from the path, such as a
+    /// webhook trigger's) are paced: set by a vendor's builder, none by default.
+    pub(crate) routes: RoutePacing,
     http: Option<reqwest::Client>,
     transport: Option<Arc<dyn AttemptTransport>>,
     http2_prior_knowledge: bool,
     seed: Option<u64>,
-    signing_secrets: Vec<Secret>,
+}
+
+/// How a client paces the calls to each route: a limit for every route, limits for some, and
+/// whether to learn a route's limit from the server's `RateLimit-Policy`, starting from the
+/// vendor's documented default. What a vendor's builder sets (Hodoflow's trigger limits).
+#[derive(Debug)]
+pub(crate) struct RoutePacing {
+    pub(crate) every: Option<TriggerLimit>,
+    pub(crate) overrides: HashMap<RouteKey, TriggerLimit>,
+    pub(crate) learn: bool,
+    pub(crate) until_told: TriggerLimit,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -71,14 +81,11 @@ impl std::fmt::Debug for ClientBuilder {
         f.debug_struct("ClientBuilder")
             .field("base_url", &endpoint::shown(&self.base_url))
             .field("policy", &self.options.policy)
-            .field("webhook_body_limit", &self.webhook_body_limit)
             .field("answer_limit", &self.options.answer_limit)
             .field("rate_budget", &self.options.rate_budget)
             .field("retry_budget", &self.options.retry_budget)
-            .field("trigger_limit", &self.trigger_limit)
-            .field("pace_triggers", &self.pace_triggers)
+            .field("routes", &self.routes)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
-            .field("signing_secrets", &self.signing_secrets.len())
             .finish_non_exhaustive()
     }
 }
@@ -91,16 +98,16 @@ impl ClientBuilder {
             credentials: None,
             bearer: None,
             options: EngineOptions::new(),
-            webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
-            poll_interval: Duration::from_secs(1),
-            trigger_limit: None,
-            trigger_limits: HashMap::new(),
-            pace_triggers: false,
+            routes: RoutePacing {
+                every: None,
+                overrides: HashMap::new(),
+                learn: false,
+                until_told: TriggerLimit::DOCUMENTED,
+            },
             http: None,
             transport: None,
             http2_prior_knowledge: false,
             seed: None,
-            signing_secrets: Vec::new(),
         }
     }
 
@@ -109,8 +116,8 @@ impl ClientBuilder {
     /// "Modulify"; see [`ModulifyClient`](crate::ModulifyClient)). The token is a secret: never
     /// logged, and redacted from errors when a server echoes it.
     ///
-    /// Default: none; set this, [`client_credentials`](Self::client_credentials) or
-    /// [`exchanger`](Self::exchanger).
+    /// Default: none; set this or [`exchanger`](Self::exchanger) (a Hodoflow client may set
+    /// [`client_credentials`](crate::hodoflow::HodoflowBuilder::client_credentials) instead).
     pub fn bearer_token(mut self, token: impl Into<Secret>) -> Self {
         self.bearer = Some(token.into());
         self
@@ -121,9 +128,10 @@ impl ClientBuilder {
         self.bearer.is_some()
     }
 
-    /// Gets tokens from your own exchanger instead of client credentials.
+    /// Gets tokens from your own exchanger: an OAuth flow, a secrets manager. A 401 makes the
+    /// client ask it again, once per call.
     ///
-    /// Default: none; set this or [`client_credentials`](Self::client_credentials).
+    /// Default: none; set this or [`bearer_token`](Self::bearer_token).
     pub fn exchanger(mut self, exchanger: impl TokenExchanger + 'static) -> Self {
         self.options.exchanger = Some(Arc::new(exchanger));
         self
@@ -149,74 +157,6 @@ impl ClientBuilder {
         self
     }
 
-    /// The largest webhook body sent; a larger one is refused before anything is sent.
-    ///
-    /// Default: 1,048,576 bytes, the server's default limit.
-    pub fn webhook_body_limit(mut self, bytes: usize) -> Self {
-        self.webhook_body_limit = bytes;
-        self
-    }
-
-    /// Paces the deliveries to every webhook trigger to `limit` on the client, so a burst
-    /// waits here instead of bouncing off 429s, whatever the server's `RateLimit-Policy` says:
-    /// the caller's limit wins over the server's figures. [`TriggerLimit::DOCUMENTED`] is
-    /// the default of Hodoflow's webhook sender guide, 100 requests per 60 s. A wait for a slot
-    /// counts against the call's `max_elapsed`, the first attempt's included; a delivery that
-    /// may queue for its slot before its budget starts says so with
-    /// [`Delivering::queue`](crate::webhook::Delivering::queue).
-    ///
-    /// Default: no pacing (only the server's 429s pace deliveries); see
-    /// [`pace_triggers`](Self::pace_triggers) to pace at the server's own figures.
-    pub fn trigger_limit(mut self, limit: TriggerLimit) -> Self {
-        self.trigger_limit = Some(limit);
-        self
-    }
-
-    /// Paces the deliveries to the trigger with `trigger_token` to `limit`, whatever
-    /// [`trigger_limit`](Self::trigger_limit) says. The token is kept only as a hash.
-    ///
-    /// Default: none.
-    pub fn trigger_limit_for(mut self, trigger_token: &str, limit: TriggerLimit) -> Self {
-        self.trigger_limits
-            .insert(RouteKey::of(trigger_token), limit);
-        self
-    }
-
-    /// Paces the deliveries to every webhook trigger that has no
-    /// [`trigger_limit`](Self::trigger_limit) at the trigger's own limit, as the server states
-    /// it on every answer (`RateLimit-Policy: "trigger";q=100;w=60`), and at the documented
-    /// default, [`TriggerLimit::DOCUMENTED`], until the server has said. The precedence is
-    /// the caller's limit, then the server's figures, then the documented default
-    /// (`docs/wire-contract.md`, "RateLimit fields").
-    /// [`Stats::trigger_held_by`](crate::Stats::trigger_held_by) says which one held calls.
-    ///
-    /// Default: off (no pacing unless [`trigger_limit`](Self::trigger_limit) is set).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use hodoflow_retry::RetryingClient;
-    ///
-    /// let client = RetryingClient::builder("https://hodoflow.example")
-    ///     .client_credentials("sender-1", "s3cr3t")
-    ///     .pace_triggers()
-    ///     .build()?;
-    /// # let _ = client;
-    /// # Ok::<(), hodoflow_retry::Error>(())
-    /// ```
-    pub fn pace_triggers(mut self) -> Self {
-        self.pace_triggers = true;
-        self
-    }
-
-    /// How often [`RetryingClient::follow_run`] polls a run.
-    ///
-    /// Default: 1 s.
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
-
     /// Speaks HTTP/2 from the first byte on plain `http://` URLs (h2c with prior knowledge),
     /// for servers and proxies known to accept it: every call of the client then shares one
     /// connection. Over `https://`, HTTP/2 is negotiated by ALPN without this. A server that
@@ -232,9 +172,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Sends through this reqwest client (custom TLS roots, proxies, HTTP/2 settings); the
-    /// client-credentials exchange set with
-    /// [`client_credentials`](Self::client_credentials) sends through it too. Configure it
+    /// Sends through this reqwest client (custom TLS roots, proxies, HTTP/2 settings); a
+    /// vendor's token exchange (Hodoflow's client credentials) sends through it too. Configure it
     /// not to follow redirects (a redirect would carry the bearer token elsewhere), and not to
     /// retry on its own (`.retry(reqwest::retry::never())`): reqwest 0.13 retries HTTP/2
     /// refusals by default, unseen by this client's attempts, budgets and records.
@@ -254,51 +193,6 @@ impl ClientBuilder {
     /// Default: none, the client's own reqwest client.
     pub fn transport(mut self, transport: impl AttemptTransport) -> Self {
         self.transport = Some(Arc::new(transport));
-        self
-    }
-
-    /// Signs every webhook delivery of this client with `secret`, a Standard Webhooks secret
-    /// (`whsec_` followed by the base64 of at least 24 bytes), for triggers that demand signed
-    /// deliveries (`docs/wire-contract.md`, "Signed deliveries"). Every attempt carries
-    /// `webhook-id` (the delivery ID), `webhook-timestamp` (when that attempt is sent) and
-    /// `webhook-signature`, made again for each attempt over the same body bytes, so a retry
-    /// minutes later is never stale. Called again, it adds a secret, as
-    /// [`signing_secrets`](Self::signing_secrets) does. Writes, reads and GraphQL are never signed.
-    ///
-    /// The secret is never logged, nor shown in `Debug` or in an error: those name it by its
-    /// [fingerprint](crate::webhook::SigningSecret::fingerprint).
-    ///
-    /// Default: none; deliveries are unsigned. A delivery may override it with
-    /// [`Delivering::signing_secrets`](crate::webhook::Delivering::signing_secrets).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use hodoflow_retry::RetryingClient;
-    ///
-    /// let client = RetryingClient::builder("https://hodoflow.example")
-    ///     .client_credentials("sender-1", "s3cr3t")
-    ///     .signing_secret("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
-    ///     .build()?;
-    /// # let _ = client;
-    /// # Ok::<(), hodoflow_retry::Error>(())
-    /// ```
-    pub fn signing_secret(mut self, secret: impl Into<Secret>) -> Self {
-        self.signing_secrets.push(secret.into());
-        self
-    }
-
-    /// Signs every webhook delivery with each of `secrets`: during a key rotation the old and
-    /// the new secret both sign, and every attempt sends both signatures, space-separated, so a
-    /// trigger holding either accepts it. Replaces the secrets set before; an empty list turns
-    /// signing off. See [`signing_secret`](Self::signing_secret).
-    ///
-    /// Default: none; deliveries are unsigned.
-    pub fn signing_secrets<S: Into<Secret>>(
-        mut self,
-        secrets: impl IntoIterator<Item = S>,
-    ) -> Self {
-        self.signing_secrets = secrets.into_iter().map(Into::into).collect();
         self
     }
 
@@ -324,11 +218,7 @@ impl ClientBuilder {
     /// quote it).
     pub fn build(mut self) -> Result<RetryingClient> {
         let base = endpoint::base_url(&self.base_url, "the base URL")?;
-        let signer = Signer::parse(&self.signing_secrets)?;
         self.options.validate()?;
-        if self.poll_interval.is_zero() {
-            return Err(Error::invalid_input("the poll interval must be positive"));
-        }
         // A custom transport needs a reqwest client only for a client-credentials exchange.
         let needs_http = self.transport.is_none()
             || (self.options.exchanger.is_none() && self.credentials.is_some());
@@ -367,7 +257,7 @@ impl ClientBuilder {
                 Some(token) => Arc::new(StaticToken(token)),
                 None => {
                     return Err(Error::invalid_input(
-                        "no token source: set client_credentials(..), bearer_token(..) or exchanger(..)",
+                        "no token source: set bearer_token(..) or exchanger(..) (a Hodoflow client: client_credentials(..))",
                     ));
                 }
             },
@@ -386,10 +276,10 @@ impl ClientBuilder {
         let (engine, policy) = self.options.engine(
             Some(TokenCache::new(exchanger)),
             Windows::new(
-                self.trigger_limit,
-                self.trigger_limits,
-                self.pace_triggers,
-                TriggerLimit::DOCUMENTED,
+                self.routes.every,
+                self.routes.overrides,
+                self.routes.learn,
+                self.routes.until_told,
             ),
             self.seed,
             endpoint,
@@ -400,18 +290,17 @@ impl ClientBuilder {
                 http: sender,
                 engine,
                 policy,
-                webhook_body_limit: self.webhook_body_limit,
-                poll_interval: self.poll_interval,
-                signer,
             }),
         })
     }
 }
 
-/// A client that makes every call to a Hodoflow-style API safe to retry.
+/// A client that makes every call to a Hodoflow-style API safe to retry: the engine every
+/// vendor's client sends through, and [`request`](Self::request) for a vendor described by a
+/// [`Profile`](crate::Profile) of your own.
 ///
 /// Cheap to clone: clones share the connection pool, the token cache, the credential's gate,
-/// the retry budget, the trigger limiter and the stats. Build one client per credential and
+/// the retry budget, the route windows and the stats. Build one client per credential and
 /// clone it into every task that sends with it, so they all respect one budget and one gate.
 #[derive(Debug, Clone)]
 pub struct RetryingClient {
@@ -448,15 +337,65 @@ impl RetryingClient {
             })
             .collect()
     }
+}
 
-    /// The limit this client paces deliveries to the trigger with `trigger_token` at now, and
-    /// where it came from ([`ClientBuilder::trigger_limit`], the server's `RateLimit-Policy`
-    /// or Hodoflow's documented default); `None` when it does not pace them.
-    pub fn trigger_pacing(&self, trigger_token: &str) -> Option<TriggerPacing> {
-        self.inner
-            .engine
-            .limits
-            .windows
-            .pacing(RouteKey::of(trigger_token))
+impl AsRef<RetryingClient> for RetryingClient {
+    fn as_ref(&self) -> &RetryingClient {
+        self
     }
 }
+
+/// A vendor builder's setters that hand their value to the same setter of the [`ClientBuilder`]
+/// underneath (its field `client`), each documented as the vendor's builder offers it.
+macro_rules! handed_on {
+    ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty)?);)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $($arg: $ty)?) -> Self {
+                self.client = self.client.$name($($arg)?);
+                self
+            }
+        )*
+    };
+}
+pub(crate) use handed_on;
+
+/// The settings every vendor's builder hands on unchanged to the [`ClientBuilder`] underneath:
+/// budgets, backoff, limiters, answer limit, HTTP client or transport, seed.
+macro_rules! generic_setters {
+    () => {
+        $crate::client::handed_on! {
+            /// The attempt and elapsed-time budget of every call, overridable per call. See
+            /// [`ClientBuilder::budget`](crate::ClientBuilder::budget).
+            budget(budget: $crate::core::budget::Budget);
+            /// The backoff between retries, overridable per call. See
+            /// [`ClientBuilder::backoff`](crate::ClientBuilder::backoff).
+            backoff(backoff: $crate::core::backoff::Backoff);
+            /// Waits of your own between attempts. See
+            /// [`ClientBuilder::schedule`](crate::ClientBuilder::schedule).
+            schedule(schedule: impl $crate::core::schedule::Schedule + 'static);
+            /// The credential's rate budget, shared with the clients given the same one. See
+            /// [`ClientBuilder::rate_budget`](crate::ClientBuilder::rate_budget).
+            rate_budget(budget: $crate::core::limit::gate::RateBudget);
+            /// The adaptive retry budget, shared with the clients given the same one. See
+            /// [`ClientBuilder::retry_budget`](crate::ClientBuilder::retry_budget).
+            retry_budget(budget: $crate::core::limit::retry_budget::RetryBudget);
+            /// The most bytes of an answer read. See
+            /// [`ClientBuilder::max_answer_bytes`](crate::ClientBuilder::max_answer_bytes).
+            max_answer_bytes(bytes: usize);
+            /// Sends through this reqwest client (a vendor's token exchange too). See
+            /// [`ClientBuilder::http_client`](crate::ClientBuilder::http_client).
+            http_client(http: reqwest::Client);
+            /// Sends every attempt through `transport` (tests, simulations). See
+            /// [`ClientBuilder::transport`](crate::ClientBuilder::transport).
+            transport(transport: impl $crate::core::transport::AttemptTransport);
+            /// Seeds the jitter's draws (tests, simulations). See
+            /// [`ClientBuilder::seed`](crate::ClientBuilder::seed).
+            seed(seed: u64);
+            /// Speaks HTTP/2 without TLS (h2c). See
+            /// [`ClientBuilder::http2_prior_knowledge`](crate::ClientBuilder::http2_prior_knowledge).
+            http2_prior_knowledge();
+        }
+    };
+}
+pub(crate) use generic_setters;

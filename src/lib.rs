@@ -13,7 +13,8 @@
 //! operation [may have run](Error::may_have_run). A third API of this style is a [`Profile`] of
 //! your own.
 //!
-//! The same engine serves Modulify's method API through [`ModulifyClient`], and, with features,
+//! Hodoflow's API is [`HodoflowClient`]'s; the same engine ([`RetryingClient`]) serves Modulify's
+//! method API through [`ModulifyClient`], and, with features,
 //! a durable outbox (`outbox-sqlite`, `outbox-postgres`), an OpenMetrics exposition (`metrics`)
 //! and a reqwest-middleware adapter (`middleware`).
 //!
@@ -31,10 +32,10 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, Fault, MockServer};
-//! use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, webhook::WebhookOutcome};
+//! use hodoflow_retry::{DeliveryId, HodoflowClient, IdempotencyKey, webhook::WebhookOutcome};
 //!
 //! let server = MockServer::start().await?;
-//! let client = RetryingClient::builder(server.base_url())
+//! let client = HodoflowClient::builder(server.base_url())
 //!     .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
 //!     .build()?;
 //!
@@ -120,17 +121,25 @@ pub use crate::core::matrix::Verdict;
 pub use crate::core::stats::{Retries, Stats};
 pub use client::{ClientBuilder, RetryingClient};
 pub use profile::Profile;
-pub use vendors::hodoflow::call::Call;
+pub use vendors::hodoflow::client::HodoflowClient;
 pub use vendors::hodoflow::outcome::Response;
 pub use vendors::modulify::client::ModulifyClient;
 pub use vendors::{Surface, classify};
 
+pub mod hodoflow {
+    //! Hodoflow's API beside [`HodoflowClient`](crate::HodoflowClient): its builder, and a
+    //! JSON:API or GraphQL call before it is sent. Webhook deliveries are in
+    //! [`webhook`](crate::webhook).
+    pub use crate::vendors::hodoflow::builder::HodoflowBuilder;
+    pub use crate::vendors::hodoflow::call::Call;
+}
+
 pub mod webhook {
-    //! Webhook deliveries: what [`RetryingClient::deliver`](crate::RetryingClient::deliver)
+    //! Webhook deliveries: what [`HodoflowClient::deliver`](crate::HodoflowClient::deliver)
     //! sends and returns, the workflow runs it starts, and how a delivery is signed.
-    pub use crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
     pub use crate::core::key::DeliveryHeader;
     pub use crate::core::signing::{MIN_SECRET_BYTES, SigningSecret};
+    pub use crate::vendors::hodoflow::builder::DEFAULT_WEBHOOK_BODY_LIMIT;
     pub use crate::vendors::hodoflow::call::Delivering;
     pub use crate::vendors::hodoflow::outcome::{Delivery, WebhookOutcome};
     pub use crate::vendors::hodoflow::run::{FollowRun, RunState, WorkflowRun};

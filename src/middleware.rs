@@ -166,7 +166,8 @@ impl RetryMiddleware {
     /// A middleware that shares `client`'s settings and state: its budget and backoff, token
     /// exchanger and cache, credential's gate, retry budget and stats. Its token replaces the
     /// request's own `Authorization`.
-    pub fn from_client(client: &RetryingClient) -> Self {
+    pub fn from_client(client: &impl AsRef<RetryingClient>) -> Self {
+        let client = client.as_ref();
         Self {
             engine: EngineOwner::Client(client.clone()),
             policy: client.inner.policy.clone(),
@@ -287,7 +288,7 @@ impl RetryReport {
         self.error.as_deref()
     }
 
-    /// A webhook delivery's outcome, read as [`RetryingClient::deliver`](crate::RetryingClient::deliver)
+    /// A webhook delivery's outcome, read as [`HodoflowClient::deliver`](crate::HodoflowClient::deliver)
     /// reads it: [`WebhookOutcome::Accepted`] with the run ID for a first delivery, or
     /// [`WebhookOutcome::Duplicate`] for a retry of one the server already accepted (no second
     /// run; a success all the same). `None` for other requests and for an answer that is not a

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hodoflow_mock::Fault;
 use hodoflow_mock::{Limits, MockServer};
-use hodoflow_retry::{Error, RetryingClient, WaitReason, webhook::Delivery};
+use hodoflow_retry::{Error, HodoflowClient, WaitReason, webhook::Delivery};
 use support::{EVENT, TRIGGER, WEBHOOKS, builder, delivery, demo, server_where};
 use tokio::sync::Barrier;
 
@@ -21,7 +21,7 @@ async fn server() -> MockServer {
 /// Delivers `count` distinct events at once, named `{prefix}-{n}`: every call is spawned and
 /// waiting at a barrier before any is sent.
 async fn burst(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     prefix: &str,
     count: usize,
 ) -> Vec<Result<Delivery, Error>> {

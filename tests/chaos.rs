@@ -21,7 +21,7 @@ use hodoflow_mock::{
     ClientSeed, Fault, Ledger, Limits, MockServer, ModulifyTokenSeed, TriggerSeed,
 };
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey, ModulifyClient,
     auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
     modulify::ModulifyOutcome,
     webhook::WebhookOutcome,
@@ -241,10 +241,10 @@ impl TokenExchanger for ShortLived {
 }
 
 /// One client for everything, with an exchanger that remembers every token it was issued.
-fn chaos_client(server: &MockServer, tokens: Arc<Mutex<Vec<String>>>) -> RetryingClient {
+fn chaos_client(server: &MockServer, tokens: Arc<Mutex<Vec<String>>>) -> HodoflowClient {
     let credentials = ClientCredentials::new(&server.base_url(), CLIENT_ID, CLIENT_SECRET)
         .expect("valid credentials");
-    RetryingClient::builder(server.base_url())
+    HodoflowClient::builder(server.base_url())
         .exchanger(ShortLived(Recording {
             inner: credentials,
             tokens,
@@ -266,7 +266,7 @@ fn chaos_client(server: &MockServer, tokens: Arc<Mutex<Vec<String>>>) -> Retryin
 
 /// A Modulify client with the same budget and backoff, and the API's static token.
 fn modulify_client(server: &MockServer) -> ModulifyClient {
-    let client = RetryingClient::builder(server.base_url())
+    ModulifyClient::builder(server.base_url())
         .bearer_token(MODULIFY_TOKEN)
         .budget(
             Budget::new()
@@ -280,13 +280,12 @@ fn modulify_client(server: &MockServer) -> ModulifyClient {
                 .cap(Duration::from_millis(100)),
         )
         .build()
-        .expect("a valid client");
-    ModulifyClient::new(client)
+        .expect("a valid client")
 }
 
 /// Operation `n`: every fifth a write, every tenth (offset by five) a Modulify call, the rest
 /// deliveries to one of two triggers.
-async fn operate(client: &RetryingClient, modulify: &ModulifyClient, n: usize) -> Operation {
+async fn operate(client: &HodoflowClient, modulify: &ModulifyClient, n: usize) -> Operation {
     let key = IdempotencyKey::from_operation_id(&format!("chaos-{n}"));
     let identity = key.as_str().to_owned();
     if n % MODULIFY_EVERY == WRITE_EVERY {
@@ -436,7 +435,7 @@ fn assert_blips_cost_no_operation(operations: &[Operation]) {
 
 fn report(
     seed: u64,
-    client: &RetryingClient,
+    client: &HodoflowClient,
     ledger: &Ledger,
     operations: &[Operation],
     elapsed: Duration,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hodoflow_retry::outbox::{Job, JobState, Outbox, Target};
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, RetryingClient,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey,
     limit::TriggerLimit,
 };
 use serde_json::json;
@@ -135,8 +135,8 @@ fn body(order: &Echo) -> String {
 
 /// A client of `server` with client credentials (or the static bearer token) and the signing
 /// secret.
-fn client(server: &Hostile, bearer: bool) -> RetryingClient {
-    let builder = RetryingClient::builder(server.url());
+fn client(server: &Hostile, bearer: bool) -> HodoflowClient {
+    let builder = HodoflowClient::builder(server.url());
     let builder = if bearer {
         builder.bearer_token(BEARER)
     } else {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
 use hodoflow_retry::{
-    Error, ErrorKind, RetryingClient, WaitReason,
+    Error, ErrorKind, HodoflowClient, WaitReason,
     limit::{RetryBudget, TriggerLimit},
 };
 use support::{
@@ -41,7 +41,7 @@ fn always_503() -> Fault {
 }
 
 /// Delivers `count` distinct events at once, named `{prefix}-{n}`.
-async fn storm(client: &RetryingClient, prefix: &str, count: usize) -> Vec<Error> {
+async fn storm(client: &HodoflowClient, prefix: &str, count: usize) -> Vec<Error> {
     let calls = (0..count).map(|n| {
         let client = client.clone();
         let id = delivery(&format!("{prefix}-{n}"));

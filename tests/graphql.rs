@@ -4,7 +4,7 @@
 mod support;
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{Error, ErrorKind, RetryingClient};
+use hodoflow_retry::{Error, ErrorKind, HodoflowClient};
 use serde_json::{Value, json};
 use support::{GRAPHQL, PROJECTS, assert_stopped_at_once, client, key, project, server, statuses};
 
@@ -14,7 +14,7 @@ const INVALID: &str = r#"{ factQuery(type: "projects") { id secret } }"#;
 const VALIDATION: &str = "GRAPHQL_VALIDATION_FAILED";
 
 /// Sends `query` once and expects it refused with the GraphQL error `code`.
-async fn refused(client: &RetryingClient, query: &str, code: &str) -> Error {
+async fn refused(client: &HodoflowClient, query: &str, code: &str) -> Error {
     let error = client
         .graphql(query, json!({}))
         .send()

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, ErrorKind, IdempotencyKey, RetryingClient, WaitReason,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey, WaitReason,
     auth::ClientCredentials,
     limit::{RateBudget, RetryBudget, TriggerLimit},
 };
@@ -28,8 +28,8 @@ const PROJECTS: &str = "/api/json/v1/projects";
 const GIB: u64 = 1 << 30;
 const ACCEPTED: &str = r#"{"status":"accepted","workflow_run_id":"run_1"}"#;
 
-fn client_for(server: &Hostile) -> hodoflow_retry::ClientBuilder {
-    RetryingClient::builder(server.url())
+fn client_for(server: &Hostile) -> hodoflow_retry::hodoflow::HodoflowBuilder {
+    HodoflowClient::builder(server.url())
         .client_credentials("hostile-sender", HOSTILE_SECRET)
         .backoff(
             Backoff::new()
@@ -64,7 +64,7 @@ fn peak_rss_mib() -> u64 {
 }
 
 /// A call of each surface, spawned so that a panic shows as a failed join.
-async fn each_surface(client: &RetryingClient, op: &str) -> Vec<(&'static str, Result<(), Error>)> {
+async fn each_surface(client: &HodoflowClient, op: &str) -> Vec<(&'static str, Result<(), Error>)> {
     let mut calls = JoinSet::new();
     let (c, o) = (client.clone(), op.to_owned());
     calls.spawn(async move {
@@ -333,7 +333,7 @@ async fn base_and_token_urls_with_credentials_queries_or_other_schemes_are_refus
         "127.0.0.1".to_owned(),
     ];
     for base in &refused {
-        let error = RetryingClient::builder(base)
+        let error = HodoflowClient::builder(base)
             .client_credentials("hostile-sender", HOSTILE_SECRET)
             .build()
             .expect_err(base);
@@ -351,7 +351,7 @@ async fn base_and_token_urls_with_credentials_queries_or_other_schemes_are_refus
     assert!(server.seen().is_empty(), "nothing was sent");
 
     // Hosts are case-insensitive, as URLs define them; exactly one Authorization header goes out.
-    let client = RetryingClient::builder(format!("HTTP://LOCALHOST:{port}/"))
+    let client = HodoflowClient::builder(format!("HTTP://LOCALHOST:{port}/"))
         .client_credentials("hostile-sender", HOSTILE_SECRET)
         .build()
         .unwrap();
@@ -700,7 +700,7 @@ async fn thousands_of_random_answers_end_every_call_typed_within_its_budget() {
     };
     let mut senders = JoinSet::new();
     for sender in 0..CLIENTS {
-        let clients: Vec<RetryingClient> = (0..CALLS).map(|_| fresh_client()).collect();
+        let clients: Vec<HodoflowClient> = (0..CALLS).map(|_| fresh_client()).collect();
         senders.spawn(async move {
             let mut ended = Vec::new();
             for (call, client) in clients.into_iter().enumerate() {
@@ -866,7 +866,7 @@ async fn silent_listener() -> std::net::SocketAddr {
 #[tokio::test]
 async fn a_silent_token_endpoint_ends_the_call_within_its_budget() {
     let addr = silent_listener().await;
-    let client = RetryingClient::builder(format!("http://{addr}"))
+    let client = HodoflowClient::builder(format!("http://{addr}"))
         .client_credentials("hostile-sender", HOSTILE_SECRET)
         .budget(
             Budget::new()
@@ -910,11 +910,10 @@ async fn a_silent_token_endpoint_ends_the_call_within_its_budget() {
 #[tokio::test]
 async fn a_silent_catalogue_read_ends_the_call_within_its_budget() {
     let addr = silent_listener().await;
-    let client = RetryingClient::builder(format!("http://{addr}"))
+    let modulify = hodoflow_retry::ModulifyClient::builder(format!("http://{addr}"))
         .bearer_token("mfy_HOSTILE_token_1234")
         .build()
         .unwrap();
-    let modulify = hodoflow_retry::ModulifyClient::new(client);
     // A guard, not a measure: the client's own 15 s attempt timeout would outlast it.
     let call = modulify.call("send_message", "{}").budget(
         Budget::new()

@@ -7,7 +7,7 @@ mod support;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
 use hodoflow_retry::{
-    AttemptResult, ErrorKind, RetryingClient, TransportKind,
+    AttemptResult, ErrorKind, HodoflowClient, TransportKind,
     auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
     webhook::WebhookOutcome,
 };
@@ -19,7 +19,7 @@ use support::{
 const REFUSED: AttemptResult = AttemptResult::Transport(TransportKind::Refused);
 
 /// A client of `server` over h2c with the demo credentials.
-fn h2c(server: &MockServer) -> RetryingClient {
+fn h2c(server: &MockServer) -> HodoflowClient {
     demo(builder_for(server, Protocol::H2c))
 }
 
@@ -35,7 +35,7 @@ impl TokenExchanger for Prefetched {
 }
 
 /// A client over h2c whose token is already exchanged.
-async fn h2c_with_token(server: &MockServer) -> RetryingClient {
+async fn h2c_with_token(server: &MockServer) -> HodoflowClient {
     let token = ClientCredentials::new(&server.base_url(), DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .unwrap()
         .exchange()

@@ -375,7 +375,7 @@ fn the_public_api_is_the_checked_in_listing() {
     let mut exported = BTreeSet::new();
     public_items(&root.join("src"), "lib.rs", "hodoflow_retry", &mut exported);
     assert!(
-        exported.contains("hodoflow_retry::RetryingClient")
+        exported.contains("hodoflow_retry::HodoflowClient")
             && exported.contains("hodoflow_retry::outbox::Outbox")
             && exported.contains("hodoflow_retry::metrics::Metrics"),
         "read the exports of src/: {exported:?}"

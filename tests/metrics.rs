@@ -14,9 +14,7 @@ use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, MockServer};
 use hodoflow_retry::clock::ManualClock;
 use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
 use hodoflow_retry::outbox::{JobState, Outbox, Record, Target};
-use hodoflow_retry::{
-    Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient, limit::RetryBudget,
-};
+use hodoflow_retry::{Budget, DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 
 use openmetrics::Family;
 use support::{JSON_API, PROJECTS, TOKEN, WEBHOOKS};
@@ -135,7 +133,7 @@ async fn fresh() -> Outbox {
 }
 
 /// A client of `server` with room for every fault of a run: 10 attempts within 20 s.
-fn client(server: &MockServer) -> RetryingClient {
+fn client(server: &MockServer) -> HodoflowClient {
     support::demo(
         support::builder(server).budget(
             Budget::new()
@@ -203,7 +201,7 @@ async fn run(
     server: &MockServer,
     outbox: &Outbox,
     events: &[(String, Target, String)],
-) -> (RetryingClient, String) {
+) -> (HodoflowClient, String) {
     let client = client(server);
     let batched = events.len() * 4 / 5;
     for batch in events[..batched].chunks(100) {
@@ -653,10 +651,9 @@ async fn a_client_without_a_retry_budget_shows_no_budget_gauges_and_no_outbox() 
 async fn two_clients_in_one_exposition_are_told_apart_by_their_client_label() {
     let server = support::server().await;
     let hodoflow = support::client(&server);
-    let modulify = support::builder(&server)
+    let modulify = support::modulify_builder(&server)
         .bearer_token(DEMO_MODULIFY_TOKEN)
         .build()
-        .map(ModulifyClient::new)
         .unwrap();
     server.inject(Fault::respond(503).on("POST", "/v1/send_message").times(1));
     let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-2:shipped"));
@@ -669,7 +666,7 @@ async fn two_clients_in_one_exposition_are_told_apart_by_their_client_label() {
 
     let metrics = Metrics::new()
         .named_client("hodoflow", &hodoflow)
-        .named_client("modulify", modulify.client());
+        .named_client("modulify", &modulify);
 
     let families = scrape(&metrics).await;
     let attempts = &families["hodoflow_client_attempts"];

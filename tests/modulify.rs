@@ -38,12 +38,11 @@ fn modulify_client(server: &MockServer) -> ModulifyClient {
 }
 
 fn modulify_with(server: &MockServer, budget: Budget) -> ModulifyClient {
-    let client = support::builder(server)
+    support::modulify_builder(server)
         .bearer_token(DEMO_MODULIFY_TOKEN)
         .budget(budget)
         .build()
-        .expect("a client");
-    ModulifyClient::new(client)
+        .expect("a client")
 }
 
 /// The `Idempotency-Key` of each request to `path`, in order.
@@ -480,11 +479,10 @@ async fn a_401_stops_after_one_attempt_without_an_exchange() {
 #[tokio::test]
 async fn an_unknown_token_stops_at_the_catalogue_and_no_method_is_sent() {
     let server = server().await;
-    let client = support::builder(&server)
+    let modulify = support::modulify_builder(&server)
         .bearer_token("mfy_not_a_token")
         .build()
         .unwrap();
-    let modulify = ModulifyClient::new(client);
 
     let error = modulify
         .call("send_message", message("Never sent."))
@@ -632,7 +630,7 @@ async fn a_callers_authorization_or_idempotency_key_header_is_refused_before_sen
 #[tokio::test]
 async fn a_modulify_client_wraps_any_retrying_client_with_a_static_token() {
     let server = server().await;
-    let client: RetryingClient = support::builder(&server)
+    let client = RetryingClient::builder(server.base_url())
         .bearer_token(DEMO_MODULIFY_TOKEN)
         .backoff(fast_backoff())
         .build()

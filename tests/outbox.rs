@@ -15,7 +15,7 @@ use bytes::Bytes;
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
 use hodoflow_retry::outbox::{Cursor, Job, JobState, MAX_SCOPE, Outbox, Pause, Record, Target};
 use hodoflow_retry::{
-    Budget, ErrorKind, ModulifyClient, RetryingClient,
+    Budget, ErrorKind, HodoflowClient,
     clock::{Clock, ManualClock},
     limit::TriggerLimit,
 };
@@ -418,7 +418,7 @@ async fn fresh_pair(backend: Backend) -> (Outbox, Outbox) {
 }
 
 /// A client of `server` with a budget of `attempts` and millisecond backoff.
-fn client(server: &MockServer, attempts: u32) -> RetryingClient {
+fn client(server: &MockServer, attempts: u32) -> HodoflowClient {
     support::demo(
         support::builder(server).budget(
             Budget::new()
@@ -767,12 +767,10 @@ async fn writes_and_modulify_calls_go_through_the_same_job_shape(backend: Backen
         )
         .await
         .unwrap();
-    let modulify = ModulifyClient::new(
-        support::builder(&server)
-            .bearer_token(DEMO_MODULIFY_TOKEN)
-            .build()
-            .unwrap(),
-    );
+    let modulify = support::modulify_builder(&server)
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .build()
+        .unwrap();
 
     outbox
         .workers(client(&server, 5))
@@ -806,13 +804,11 @@ async fn one_vendors_429_never_delays_the_other_vendors_due_jobs(backend: Backen
     let clock = ManualClock::new(start());
     let outbox = fresh(backend).await.with_clock(clock.clone());
     let modulify = || {
-        ModulifyClient::new(
-            support::builder(&server)
-                .bearer_token(DEMO_MODULIFY_TOKEN)
-                .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
-                .build()
-                .unwrap(),
-        )
+        support::modulify_builder(&server)
+            .bearer_token(DEMO_MODULIFY_TOKEN)
+            .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
+            .build()
+            .unwrap()
     };
     let workers = || {
         outbox
@@ -1355,7 +1351,7 @@ async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backe
             // Another process: it learns the token from its configuration.
             outbox.add_trigger_token(DEMO_TRIGGER_TOKEN).unwrap();
             let client = support::demo(
-                RetryingClient::builder(base).budget(
+                HodoflowClient::builder(base).budget(
                     Budget::new()
                         .max_elapsed(Duration::from_secs(5))
                         .attempt_timeout(Duration::from_secs(2)),

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use hodoflow_mock::{Limits, MockServer, RequestRecord};
 use hodoflow_retry::{
-    ErrorKind, RetryingClient,
+    ErrorKind, HodoflowClient,
     limit::{PacingSource, TriggerLimit, TriggerPacing},
 };
 use support::{EVENT, TRIGGER, WEBHOOKS, budget, builder, delivery, demo, server_where};
 
 /// Delivers `count` events named `{prefix}-{n}` at once; each call's result, in order.
 async fn burst(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     prefix: &str,
     count: usize,
 ) -> Vec<hodoflow_retry::Result<hodoflow_retry::webhook::Delivery>> {

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hodoflow_retry::{
-    AttemptResult, Budget, DeliveryId, ErrorKind, IdempotencyKey, RetryingClient, TransportKind,
+    AttemptResult, Budget, DeliveryId, ErrorKind, HodoflowClient, IdempotencyKey, TransportKind,
     WaitReason,
     limit::RetryBudget,
     transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
@@ -175,14 +175,14 @@ fn listed() -> Answer {
 }
 
 /// A client of the scripted server, its jitter seeded.
-fn scripted(script: &std::sync::Arc<Script>) -> hodoflow_retry::ClientBuilder {
-    RetryingClient::builder(BASE)
+fn scripted(script: &std::sync::Arc<Script>) -> hodoflow_retry::hodoflow::HodoflowBuilder {
+    HodoflowClient::builder(BASE)
         .bearer_token("t0k3n")
         .transport(Scripted(script.clone()))
         .seed(7)
 }
 
-fn client(script: &std::sync::Arc<Script>, budget: Budget) -> RetryingClient {
+fn client(script: &std::sync::Arc<Script>, budget: Budget) -> HodoflowClient {
     scripted(script).budget(budget).build().unwrap()
 }
 
@@ -459,7 +459,7 @@ async fn answers_without_retry_after_still_spend_the_attempts() {
             .into_iter()
             .chain([Reply::Status(503, Some(RetryAfter::Seconds(0))); 9]),
     );
-    let client = RetryingClient::builder("http://127.0.0.1:9")
+    let client = HodoflowClient::builder("http://127.0.0.1:9")
         .bearer_token("t0k3n")
         .retry_budget(RetryBudget::disabled())
         .transport(Scripted(script.clone()))
@@ -600,7 +600,7 @@ enum Shape {
 /// Delivers an event under the delivery ID of `operation` in a task of its own: its result,
 /// and how long the call took.
 fn timed(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     operation: String,
 ) -> tokio::task::JoinHandle<(hodoflow_retry::Result<Delivery>, Duration)> {
     let client = client.clone();
@@ -656,7 +656,7 @@ async fn a_paced_call_ends_within_its_budget_in_every_shape() {
         .attempt_timeout(Duration::from_secs(1));
     for shape in [Shape::Sequential, Shape::Pool(64), Shape::AllInFlight] {
         let script = Script::new([]);
-        let client = RetryingClient::builder("http://127.0.0.1:9")
+        let client = HodoflowClient::builder("http://127.0.0.1:9")
             .bearer_token("t0k3n")
             .budget(budget)
             .trigger_limit(
@@ -709,7 +709,7 @@ async fn a_call_that_may_queue_waits_for_its_slot_then_has_its_whole_budget() {
     // Paced at 1 per 60 s: with `queue`, the second delivery waits for the next window and is
     // then sent, its 5 s budget counted from when it has its slot.
     let script = Script::new([]);
-    let client = RetryingClient::builder("http://127.0.0.1:9")
+    let client = HodoflowClient::builder("http://127.0.0.1:9")
         .bearer_token("t0k3n")
         .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
         .trigger_limit(
@@ -761,7 +761,7 @@ fn times(script: &Script) -> Vec<Duration> {
 }
 
 /// Reads the collection once; the answer must be a success.
-async fn read(client: &RetryingClient) -> hodoflow_retry::Response {
+async fn read(client: &HodoflowClient) -> hodoflow_retry::Response {
     client.get(PROJECTS).send().await.unwrap()
 }
 
@@ -918,7 +918,7 @@ async fn a_rate_budget_spaces_attempts_so_no_span_of_it_holds_more() {
     // 5 per 1.2 s, eight reads one after another: five at once, the other three when the first
     // five leave the span, 1.2 s later.
     let script = Script::new([]);
-    let client = RetryingClient::builder("http://127.0.0.1:9")
+    let client = HodoflowClient::builder("http://127.0.0.1:9")
         .bearer_token("t0k3n")
         .rate_budget(
             hodoflow_retry::limit::RateBudget::new(5, Duration::from_millis(1200)).unwrap(),
@@ -1011,7 +1011,7 @@ async fn a_token_endpoint_retry_after_holds_every_exchange_until_it_ends() {
     let endpoint = std::sync::Arc::new(BusyTokenEndpoint::default());
     endpoint.busy.store(1, std::sync::atomic::Ordering::SeqCst);
     let script = Script::new([]);
-    let client = RetryingClient::builder("http://127.0.0.1:9")
+    let client = HodoflowClient::builder("http://127.0.0.1:9")
         .exchanger(endpoint.clone())
         .transport(Scripted(script.clone()))
         .seed(7)
@@ -1051,7 +1051,7 @@ async fn a_custom_schedule_spaces_the_attempts_and_retry_after_is_a_floor_under_
     let ms = Duration::from_millis(1);
     let no_backoff = hodoflow_retry::Backoff::new().base(Duration::ZERO);
     let scheduled = |script: &std::sync::Arc<Script>, schedule: Listed| {
-        RetryingClient::builder("http://127.0.0.1:9")
+        HodoflowClient::builder("http://127.0.0.1:9")
             .bearer_token("t0k3n")
             .backoff(no_backoff)
             .schedule(schedule)
@@ -1123,7 +1123,7 @@ async fn an_elapsed_budget_spent_on_timeouts_stops_at_its_end() {
 
 /// Delivers an event to `trigger` at once; its result.
 async fn deliver_to(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     trigger: &str,
     event: &str,
 ) -> hodoflow_retry::Result<Delivery> {
@@ -1215,7 +1215,7 @@ async fn a_delivery_s_429_with_retry_after_closes_its_trigger_for_that_long() {
 }
 
 /// Delivers `count` events named `{prefix}-{n}` to `trigger` at once; each call's result.
-async fn burst(client: &RetryingClient, prefix: &str, count: usize) -> Vec<Delivery> {
+async fn burst(client: &HodoflowClient, prefix: &str, count: usize) -> Vec<Delivery> {
     let calls: Vec<_> = (0..count)
         .map(|n| {
             let client = client.clone();

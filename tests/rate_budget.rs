@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::{Limits, MockServer};
-use hodoflow_retry::{DeliveryId, ErrorKind, IdempotencyKey, RetryingClient, limit::RateBudget};
+use hodoflow_retry::{DeliveryId, ErrorKind, HodoflowClient, IdempotencyKey, limit::RateBudget};
 use support::{budget, fast_backoff, server_with};
 
 fn limited_server(requests: u32, window: Duration) -> hodoflow_mock::MockServerBuilder {
@@ -17,8 +17,8 @@ fn limited_server(requests: u32, window: Duration) -> hodoflow_mock::MockServerB
     })
 }
 
-fn client_with_rate(server: &MockServer, rate: Option<RateBudget>) -> RetryingClient {
-    let mut builder = RetryingClient::builder(server.base_url())
+fn client_with_rate(server: &MockServer, rate: Option<RateBudget>) -> HodoflowClient {
+    let mut builder = HodoflowClient::builder(server.base_url())
         .client_credentials(
             hodoflow_mock::DEMO_CLIENT_ID,
             hodoflow_mock::DEMO_CLIENT_SECRET,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{Fault, MockServer, RunOutcome, TriggerSeed};
 use hodoflow_retry::{
-    ErrorKind, RetryingClient,
+    ErrorKind, HodoflowClient,
     webhook::{RunState, WorkflowRun},
 };
 use support::{assert_stopped_at_once, client, deliver, run_id, server};
@@ -16,12 +16,12 @@ const RUNS: &str = "/api/json/v1/workflow_runs/";
 const POLL: Duration = Duration::from_millis(10);
 
 /// Delivers an event and returns the run it started.
-async fn started_run(client: &RetryingClient, event: &str) -> String {
+async fn started_run(client: &HodoflowClient, event: &str) -> String {
     run_id(&deliver(client, event).await)
 }
 
 /// Follows `run_id` to its end, polling every [`POLL`].
-async fn follow(client: &RetryingClient, run_id: &str) -> WorkflowRun {
+async fn follow(client: &HodoflowClient, run_id: &str) -> WorkflowRun {
     let run = client.follow_run(run_id).poll_interval(POLL).send().await;
     run.expect("the run ends within the budget")
 }

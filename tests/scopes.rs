@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_ORGANIZATION, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Budget, ErrorKind, ModulifyClient, Result, RetryingClient, Surface, webhook::WebhookOutcome,
+    Budget, ErrorKind, HodoflowClient, ModulifyClient, Result, Surface, webhook::WebhookOutcome,
 };
 use support::{EVENT, JSON_API, PROJECTS, TRIGGER, WEBHOOKS, builder, delivery, demo, server};
 
@@ -100,7 +100,7 @@ fn trigger_a_limited() -> Fault {
 }
 
 /// A delivery to trigger B (even `n`) or a JSON:API read (odd `n`): how many attempts it sent.
-async fn b_or_read(client: RetryingClient, n: usize) -> Result<usize> {
+async fn b_or_read(client: HodoflowClient, n: usize) -> Result<usize> {
     if n.is_multiple_of(2) {
         let id = delivery(&format!("to-b-{n}"));
         let sent = client.deliver(TRIGGER_B, EVENT).delivery_id(id).send();
@@ -296,13 +296,11 @@ async fn a_modulify_429_never_holds_the_hodoflow_client_on_the_same_server() {
             .times(1),
     );
     let budget = Budget::new().max_elapsed(Duration::from_secs(10));
-    let modulify = ModulifyClient::new(
-        RetryingClient::builder(server.base_url())
-            .bearer_token(DEMO_MODULIFY_TOKEN)
-            .budget(budget)
-            .build()
-            .unwrap(),
-    );
+    let modulify = ModulifyClient::builder(server.base_url())
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .budget(budget)
+        .build()
+        .unwrap();
     let limited = modulify
         .call("send_message", r#"{"projectId":"site_1","prompt":"hi"}"#)
         .operation_id("limited")
@@ -337,13 +335,11 @@ async fn an_in_progress_answer_the_budget_cut_short_may_have_run() {
             .probability(1.0, 7),
     );
     let budget = Budget::new().max_elapsed(Duration::from_secs(10));
-    let modulify = ModulifyClient::new(
-        RetryingClient::builder(server.base_url())
-            .bearer_token(DEMO_MODULIFY_TOKEN)
-            .budget(budget)
-            .build()
-            .unwrap(),
-    );
+    let modulify = ModulifyClient::builder(server.base_url())
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .budget(budget)
+        .build()
+        .unwrap();
     let error = modulify
         .call("send_message", r#"{"projectId":"site_1","prompt":"hi"}"#)
         .operation_id("running-elsewhere")

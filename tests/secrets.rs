@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{ClientSeed, DEMO_MODULIFY_TOKEN, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, IdempotencyKey, ModulifyClient, RetryingClient, Surface,
+    Backoff, Budget, DeliveryId, HodoflowClient, IdempotencyKey, ModulifyClient, Surface,
     auth::ClientCredentials, limit::TriggerLimit, webhook::SigningSecret,
 };
 use support::{Captured, Recording};
@@ -41,7 +41,7 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
         inner: ClientCredentials::new(&server.base_url(), "sender-1", CLIENT_SECRET).unwrap(),
         tokens: tokens.clone(),
     };
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .exchanger(exchanger)
         .trigger_limit_for(TRIGGER_TOKEN, TriggerLimit::DOCUMENTED)
         .backoff(
@@ -195,7 +195,7 @@ async fn trace_output_at_trace_level_holds_no_modulify_token_or_body() {
     }
 }
 
-/// A webhook path sent through a profile ([`RetryingClient::request`]) is still a secret's path:
+/// A webhook path sent through a profile ([`HodoflowClient::request`]) is still a secret's path:
 /// its trigger token and its query reach no trace, error or `Debug` output.
 #[tokio::test]
 async fn a_trigger_token_in_a_profiles_request_path_reaches_no_trace_or_error() {
@@ -203,7 +203,7 @@ async fn a_trigger_token_in_a_profiles_request_path_reaches_no_trace_or_error() 
     const QUERY: &str = "QUERY_SECRET_never_logged_8";
     let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
     let server = seeded_server(TriggerSeed::new(TRIGGER_TOKEN, "acme")).await;
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .client_credentials("sender-1", CLIENT_SECRET)
         .backoff(Backoff::new().base(Duration::from_millis(2)))
         .build()
@@ -212,6 +212,7 @@ async fn a_trigger_token_in_a_profiles_request_path_reaches_no_trace_or_error() 
 
     let send = |path: String| {
         client
+            .client()
             .request(Surface::Webhook, http::Method::POST, &path)
             .body(WEBHOOK_BODY)
             .send()
@@ -249,7 +250,7 @@ async fn signing_secrets_and_signatures_reach_no_trace_error_or_debug_output() {
     let (captured, _guard) = Captured::on_this_thread(tracing::Level::TRACE);
     let server =
         seeded_server(TriggerSeed::new(TRIGGER_TOKEN, "acme").signing_secret(NEXT_SECRET)).await;
-    let builder = RetryingClient::builder(server.base_url())
+    let builder = HodoflowClient::builder(server.base_url())
         .client_credentials("sender-1", CLIENT_SECRET)
         .signing_secrets([SIGNING_SECRET, NEXT_SECRET])
         .backoff(Backoff::new().base(Duration::from_millis(2)));

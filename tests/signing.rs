@@ -19,7 +19,7 @@ use hodoflow_mock::{
     SignatureVerdict, SignedRecord, TriggerSeed,
 };
 use hodoflow_retry::{
-    Budget, ErrorKind, RetryingClient, TransportKind,
+    Budget, ErrorKind, HodoflowClient, TransportKind,
     schedule::Schedule,
     transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
     webhook::{SigningSecret, WebhookOutcome},
@@ -53,7 +53,7 @@ async fn signed_server(secrets: &[&str]) -> MockServer {
 }
 
 /// A client of `server` that signs every delivery with `secrets`.
-fn signing_client(server: &MockServer, secrets: &[&str]) -> RetryingClient {
+fn signing_client(server: &MockServer, secrets: &[&str]) -> HodoflowClient {
     demo(builder(server).signing_secrets(secrets.iter().copied()))
 }
 
@@ -271,7 +271,7 @@ fn a_malformed_client_secret_is_an_error_at_build_time_that_never_quotes_it() {
         "whsec_c2hvcnQtc2VjcmV0",
         "sk_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
     ] {
-        let error = RetryingClient::builder("http://127.0.0.1:9")
+        let error = HodoflowClient::builder("http://127.0.0.1:9")
             .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
             .signing_secrets([SECRET, malformed])
             .build()
@@ -424,7 +424,7 @@ async fn a_retry_six_minutes_later_is_signed_again_and_verifies_while_the_first_
     let (server, runtime) = server_apart(builder);
     let token = demo_token(&server);
     server.inject(Fault::fail_execution(503).on("POST", WEBHOOKS));
-    let client = RetryingClient::builder(server.base_url())
+    let client = HodoflowClient::builder(server.base_url())
         .bearer_token(token.as_str())
         .signing_secret(SECRET)
         .transport(Forward {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hodoflow_mock::{Fault, MockServer};
-use hodoflow_retry::{Budget, ErrorKind, RetryingClient};
+use hodoflow_retry::{Budget, ErrorKind, HodoflowClient};
 use serde_json::json;
 use support::{TOKEN, TRIGGER, WEBHOOKS, delivery, demo, server, server_where};
 use tokio::sync::Semaphore;
@@ -26,7 +26,7 @@ fn stating(server: &MockServer, stated: Option<serde_json::Value>) {
 }
 
 /// A client of `server` with the demo credentials, `max_elapsed` and a 15 s attempt timeout.
-fn client(server: &MockServer, max_elapsed: Duration) -> RetryingClient {
+fn client(server: &MockServer, max_elapsed: Duration) -> HodoflowClient {
     demo(
         support::builder(server).budget(
             Budget::new()

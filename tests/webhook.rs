@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_ORGANIZATION, Fault, Scope, TriggerSeed};
 use hodoflow_retry::{
-    Error, ErrorKind, RetryingClient, WaitReason,
+    Error, ErrorKind, HodoflowClient, WaitReason,
     webhook::{DEFAULT_WEBHOOK_BODY_LIMIT, DeliveryHeader, WebhookOutcome},
 };
 use http::{HeaderMap, HeaderValue};
@@ -42,7 +42,7 @@ support::over_h2c!(
 const GITHUB_DELIVERY: &str = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
 
 /// Delivers `body` to `trigger` once with its own delivery ID and expects an error.
-async fn refused(client: &RetryingClient, trigger: &str, body: &'static [u8]) -> Error {
+async fn refused(client: &HodoflowClient, trigger: &str, body: &'static [u8]) -> Error {
     client
         .deliver(trigger, body)
         .delivery_id(delivery("order-4711:refused"))

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use hodoflow_mock::{Fault, MockServer, Scope};
 use hodoflow_retry::{
-    AttemptResult, Backoff, Error, ErrorKind, IdempotencyKey, Response, RetryingClient,
+    AttemptResult, Backoff, Error, ErrorKind, HodoflowClient, IdempotencyKey, Response,
     TransportKind,
 };
 use http::{HeaderMap, HeaderValue, Method};
@@ -51,7 +51,7 @@ fn id_of(body: &[u8]) -> String {
 }
 
 /// Creates a project from `body` once and expects it refused.
-async fn refused(client: &RetryingClient, body: impl Into<Bytes>) -> Error {
+async fn refused(client: &HodoflowClient, body: impl Into<Bytes>) -> Error {
     client
         .create(PROJECTS, key("project:refused"), body)
         .send()
@@ -60,7 +60,7 @@ async fn refused(client: &RetryingClient, body: impl Into<Bytes>) -> Error {
 }
 
 /// The projects the server holds.
-async fn projects(client: &RetryingClient) -> Vec<Value> {
+async fn projects(client: &HodoflowClient) -> Vec<Value> {
     let listed: Value = client.get(PROJECTS).send().await.unwrap().json().unwrap();
     listed["data"].as_array().expect("a list").clone()
 }
@@ -70,7 +70,7 @@ async fn projects(client: &RetryingClient) -> Vec<Value> {
 /// progress.
 async fn start_slow_write(
     server: &MockServer,
-    client: &RetryingClient,
+    client: &HodoflowClient,
     key: &IdempotencyKey,
     name: &'static str,
     millis: u64,
@@ -205,7 +205,7 @@ async fn a_write_that_cannot_connect_is_retried_and_certainly_never_ran() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let client = RetryingClient::builder(base)
+    let client = HodoflowClient::builder(base)
         .exchanger(support::Forged)
         .backoff(support::fast_backoff())
         .budget(support::budget(3))

@@ -1,4 +1,4 @@
-//! Fuzzes the attempt loop itself: a whole call of the `RetryingClient` against a server on
+//! Fuzzes the attempt loop itself: a whole call of the `HodoflowClient` against a server on
 //! loopback whose every answer comes from the input, raw bytes on the wire, so the engine meets
 //! statuses, headers, bodies and broken HTTP that no contract allows, across several attempts.
 //!
@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, ErrorKind, IdempotencyKey, RetryingClient,
+    Backoff, Budget, DeliveryId, ErrorKind, HodoflowClient, IdempotencyKey,
     auth::{AccessToken, ExchangeFuture, TokenExchanger},
     limit::RetryBudget,
 };
@@ -206,7 +206,7 @@ fn run(input: &mut Unstructured<'_>) -> Result<()> {
         *SEEN.lock().unwrap() = 0;
     }
 
-    let client = RetryingClient::builder(&world.base_url)
+    let client = HodoflowClient::builder(&world.base_url)
         .exchanger(Fixed)
         .http_client(world.http.clone())
         .max_answer_bytes(ANSWER_LIMIT)

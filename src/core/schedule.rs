@@ -98,7 +98,7 @@ pub use self::backon::BackonSchedule;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hodoflow_retry::{RetryingClient, schedule::Schedule};
+/// use hodoflow_retry::{HodoflowClient, schedule::Schedule};
 ///
 /// #[derive(Debug)]
 /// struct Steady;
@@ -112,7 +112,7 @@ pub use self::backon::BackonSchedule;
 /// let waits: Vec<_> = Steady.start().collect();
 /// assert_eq!(waits, [Duration::from_millis(250); 3]);
 ///
-/// let client = RetryingClient::builder("https://hodoflow.example")
+/// let client = HodoflowClient::builder("https://hodoflow.example")
 ///     .client_credentials("sender-1", "s3cr3t")
 ///     .schedule(Steady)
 ///     .build()?;

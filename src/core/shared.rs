@@ -1,14 +1,11 @@
 //! What every clone of a client shares, and every call it makes reads: the base URL, the
-//! sender, the engine (token cache, gate, retry budget, trigger limiter, stats), the default
-//! policy and the surface limits.
+//! sender, the engine (token cache, gate, retry budget, route windows, stats) and the default
+//! policy.
 //!
 //! A call holds a reference to this, not to the client, so the calls, the run follower and the
 //! client depend on it and not on each other.
 
-use std::time::Duration;
-
 use crate::core::engine::{Engine, Policy};
-use crate::core::signing::Signer;
 use crate::core::transport::Sender;
 
 /// A client's shared state, behind the `Arc` every clone holds.
@@ -19,8 +16,4 @@ pub(crate) struct Shared {
     pub(crate) http: Sender,
     pub(crate) engine: Engine,
     pub(crate) policy: Policy,
-    pub(crate) webhook_body_limit: usize,
-    pub(crate) poll_interval: Duration,
-    /// The secrets every delivery is signed with, unless it sets its own.
-    pub(crate) signer: Option<Signer>,
 }

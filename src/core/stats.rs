@@ -18,9 +18,9 @@ use crate::core::runtime;
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::RetryingClient;
+/// use hodoflow_retry::HodoflowClient;
 ///
-/// let client = RetryingClient::builder("https://hodoflow.example")
+/// let client = HodoflowClient::builder("https://hodoflow.example")
 ///     .client_credentials("sender-1", "s3cr3t")
 ///     .build()?;
 /// let stats = client.stats();

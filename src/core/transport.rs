@@ -126,7 +126,7 @@ pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 /// ```
 /// use bytes::Bytes;
 /// use http::{HeaderMap, StatusCode};
-/// use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, transport::{Answer, AttemptFuture, AttemptTransport, Outgoing}};
+/// use hodoflow_retry::{DeliveryId, IdempotencyKey, HodoflowClient, transport::{Answer, AttemptFuture, AttemptTransport, Outgoing}};
 ///
 /// /// Accepts every delivery.
 /// #[derive(Debug)]
@@ -142,7 +142,7 @@ pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> hodoflow_retry::Result<()> {
-/// let client = RetryingClient::builder("http://127.0.0.1:9")
+/// let client = HodoflowClient::builder("http://127.0.0.1:9")
 ///     .bearer_token("t0k3n")
 ///     .transport(Accepting)
 ///     .build()?;

@@ -46,10 +46,10 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, MockServer};
 //! use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
-//! use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient};
+//! use hodoflow_retry::{DeliveryId, IdempotencyKey, HodoflowClient};
 //!
 //! let server = MockServer::start().await?;
-//! let client = RetryingClient::builder(server.base_url())
+//! let client = HodoflowClient::builder(server.base_url())
 //!     .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
 //!     .build()?;
 //! let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-4711:shipped"));
@@ -98,7 +98,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 ///
 /// ```no_run
 /// # async fn example(
-/// #     client: hodoflow_retry::RetryingClient,
+/// #     client: hodoflow_retry::HodoflowClient,
 /// #     outbox: hodoflow_retry::outbox::Outbox,
 /// # ) -> hodoflow_retry::Result<()> {
 /// use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
@@ -129,22 +129,28 @@ impl Metrics {
     /// Reads `client`'s figures (and those of its clones, which share them): the
     /// `hodoflow_client_*` families and `http_client_request_duration_seconds`, without a
     /// `client` label. A second call replaces the first; add more clients with
-    /// [`named_client`](Self::named_client).
+    /// [`named_client`](Self::named_client). Takes any vendor's client
+    /// ([`HodoflowClient`](crate::HodoflowClient), [`ModulifyClient`](crate::ModulifyClient)) or
+    /// a [`RetryingClient`].
     ///
     /// Default: none.
-    pub fn client(self, client: &RetryingClient) -> Self {
-        self.put(None, client)
+    pub fn client(self, client: &impl AsRef<RetryingClient>) -> Self {
+        self.put(None, client.as_ref())
     }
 
     /// Reads the figures of one more client, each of its series labelled `client="<name>"`:
     /// several clients in one exposition, such as a Hodoflow client and a
-    /// [`ModulifyClient`](crate::ModulifyClient)'s (`modulify.client()`). `name` is chosen in
+    /// [`ModulifyClient`](crate::ModulifyClient). `name` is chosen in
     /// code, such as `"modulify"`: never a token, a key or anything that varies per request. A
     /// second client of the same name replaces the first.
     ///
     /// Default: none.
-    pub fn named_client(self, name: impl Into<String>, client: &RetryingClient) -> Self {
-        self.put(Some(name.into()), client)
+    pub fn named_client(
+        self,
+        name: impl Into<String>,
+        client: &impl AsRef<RetryingClient>,
+    ) -> Self {
+        self.put(Some(name.into()), client.as_ref())
     }
 
     fn put(mut self, name: Option<String>, client: &RetryingClient) -> Self {

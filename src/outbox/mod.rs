@@ -84,7 +84,7 @@ pub(crate) use store::{Sealed, check_scope, pause_reason, window_of, window_row}
 
 /// The largest body a job may hold: the webhook and JSON:API limit of Hodoflow and Modulify's
 /// (1,048,576 bytes; `docs/wire-contract.md`).
-pub const MAX_BODY: usize = crate::client::DEFAULT_WEBHOOK_BODY_LIMIT;
+pub const MAX_BODY: usize = crate::vendors::hodoflow::builder::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// The longest event ID.
 pub const MAX_EVENT_ID: usize = 1024;
@@ -105,11 +105,11 @@ pub const MAX_PAUSE_REASON: usize = 200;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN, MockServer};
-/// use hodoflow_retry::RetryingClient;
+/// use hodoflow_retry::HodoflowClient;
 /// use hodoflow_retry::outbox::{JobState, Outbox, Target};
 ///
 /// let server = MockServer::start().await?;
-/// let client = RetryingClient::builder(server.base_url())
+/// let client = HodoflowClient::builder(server.base_url())
 ///     .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
 ///     .build()?;
 /// let dir = std::env::temp_dir().join(format!("outbox-doc-{}", std::process::id()));
@@ -540,7 +540,7 @@ impl Outbox {
     }
 
     /// Workers that deliver this outbox's jobs through `client`.
-    pub fn workers(&self, client: crate::RetryingClient) -> WorkerBuilder {
+    pub fn workers(&self, client: crate::HodoflowClient) -> WorkerBuilder {
         WorkerBuilder::new(self.clone(), client)
     }
 }

@@ -15,9 +15,11 @@ use hodoflow_mock::{
     MockServerBuilder, Scope,
 };
 use hodoflow_retry::{
-    Attempt, Backoff, Budget, ClientBuilder, DeliveryId, Error, ErrorKind, IdempotencyKey,
-    RetryingClient,
+    Attempt, Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey,
+    ModulifyClient,
     auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
+    hodoflow::HodoflowBuilder,
+    modulify::ModulifyBuilder,
     webhook::Delivery,
 };
 use tracing_subscriber::fmt::MakeWriter;
@@ -150,13 +152,13 @@ pub async fn server_where(change: impl FnOnce(&mut Limits)) -> MockServer {
 
 /// A builder for `server` with fast backoff and a 5-attempt budget, but no token source yet,
 /// speaking the test's [`protocol`].
-pub fn builder(server: &MockServer) -> ClientBuilder {
+pub fn builder(server: &MockServer) -> HodoflowBuilder {
     builder_for(server, protocol())
 }
 
 /// [`builder`] speaking `protocol`.
-pub fn builder_for(server: &MockServer, protocol: Protocol) -> ClientBuilder {
-    let builder = RetryingClient::builder(server.base_url())
+pub fn builder_for(server: &MockServer, protocol: Protocol) -> HodoflowBuilder {
+    let builder = HodoflowClient::builder(server.base_url())
         .backoff(fast_backoff())
         .budget(budget(5));
     match protocol {
@@ -165,18 +167,30 @@ pub fn builder_for(server: &MockServer, protocol: Protocol) -> ClientBuilder {
     }
 }
 
+/// A Modulify client builder for `server` with fast backoff and a 5-attempt budget, but no token
+/// yet, speaking the test's [`protocol`].
+pub fn modulify_builder(server: &MockServer) -> ModulifyBuilder {
+    let builder = ModulifyClient::builder(server.base_url())
+        .backoff(fast_backoff())
+        .budget(budget(5));
+    match protocol() {
+        Protocol::Http1 => builder,
+        Protocol::H2c => builder.http2_prior_knowledge(),
+    }
+}
+
 /// A client of `server` with the demo credentials, fast backoff and a 5-attempt budget.
-pub fn client(server: &MockServer) -> RetryingClient {
+pub fn client(server: &MockServer) -> HodoflowClient {
     client_with(server, budget(5))
 }
 
 /// A client of `server` with `budget`.
-pub fn client_with(server: &MockServer, budget: Budget) -> RetryingClient {
+pub fn client_with(server: &MockServer, budget: Budget) -> HodoflowClient {
     demo(builder(server).budget(budget))
 }
 
 /// Builds a client from `builder` with the demo credentials.
-pub fn demo(builder: ClientBuilder) -> RetryingClient {
+pub fn demo(builder: HodoflowBuilder) -> HodoflowClient {
     builder
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .build()
@@ -184,7 +198,7 @@ pub fn demo(builder: ClientBuilder) -> RetryingClient {
 }
 
 /// A server whose only service account may be granted no more than `scopes`, and a client of it.
-pub async fn scoped(scopes: &[Scope]) -> (MockServer, RetryingClient) {
+pub async fn scoped(scopes: &[Scope]) -> (MockServer, HodoflowClient) {
     const ID: &str = "scoped-client";
     const SECRET: &str = "scoped-secret";
     let account = ClientSeed::new(ID, SECRET, DEMO_ORGANIZATION).scopes(scopes);
@@ -211,7 +225,7 @@ impl TokenExchanger for Forged {
 pub const EVENT: &[u8] = br#"{"order":4711,"event":"shipped"}"#;
 
 /// Delivers [`EVENT`] to the demo trigger as the business event `event`, and expects it taken.
-pub async fn deliver(client: &RetryingClient, event: &str) -> Delivery {
+pub async fn deliver(client: &HodoflowClient, event: &str) -> Delivery {
     client
         .deliver(TRIGGER, EVENT)
         .delivery_id(delivery(event))

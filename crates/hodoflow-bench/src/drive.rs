@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient};
+use hodoflow_retry::{DeliveryId, HodoflowClient, IdempotencyKey};
 use tokio::sync::Barrier;
 
 /// Runs `op(0)` .. `op(count - 1)` on `concurrency` spawned workers and returns the results
@@ -47,7 +47,7 @@ where
 /// Releases one delivery of `body` per trigger at the same instant, from a barrier: operation
 /// `n` goes to `triggers[n]` with the delivery ID `{prefix}-{n}`. Returns how many failed.
 pub(crate) async fn burst(
-    sdk: &RetryingClient,
+    sdk: &HodoflowClient,
     triggers: Vec<String>,
     prefix: &'static str,
     body: &'static [u8],
@@ -59,7 +59,7 @@ pub(crate) async fn burst(
 /// [`burst`] with at most `concurrency` operations in flight: the first `concurrency` are
 /// released together from the barrier, each later one as soon as a worker is free.
 pub(crate) async fn burst_at(
-    sdk: &RetryingClient,
+    sdk: &HodoflowClient,
     triggers: Vec<String>,
     prefix: &'static str,
     body: &'static [u8],
@@ -109,7 +109,7 @@ impl Op {
 /// `senders` tasks deliver to the demo trigger one operation after another until `duration`
 /// has passed since `start`; every operation is recorded, in no particular order.
 pub(crate) async fn loop_senders(
-    sdk: &RetryingClient,
+    sdk: &HodoflowClient,
     senders: usize,
     start: Instant,
     duration: Duration,
@@ -157,7 +157,7 @@ pub(crate) async fn loop_senders(
 }
 
 /// How long `sdk`'s retry budget has seen the service down, or `None` while it is up.
-pub(crate) fn service_down_for(sdk: &RetryingClient) -> Option<Duration> {
+pub(crate) fn service_down_for(sdk: &HodoflowClient) -> Option<Duration> {
     sdk.service_down_for(hodoflow_retry::Surface::Webhook)
 }
 
@@ -222,7 +222,7 @@ pub(crate) fn batch_id(prefix: &str, n: u64) -> String {
 /// that is at least `max_elapsed` (one call's budget), no further event starts and each left
 /// ends [`Ended::NotStarted`].
 pub(crate) async fn batch(
-    sdk: &RetryingClient,
+    sdk: &HodoflowClient,
     count: u64,
     concurrency: usize,
     prefix: &str,

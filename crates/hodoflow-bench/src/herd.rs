@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 use serde_json::json;
 use tokio::sync::Barrier;
 
@@ -216,7 +216,7 @@ enum Variant {
 /// A client under test.
 #[derive(Debug, Clone)]
 enum Client {
-    Sdk(RetryingClient),
+    Sdk(HodoflowClient),
     Peer(Sender),
 }
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 use http::StatusCode;
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -167,7 +167,7 @@ pub async fn hold(
     let rss_before = status_kb("VmRSS:");
     let (results, attempts, copied, counting, took) = match holder {
         Holder::Sdk => {
-            let builder = RetryingClient::builder(base_url)
+            let builder = HodoflowClient::builder(base_url)
                 .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
                 .backoff(Backoff::default())
                 .retry_budget(RetryBudget::new());

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, Limits, MockServer, RequestRecord};
-use hodoflow_retry::{Budget, IdempotencyKey, ModulifyClient, RetryingClient};
+use hodoflow_retry::{Budget, IdempotencyKey, ModulifyClient};
 use serde_json::{Value, json};
 
 use crate::figures::round;
@@ -214,12 +214,10 @@ async fn measure(share: Share, client: Client, events: u64) -> Result<Value> {
             if let Some(max_elapsed) = max_elapsed {
                 budget = budget.max_elapsed(max_elapsed);
             }
-            let sdk = ModulifyClient::new(
-                RetryingClient::builder(base.as_str())
-                    .bearer_token(DEMO_MODULIFY_TOKEN)
-                    .budget(budget)
-                    .build()?,
-            );
+            let sdk = ModulifyClient::builder(base.as_str())
+                .bearer_token(DEMO_MODULIFY_TOKEN)
+                .budget(budget)
+                .build()?;
             drive::each(events, events as usize, move |n| {
                 let sdk = sdk.clone();
                 async move {
@@ -452,7 +450,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     );
     report.param(
         "sdk",
-        "ModulifyClient over RetryingClient::builder(..).bearer_token(..) with defaults (5 attempts, 60 s, backoff 500 ms..30 s, retry budget 500 tokens)",
+        "ModulifyClient over HodoflowClient::builder(..).bearer_token(..) with defaults (5 attempts, 60 s, backoff 500 ms..30 s, retry budget 500 tokens)",
     );
     report.param(
         "early_means",

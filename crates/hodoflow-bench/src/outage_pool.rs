@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
-use hodoflow_retry::{Budget, RetryingClient};
+use hodoflow_retry::{Budget, HodoflowClient};
 use serde_json::json;
 
 use crate::figures::round;
@@ -34,8 +34,8 @@ const LAST: Duration = Duration::from_secs(5);
 const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
 
 /// The SDK with its defaults but a call budget of `max_elapsed`.
-fn sdk(server: &MockServer, max_elapsed: Duration) -> Result<RetryingClient> {
-    Ok(RetryingClient::builder(server.base_url())
+fn sdk(server: &MockServer, max_elapsed: Duration) -> Result<HodoflowClient> {
+    Ok(HodoflowClient::builder(server.base_url())
         .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
         .budget(Budget::new().max_elapsed(max_elapsed))
         .build()?)

@@ -9,7 +9,7 @@
 //!
 //! SQLite: one pool on one file. PostgreSQL (when `OUTBOX_DATABASE_URL` names a database): 1, 2
 //! and 4 pools, each with its own
-//! `Outbox::postgres` (its own connections) and its own `RetryingClient`, as separate sender
+//! `Outbox::postgres` (its own connections) and its own `HodoflowClient`, as separate sender
 //! processes would have; the direct side then runs as many clients, 16 tasks each. Every
 //! measurement gets a fresh database (`CREATE DATABASE`, dropped after). No faults; the outbox's
 //! trigger limit is off (`trigger_limit(None)`) and the server's per-trigger limit is lifted,
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, MockServer};
 use hodoflow_retry::outbox::{Outbox, Target};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 use serde_json::{Value, json};
 
 use crate::figures::{median, ms, percentile, round};
@@ -137,7 +137,7 @@ pub(crate) async fn warm_client(
     server: &MockServer,
     warmup: u64,
     ids: &Arc<AtomicU64>,
-) -> Result<RetryingClient> {
+) -> Result<HodoflowClient> {
     let client = peers::sdk(&server.base_url(), Backoff::default(), RetryBudget::new())?;
     let failed = direct_batch(std::slice::from_ref(&client), warmup, ids).await;
     if failed > 0 {
@@ -147,7 +147,7 @@ pub(crate) async fn warm_client(
 }
 
 /// Sends `count` deliveries from [`CONCURRENCY`] tasks per client; returns how many failed.
-async fn direct_batch(clients: &[RetryingClient], count: u64, ids: &Arc<AtomicU64>) -> u64 {
+async fn direct_batch(clients: &[HodoflowClient], count: u64, ids: &Arc<AtomicU64>) -> u64 {
     let sent = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = clients

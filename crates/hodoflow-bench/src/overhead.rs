@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_TRIGGER_TOKEN};
-use hodoflow_retry::{Backoff, DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
+use hodoflow_retry::{Backoff, DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 use http::StatusCode;
 use tokio::process::Command;
 
@@ -51,7 +51,7 @@ const SIGNING_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 /// One side of the comparison.
 #[derive(Debug, Clone)]
 enum Peer {
-    Sdk(RetryingClient),
+    Sdk(HodoflowClient),
     Reqwest(Sender),
 }
 
@@ -115,7 +115,7 @@ impl Peer {
             Side::Sdk => Peer::Sdk(peers::sdk(base, Backoff::default(), RetryBudget::new())?),
             // The same defaults as `peers::sdk`, and a signing secret.
             Side::SdkSigned => Peer::Sdk(
-                RetryingClient::builder(base)
+                HodoflowClient::builder(base)
                     .client_credentials(DEMO_CLIENT_ID, DEMO_CLIENT_SECRET)
                     .signing_secret(SIGNING_SECRET)
                     .build()?,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, Fault, MockServer};
-use hodoflow_retry::{DeliveryId, IdempotencyKey, RetryingClient, limit::RetryBudget};
+use hodoflow_retry::{DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 use serde_json::json;
 use tokio::sync::Mutex;
 
@@ -33,7 +33,7 @@ const BODY: &[u8] = br#"{"event":"order.shipped","order_id":4711}"#;
 /// One client under test.
 #[derive(Debug, Clone)]
 enum Client {
-    Sdk(RetryingClient),
+    Sdk(HodoflowClient),
     Peer(Sender),
 }
 

@@ -43,7 +43,7 @@
 //! With `--outbox` or without, deliveries to the trigger follow one rule (`pacing.rs`):
 //! `--trigger-limit`, else the server's `RateLimit-Policy`, else Hodoflow's documented 100 per
 //! 60 s.
-//! Without an outbox the client paces them (`ClientBuilder::pace_triggers`); with one, the
+//! Without an outbox the client paces them (`HodoflowBuilder::pace_triggers`); with one, the
 //! workers' window in the store does. Either way, a hold of more than a second is said on
 //! standard error, once per change, and on the progress bar.
 //!
@@ -61,7 +61,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hodoflow_retry::outbox::{Outbox, Target};
-use hodoflow_retry::{RetryingClient, Surface};
+use hodoflow_retry::{HodoflowClient, Surface};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use tokio::task::{Id, JoinError, JoinSet};
@@ -94,7 +94,7 @@ impl ResultLine {
 /// A batch whose input was read and checked, ready to send.
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    client: RetryingClient,
+    client: HodoflowClient,
     trigger: Arc<Trigger>,
     events: Vec<Event>,
     merged: Vec<(usize, usize)>,
@@ -294,7 +294,7 @@ struct Batch<'a> {
 
 /// `batch --outbox` (`outbox.rs`).
 async fn through_outbox(
-    client: RetryingClient,
+    client: HodoflowClient,
     batch: Batch<'_>,
     spec: &str,
     plan: crate::outbox::PoolPlan,
@@ -363,7 +363,7 @@ fn settle(
 /// How long the client has seen webhook ingestion down, when that is at least one call's
 /// budget `max_elapsed`: an event started now would hold for the whole of its call and end
 /// refused. (Another service's outage, the JSON:API's, never holds a delivery.)
-fn down_too_long(client: &RetryingClient, max_elapsed: Duration) -> Option<Duration> {
+fn down_too_long(client: &HodoflowClient, max_elapsed: Duration) -> Option<Duration> {
     client
         .service_down_for(Surface::Webhook)
         .filter(|down| *down >= max_elapsed)
@@ -403,7 +403,7 @@ const TICK: Duration = Duration::from_millis(250);
 /// (terminal or not), and shows it on the bar while it lasts.
 fn say_what_holds(
     announcer: &mut crate::pacing::Announcer,
-    client: &RetryingClient,
+    client: &HodoflowClient,
     bar: &ProgressBar,
     waiting: u64,
 ) {
@@ -435,7 +435,7 @@ fn progress_bar(total: u64) -> ProgressBar {
 /// Delivers one event, after it waited up to `queue` for its trigger's window, and describes
 /// how it went.
 async fn deliver(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     trigger: &Trigger,
     event: Event,
     queue: Duration,

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use hodoflow_retry::{
-    Budget, ClientBuilder, RetryingClient,
+    Budget, HodoflowClient,
     auth::{ClientCredentials, ExchangeFuture, TokenExchanger},
+    hodoflow::HodoflowBuilder,
     webhook::DEFAULT_WEBHOOK_BODY_LIMIT,
 };
 
@@ -32,7 +33,7 @@ pub(crate) fn build(
     cli: &Cli,
     trigger_base: Option<&str>,
     signing: Option<&Signing>,
-) -> Result<RetryingClient, String> {
+) -> Result<HodoflowClient, String> {
     builder(cli, trigger_base, signing)?
         .build()
         .map_err(|e| e.to_string())
@@ -41,7 +42,7 @@ pub(crate) fn build(
 /// Paces the client's deliveries by the one rule of `batch` and `outbox worker`
 /// (`pacing.rs`): `--trigger-limit` when given (`off`: no pacing), else the server's
 /// `RateLimit-Policy`, else Hodoflow's documented 100 per 60 s.
-pub(crate) fn paced(builder: ClientBuilder, flag: Option<TriggerLimitArg>) -> ClientBuilder {
+pub(crate) fn paced(builder: HodoflowBuilder, flag: Option<TriggerLimitArg>) -> HodoflowBuilder {
     match flag {
         Some(TriggerLimitArg(Some(limit))) => builder.trigger_limit(limit),
         Some(TriggerLimitArg(None)) => builder,
@@ -61,7 +62,7 @@ pub(crate) fn builder(
     cli: &Cli,
     trigger_base: Option<&str>,
     signing: Option<&Signing>,
-) -> Result<ClientBuilder, String> {
+) -> Result<HodoflowBuilder, String> {
     let given = cli
         .base_url
         .as_deref()
@@ -105,7 +106,7 @@ pub(crate) fn builder(
         .paced_retries(cli.paced_retries)
         .max_elapsed(cli.max_elapsed)
         .attempt_timeout(cli.attempt_timeout);
-    Ok(RetryingClient::builder(base_url.as_str())
+    Ok(HodoflowClient::builder(base_url.as_str())
         .exchanger(Arc::new(Recording { inner: credentials }))
         .webhook_body_limit(WEBHOOK_BODY_LIMIT)
         .budget(budget)

@@ -14,7 +14,7 @@ use std::time::Instant;
 use std::ffi::OsString;
 
 use hodoflow_retry::{
-    DeliveryId, Error, IdempotencyKey, Response, RetryingClient,
+    DeliveryId, Error, HodoflowClient, IdempotencyKey, Response,
     webhook::{Delivery, RunState},
 };
 
@@ -74,7 +74,7 @@ pub(crate) async fn run(cli: Cli, args: &[OsString]) -> Exit {
 /// A command whose input was checked, ready to send.
 #[derive(Debug)]
 struct Prepared {
-    client: RetryingClient,
+    client: HodoflowClient,
     action: Action,
     /// The generated key or delivery ID and how to resend with it, for standard error.
     announcement: Option<String>,
@@ -267,7 +267,7 @@ fn delivered(result: Result<Delivery, Error>, id: &DeliveryId) -> Report {
 /// Delivers, then resends with the same delivery ID: success only when the resend is answered
 /// `duplicate`. The report describes the step that decided; `first_*` the first delivery.
 async fn rehearse(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     trigger: &Trigger,
     body: Vec<u8>,
     id: &DeliveryId,
@@ -337,7 +337,7 @@ fn answered(result: Result<Response, Error>, write: bool) -> Report {
 
 /// Follows a run: success only when it succeeds; a failed or cancelled run is a permanent
 /// failure of what was asked for.
-async fn follow(client: &RetryingClient, run_id: &str) -> Report {
+async fn follow(client: &HodoflowClient, run_id: &str) -> Report {
     let run = match client.follow_run(run_id).send().await {
         Ok(run) => run,
         Err(error) => {

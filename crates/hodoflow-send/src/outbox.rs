@@ -396,7 +396,7 @@ impl Page {
     async fn start(
         admin: crate::page::Admin,
         outbox: &Outbox,
-        client: &hodoflow_retry::RetryingClient,
+        client: &hodoflow_retry::HodoflowClient,
     ) -> Result<Self, Report> {
         let (listener, bound) = admin.bind().await.map_err(|m| usage(&m))?;
         crate::redact::eprint(&format!("status page listening on http://{bound}/"));

@@ -1,7 +1,7 @@
 //! Pacing, said out loud: what holds the sends back, where its limit came from, how to change it.
 //!
 //! `batch` (with `--outbox` or without) and `outbox worker` pace deliveries by one rule, the
-//! SDK's (`ClientBuilder::pace_triggers`, `WorkerBuilder::trigger_limit`):
+//! SDK's (`HodoflowBuilder::pace_triggers`, `WorkerBuilder::trigger_limit`):
 //! 1. `--trigger-limit N/DUR` (or `off`), when given;
 //! 2. else the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…`;
 //! 3. else Hodoflow's documented default, 100 per trigger per 60 s.

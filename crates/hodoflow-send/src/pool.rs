@@ -27,7 +27,7 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hodoflow_retry::RetryingClient;
+use hodoflow_retry::HodoflowClient;
 use hodoflow_retry::outbox::{Outbox, RunReport};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -66,7 +66,7 @@ pub(crate) fn lease(given: Option<Duration>, max_elapsed: Duration) -> Result<Du
 #[derive(Debug)]
 pub(crate) struct Pool {
     pub(crate) outbox: Outbox,
-    pub(crate) client: RetryingClient,
+    pub(crate) client: HodoflowClient,
     pub(crate) concurrency: usize,
     pub(crate) lease: Duration,
     /// `--trigger-limit`; `None`: the SDK's rule, the server's figures else the documented default.
@@ -227,7 +227,7 @@ impl Pool {
 /// (terminal or not), with the jobs waiting; returns it for the progress line.
 async fn say_what_holds(
     announcer: &mut crate::pacing::Announcer,
-    client: &RetryingClient,
+    client: &HodoflowClient,
     outbox: &Outbox,
     bar: &ProgressBar,
 ) -> Option<crate::pacing::Held> {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hodoflow_retry::{DeliveryId, Error, RetryingClient, Secret, webhook::Delivery};
+use hodoflow_retry::{DeliveryId, Error, HodoflowClient, Secret, webhook::Delivery};
 
 /// Where every trigger route starts.
 const ROUTE: &str = "/api/v1/webhooks/";
@@ -132,7 +132,7 @@ impl Trigger {
 /// Delivers `body` to `trigger` with `id`; an event of a batch may `queue` for its trigger's
 /// window first.
 pub(crate) async fn deliver(
-    client: &RetryingClient,
+    client: &HodoflowClient,
     trigger: &Trigger,
     body: Vec<u8>,
     id: &DeliveryId,

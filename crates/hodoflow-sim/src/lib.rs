@@ -3,7 +3,7 @@
 //!
 //! # The real code
 //!
-//! Each simulated sender of the `sdk` and `sdk-no-budget` policies is a `RetryingClient` with
+//! Each simulated sender of the `sdk` and `sdk-no-budget` policies is a `HodoflowClient` with
 //! the SDK's defaults (the second with `RetryBudget::disabled()`), whose attempts go through the
 //! SDK's in-memory transport seam (`AttemptTransport`) to the server model: no socket, no
 //! reqwest client. The decide step, the retry budget and its throttle, the CUBIC limiter, the
@@ -40,7 +40,7 @@
 //!
 //! # The policies
 //!
-//! Four policies run the real engine: `sdk` (the `RetryingClient` defaults: 5 attempts, 60 s,
+//! Four policies run the real engine: `sdk` (the `HodoflowClient` defaults: 5 attempts, 60 s,
 //! 15 s per attempt, 500 ms doubling to 30 s with full jitter, the adaptive retry budget),
 //! `sdk-no-budget` (the same with `RetryBudget::disabled()`), and both again with a 3 s attempt
 //! timeout, the OSDI'22 client's (`sdk-timeout-3s`, `sdk-no-budget-timeout-3s`): the default

@@ -18,7 +18,7 @@ use crate::workload::Deliver;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Policy {
-    /// The SDK's `RetryingClient` with its defaults (the real engine).
+    /// The SDK's `HodoflowClient` with its defaults (the real engine).
     Sdk,
     /// The SDK with `RetryBudget::disabled()` (the real engine).
     SdkNoBudget,

@@ -1,4 +1,4 @@
-//! The SDK's own engine as a simulated sender: a `RetryingClient` with its defaults whose
+//! The SDK's own engine as a simulated sender: a `HodoflowClient` with its defaults whose
 //! attempts go through the in-memory transport seam ([`AttemptTransport`]) to the server model.
 //!
 //! Nothing of the engine is replaced: the decide step, the retry budget and its throttle, the
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hodoflow_retry::{
-    Budget, DeliveryId, IdempotencyKey, RetryingClient,
+    Budget, DeliveryId, HodoflowClient, IdempotencyKey,
     limit::RetryBudget,
     transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
 };
@@ -106,7 +106,7 @@ fn answer(reply: Reply) -> Answer {
 /// One simulated sender running the SDK.
 #[derive(Debug)]
 pub(crate) struct SdkSender {
-    client: RetryingClient,
+    client: HodoflowClient,
 }
 
 impl SdkSender {
@@ -128,7 +128,7 @@ impl SdkSender {
         } else {
             RetryBudget::disabled()
         };
-        let mut builder = RetryingClient::builder("http://127.0.0.1:9");
+        let mut builder = HodoflowClient::builder("http://127.0.0.1:9");
         if let Some(timeout) = attempt_timeout {
             builder = builder.budget(Budget::new().attempt_timeout(timeout));
         }

@@ -76,7 +76,7 @@ impl IdempotencyKey {
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), before anything is sent.
     ///
     /// ```
-    /// # async fn example(client: hodoflow_retry::RetryingClient) {
+    /// # async fn example(client: hodoflow_retry::HodoflowClient) {
     /// use hodoflow_retry::{DeliveryId, ErrorKind, IdempotencyKey};
     ///
     /// let blank = DeliveryId::new(IdempotencyKey::from_operation_id("  "));

@@ -64,8 +64,8 @@ impl TriggerLimit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PacingSource {
-    /// The caller set it: [`ClientBuilder::trigger_limit`](crate::ClientBuilder::trigger_limit),
-    /// [`trigger_limit_for`](crate::ClientBuilder::trigger_limit_for), or an outbox worker's
+    /// The caller set it: [`HodoflowBuilder::trigger_limit`](crate::hodoflow::HodoflowBuilder::trigger_limit),
+    /// [`trigger_limit_for`](crate::hodoflow::HodoflowBuilder::trigger_limit_for), or an outbox worker's
     /// `trigger_limit`. It wins over the server's figures.
     Caller,
     /// The server's own figures: its `RateLimit-Policy: "trigger";q=…;w=…` field.

@@ -164,9 +164,9 @@ impl Why {
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::RetryingClient;
+/// use hodoflow_retry::HodoflowClient;
 ///
-/// let client = RetryingClient::builder("https://hodoflow.example")
+/// let client = HodoflowClient::builder("https://hodoflow.example")
 ///     .client_credentials("sender-1", "s3cr3t")
 ///     .build()?;
 /// assert!(client.closed_scopes().is_empty(), "nothing closed yet");

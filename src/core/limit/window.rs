@@ -14,7 +14,7 @@
 //! # One rule, three sources
 //!
 //! The limit of a trigger comes from, in this order:
-//! 1. the caller ([`ClientBuilder::trigger_limit`](crate::ClientBuilder::trigger_limit), a
+//! 1. the caller ([`HodoflowBuilder::trigger_limit`](crate::hodoflow::HodoflowBuilder::trigger_limit), a
 //!    command-line flag): it always wins;
 //! 2. the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…`
 //!    (`docs/wire-contract.md`, "RateLimit fields"; `rate_limit_field.rs`), learned from every

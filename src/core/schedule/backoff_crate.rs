@@ -33,13 +33,13 @@ use crate::core::schedule::Schedule;
 /// ```
 /// use std::time::Duration;
 /// use backoff::ExponentialBackoffBuilder;
-/// use hodoflow_retry::{RetryingClient, schedule::BackoffCrateSchedule};
+/// use hodoflow_retry::{HodoflowClient, schedule::BackoffCrateSchedule};
 ///
 /// let exponential = ExponentialBackoffBuilder::new()
 ///     .with_initial_interval(Duration::from_millis(200))
 ///     .with_max_interval(Duration::from_secs(5))
 ///     .build();
-/// let client = RetryingClient::builder("https://hodoflow.example")
+/// let client = HodoflowClient::builder("https://hodoflow.example")
 ///     .client_credentials("sender-1", "s3cr3t")
 ///     .schedule(BackoffCrateSchedule::new(exponential))
 ///     .build()?;

@@ -26,14 +26,14 @@ use crate::core::schedule::Schedule;
 /// ```
 /// use std::time::Duration;
 /// use backon::ExponentialBuilder;
-/// use hodoflow_retry::{RetryingClient, schedule::BackonSchedule};
+/// use hodoflow_retry::{HodoflowClient, schedule::BackonSchedule};
 ///
 /// let exponential = ExponentialBuilder::default()
 ///     .with_min_delay(Duration::from_millis(200))
 ///     .with_max_delay(Duration::from_secs(5))
 ///     .with_max_times(4)
 ///     .with_jitter();
-/// let client = RetryingClient::builder("https://hodoflow.example")
+/// let client = HodoflowClient::builder("https://hodoflow.example")
 ///     .client_credentials("sender-1", "s3cr3t")
 ///     .schedule(BackonSchedule::new(exponential))
 ///     .build()?;

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::client::RetryingClient;
 use crate::core::error::{Error, Result};
 use crate::core::limit::shared::Fleet;
 use crate::core::limit::window::TriggerLimit;
+use crate::vendors::hodoflow::client::HodoflowClient;
 use crate::vendors::modulify::client::ModulifyClient;
 
 use crate::vendors::target::Deliver;
@@ -33,7 +33,7 @@ use super::*;
 #[must_use]
 pub struct WorkerBuilder {
     pub(super) outbox: Outbox,
-    pub(super) client: RetryingClient,
+    pub(super) client: HodoflowClient,
     pub(super) modulify: Option<ModulifyClient>,
     pub(super) name: String,
     pub(super) concurrency: usize,
@@ -77,7 +77,7 @@ pub struct JobDone {
 }
 
 impl WorkerBuilder {
-    pub(crate) fn new(outbox: Outbox, client: RetryingClient) -> Self {
+    pub(crate) fn new(outbox: Outbox, client: HodoflowClient) -> Self {
         let name = format!(
             "worker-{}-{}",
             std::process::id(),
@@ -213,7 +213,7 @@ impl WorkerBuilder {
     /// Default: the trigger's own limit, as the server states it on every answer
     /// (`RateLimit-Policy: "trigger";q=…;w=…`), and Hodoflow's documented
     /// [`TriggerLimit::DOCUMENTED`], 100 per 60 s, until it has: the rule of
-    /// [`ClientBuilder::pace_triggers`](crate::ClientBuilder::pace_triggers).
+    /// [`HodoflowBuilder::pace_triggers`](crate::hodoflow::HodoflowBuilder::pace_triggers).
     pub fn trigger_limit(mut self, limit: Option<TriggerLimit>) -> Self {
         self.trigger_limit = Some(limit);
         self
@@ -230,7 +230,7 @@ impl WorkerBuilder {
     }
 
     pub(super) fn build(self) -> Result<Arc<WorkerPool>> {
-        let budget = self.client.inner.policy.budget;
+        let budget = self.client.client().inner.policy.budget;
         if self.concurrency == 0 {
             return Err(Error::invalid_input(
                 "a worker needs a concurrency of at least 1",
@@ -266,7 +266,7 @@ impl WorkerBuilder {
             clock: Arc::clone(&self.outbox.clock),
             credential: self.credential,
             trigger_limit: self.trigger_limit,
-            client: self.client.clone(),
+            client: self.client.client().clone(),
             attempt_timeout: budget.attempt_timeout,
             paused: Mutex::new(std::collections::HashMap::new()),
             windows: Mutex::new(std::collections::HashMap::new()),

@@ -23,6 +23,7 @@ use crate::core::signing::Signer;
 use crate::core::transport::Http;
 use crate::vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
 use crate::vendors::hodoflow::routes::redact_path;
+use crate::vendors::hodoflow::settings::Settings;
 use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOK, WEBHOOKS_PREFIX};
 
 /// What a [`Call`] addresses.
@@ -154,6 +155,7 @@ pub(crate) async fn send_for_response(
 #[must_use = "a delivery does nothing until it is sent"]
 pub struct Delivering<'a> {
     shared: &'a Shared,
+    settings: &'a Settings,
     trigger_token: Secret,
     body: Bytes,
     id: Option<DeliveryId>,
@@ -180,9 +182,15 @@ impl fmt::Debug for Delivering<'_> {
 }
 
 impl<'a> Delivering<'a> {
-    pub(crate) fn new(shared: &'a Shared, trigger_token: Secret, body: Bytes) -> Self {
+    pub(crate) fn new(
+        shared: &'a Shared,
+        settings: &'a Settings,
+        trigger_token: Secret,
+        body: Bytes,
+    ) -> Self {
         Self {
             shared,
+            settings,
             trigger_token,
             body,
             id: None,
@@ -195,7 +203,7 @@ impl<'a> Delivering<'a> {
     /// Signs this delivery with `secret` instead of the client's secrets: for a sender that
     /// holds one secret per trigger. Called again, it adds a secret (a rotation), as
     /// [`signing_secrets`](Self::signing_secrets) does. See
-    /// [`ClientBuilder::signing_secret`](crate::ClientBuilder::signing_secret).
+    /// [`HodoflowBuilder::signing_secret`](crate::hodoflow::HodoflowBuilder::signing_secret).
     ///
     /// Default: the client's signing secrets, if any.
     pub fn signing_secret(mut self, secret: impl Into<Secret>) -> Self {
@@ -295,14 +303,14 @@ impl<'a> Delivering<'a> {
     /// The delivery's request, ID and policy, checked before anything is sent. It takes the
     /// builder whole, so that the send future does not hold it while the delivery is in flight.
     fn fixed(self) -> Result<(FixedRequest, DeliveryId, Policy)> {
-        let inner = self.shared;
-        if self.body.len() > inner.webhook_body_limit {
+        let (inner, settings) = (self.shared, self.settings);
+        if self.body.len() > settings.webhook_body_limit {
             return Err(Error::new(
                 ErrorKind::PayloadTooLarge,
                 format!(
                     "payload too large: the body of {} bytes is over the {}-byte webhook limit; nothing was sent",
                     self.body.len(),
-                    inner.webhook_body_limit
+                    settings.webhook_body_limit
                 ),
             ));
         }
@@ -333,7 +341,7 @@ impl<'a> Delivering<'a> {
         };
         let signer = match &self.signing_secrets {
             Some(secrets) => Signer::parse(secrets)?,
-            None => inner.signer.clone(),
+            None => settings.signer.clone(),
         };
         let trigger = RouteKey::of(token);
         let request = FixedRequest::webhook(

@@ -129,7 +129,7 @@ impl ClientCredentials {
     /// certificate. Configure it not to follow redirects.
     ///
     /// Default: a client of its own that follows no redirects and never retries by itself;
-    /// with [`ClientBuilder::client_credentials`](crate::ClientBuilder::client_credentials),
+    /// with [`HodoflowBuilder::client_credentials`](crate::hodoflow::HodoflowBuilder::client_credentials),
     /// the client's HTTP client.
     #[must_use]
     pub fn http_client(mut self, http: reqwest::Client) -> Self {

@@ -1,19 +1,19 @@
 //! Hodoflow's outbox jobs: a webhook delivery with its delivery ID, a JSON:API write with its
-//! key, each one call of the [`RetryingClient`] the workers were built with.
+//! key, each one call of the [`HodoflowClient`] the workers were built with.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::client::RetryingClient;
 use crate::core::error::Error;
 use crate::core::key::{DeliveryId, IdempotencyKey};
 use crate::core::limit::shared::Fleet;
 use crate::vendors::Surface;
+use crate::vendors::hodoflow::client::HodoflowClient;
 use crate::vendors::hodoflow::outcome::WebhookOutcome;
 use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target, unresolved};
 
-impl Deliver for RetryingClient {
+impl Deliver for HodoflowClient {
     fn delivers(&self, target: &Target) -> bool {
         matches!(target, Target::Webhook { .. } | Target::Write { .. })
     }
@@ -66,7 +66,7 @@ impl Deliver for RetryingClient {
                     Ok((Delivered::Done, response.attempts().len() as u32))
                 }
                 Target::Modulify { .. } => Err(Error::invalid_input(
-                    "a Modulify job is delivered by a ModulifyClient, not a RetryingClient",
+                    "a Modulify job is delivered by a ModulifyClient, not a HodoflowClient",
                 )),
             }
         })

@@ -109,11 +109,11 @@ pub struct FollowRun<'a> {
 }
 
 impl<'a> FollowRun<'a> {
-    pub(crate) fn new(shared: &'a Shared, run_id: &str) -> Self {
+    pub(crate) fn new(shared: &'a Shared, interval: Duration, run_id: &str) -> Self {
         Self {
             shared,
             run_id: run_id.to_owned(),
-            interval: shared.poll_interval,
+            interval,
             max_elapsed: shared.policy.budget.max_elapsed,
         }
     }

@@ -3,15 +3,9 @@
 //! trigger windows): what is left are the generic settings of any client, each handed to the
 //! [`ClientBuilder`] underneath.
 
-use crate::client::ClientBuilder;
+use crate::client::{ClientBuilder, generic_setters, handed_on};
 use crate::core::auth::secret::Secret;
-use crate::core::backoff::Backoff;
-use crate::core::budget::Budget;
 use crate::core::error::Result;
-use crate::core::limit::gate::RateBudget;
-use crate::core::limit::retry_budget::RetryBudget;
-use crate::core::schedule::Schedule;
-use crate::core::transport::AttemptTransport;
 use crate::vendors::modulify::client::ModulifyClient;
 
 /// Builds a [`ModulifyClient`]: [`ModulifyClient::builder`].
@@ -19,18 +13,6 @@ use crate::vendors::modulify::client::ModulifyClient;
 #[must_use = "a builder does nothing until it is built"]
 pub struct ModulifyBuilder {
     client: ClientBuilder,
-}
-
-/// Setters that hand their value to the same setter of the [`ClientBuilder`] underneath.
-macro_rules! handed_on {
-    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty);)*) => {
-        $(
-            $(#[$doc])*
-            pub fn $name(self, $arg: $ty) -> Self {
-                Self { client: self.client.$name($arg) }
-            }
-        )*
-    };
 }
 
 impl ModulifyClient {
@@ -51,36 +33,9 @@ impl ModulifyBuilder {
         ///
         /// Default: none; [`build`](Self::build) needs one.
         bearer_token(token: impl Into<Secret>);
-        /// The attempt and elapsed-time budget of every call, overridable per call. See
-        /// [`ClientBuilder::budget`].
-        budget(budget: Budget);
-        /// The backoff between retries, overridable per call. See [`ClientBuilder::backoff`].
-        backoff(backoff: Backoff);
-        /// Waits of your own between attempts. See [`ClientBuilder::schedule`].
-        schedule(schedule: impl Schedule + 'static);
-        /// The credential's rate budget, shared with the clients given the same one. See
-        /// [`ClientBuilder::rate_budget`].
-        rate_budget(budget: RateBudget);
-        /// The adaptive retry budget, shared with the clients given the same one. See
-        /// [`ClientBuilder::retry_budget`].
-        retry_budget(budget: RetryBudget);
-        /// The most bytes of an answer read. See [`ClientBuilder::max_answer_bytes`].
-        max_answer_bytes(bytes: usize);
-        /// Sends through this reqwest client. See [`ClientBuilder::http_client`].
-        http_client(http: reqwest::Client);
-        /// Sends every attempt through `transport` (tests, simulations). See
-        /// [`ClientBuilder::transport`].
-        transport(transport: impl AttemptTransport);
-        /// Seeds the jitter's draws (tests, simulations). See [`ClientBuilder::seed`].
-        seed(seed: u64);
     }
 
-    /// Speaks HTTP/2 without TLS (h2c). See [`ClientBuilder::http2_prior_knowledge`].
-    pub fn http2_prior_knowledge(self) -> Self {
-        Self {
-            client: self.client.http2_prior_knowledge(),
-        }
-    }
+    generic_setters!();
 
     /// Builds the client.
     ///

@@ -93,6 +93,12 @@ pub struct ModulifyClient {
 /// The catalogue as last read, and when.
 type Cached = (Arc<Catalogue>, Instant);
 
+impl AsRef<RetryingClient> for ModulifyClient {
+    fn as_ref(&self) -> &RetryingClient {
+        &self.client
+    }
+}
+
 impl ModulifyClient {
     /// Calls Modulify through `client`, whose base URL is Modulify's and whose token is
     /// Modulify's: for a client built with settings the [`builder`](Self::builder) does not

@@ -177,7 +177,7 @@ impl Admin {
         self,
         listener: tokio::net::TcpListener,
         outbox: Outbox,
-        client: Option<hodoflow_retry::RetryingClient>,
+        client: Option<hodoflow_retry::HodoflowClient>,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let mut metrics = hodoflow_retry::metrics::Metrics::new().outbox(&outbox);

@@ -122,10 +122,10 @@ const KEEP_SERVICES: usize = 1024;
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::{RetryingClient, limit::RetryBudget};
+/// use hodoflow_retry::{HodoflowClient, limit::RetryBudget};
 ///
 /// let shared = RetryBudget::builder().capacity(200).build()?;
-/// let orders = RetryingClient::builder("https://hodoflow.example")
+/// let orders = HodoflowClient::builder("https://hodoflow.example")
 ///     .client_credentials("sender-1", "s3cr3t")
 ///     .retry_budget(shared.clone())
 ///     .build()?;
