@@ -236,7 +236,7 @@ fn report(
     );
     println!(
         "  waited      {:>5.1} s for the closed trigger, {:.1} s at the credential's gate (summed over calls)",
-        stats.trigger_wait.as_secs_f64(),
+        stats.route_wait.as_secs_f64(),
         stats.gate_wait.as_secs_f64(),
     );
     println!(

@@ -16,7 +16,7 @@ use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
 use crate::core::limit::RouteKey;
 use crate::core::limit::scope::ClosedScope;
-use crate::core::limit::window::{TriggerLimit, Windows};
+use crate::core::limit::window::{RouteLimit, Windows};
 use crate::core::runtime;
 use crate::core::schedule::{Schedule, SharedSchedule};
 use crate::core::shared::Shared;
@@ -58,7 +58,7 @@ pub struct ClientBuilder {
     options: EngineOptions,
     /// How the calls to each route (a key the vendor derives from the path, such as a
     /// webhook trigger's) are paced: set by a vendor's builder, none by default.
-    pub(crate) routes: RoutePacing,
+    pub(crate) routes: PacingSettings,
     http: Option<reqwest::Client>,
     transport: Option<Arc<dyn AttemptTransport>>,
     http2_prior_knowledge: bool,
@@ -69,11 +69,11 @@ pub struct ClientBuilder {
 /// whether to learn a route's limit from the server's `RateLimit-Policy`, starting from the
 /// vendor's documented default. What a vendor's builder sets (Hodoflow's trigger limits).
 #[derive(Debug)]
-pub(crate) struct RoutePacing {
-    pub(crate) every: Option<TriggerLimit>,
-    pub(crate) overrides: HashMap<RouteKey, TriggerLimit>,
+pub(crate) struct PacingSettings {
+    pub(crate) every: Option<RouteLimit>,
+    pub(crate) overrides: HashMap<RouteKey, RouteLimit>,
     pub(crate) learn: bool,
-    pub(crate) until_told: TriggerLimit,
+    pub(crate) until_told: Option<RouteLimit>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -98,11 +98,11 @@ impl ClientBuilder {
             credentials: None,
             bearer: None,
             options: EngineOptions::new(),
-            routes: RoutePacing {
+            routes: PacingSettings {
                 every: None,
                 overrides: HashMap::new(),
                 learn: false,
-                until_told: TriggerLimit::DOCUMENTED,
+                until_told: None,
             },
             http: None,
             transport: None,
@@ -243,7 +243,7 @@ impl ClientBuilder {
             .bearer
             .as_ref()
             .filter(|_| self.options.exchanger.is_none() && self.credentials.is_none())
-            .map(|token| RouteKey::of(token.expose()).short());
+            .map(|token| RouteKey::named("token", token.expose()).short());
         let exchanger: Arc<dyn TokenExchanger> = match (
             self.options.exchanger.take(),
             self.credentials,

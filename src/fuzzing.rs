@@ -20,7 +20,7 @@ pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
 pub fn rate_limit_trigger_window(
     headers: &HeaderMap,
 ) -> (Option<(u32, Duration)>, Option<Duration>) {
-    let window = crate::core::rate_limit_field::trigger_window(
+    let window = crate::core::rate_limit_field::route_window(
         headers,
         crate::vendors::hodoflow::tables::TRIGGER_POLICY,
     );

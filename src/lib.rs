@@ -132,6 +132,7 @@ pub mod hodoflow {
     //! [`webhook`](crate::webhook).
     pub use crate::vendors::hodoflow::builder::HodoflowBuilder;
     pub use crate::vendors::hodoflow::call::Call;
+    pub use crate::vendors::hodoflow::limits::TRIGGER_LIMIT;
 }
 
 pub mod webhook {
@@ -158,7 +159,7 @@ pub mod modulify {
 pub mod limit {
     //! The limits a client keeps beyond one call: the credential's rate budget, the adaptive
     //! retry budget, a trigger's window and pacing, and the scope a server's signal closed.
-    pub use crate::core::limit::figures::{PacingSource, TriggerLimit, TriggerPacing};
+    pub use crate::core::limit::figures::{PacingSource, RouteLimit, RoutePacing};
     pub use crate::core::limit::gate::RateBudget;
     pub use crate::core::limit::retry_budget::{RetryBudget, RetryBudgetBuilder};
     pub use crate::core::limit::scope::ClosedScope;

@@ -21,14 +21,14 @@ use crate::core::engine::{Engine, Policy};
 use crate::core::engine_options::{EngineOptions, engine_setters};
 use crate::core::error::{Error, Result};
 use crate::core::key::{DeliveryId, IdempotencyKey};
-use crate::core::limit::RouteKey;
-use crate::core::limit::window::{TriggerLimit, Windows};
+use crate::core::limit::window::Windows;
 use crate::core::request::FixedRequest;
 use crate::core::stats::Stats;
 use crate::core::transport::{self, Transport, answer_of};
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::outcome::WebhookOutcome;
 use crate::vendors::hodoflow::routes::route_of;
+use crate::vendors::hodoflow::routes::trigger_key;
 use crate::vendors::surface_of;
 
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -249,7 +249,7 @@ impl RetryMiddlewareBuilder {
         let tokens = self.options.exchanger.take().map(TokenCache::new);
         let (engine, policy) = self.options.engine(
             tokens,
-            Windows::new(None, HashMap::new(), false, TriggerLimit::DOCUMENTED),
+            Windows::new(None, HashMap::new(), false, None),
             None,
             Endpoint::new("the middleware's requests"),
         );
@@ -437,7 +437,7 @@ impl Middleware for RetryMiddleware {
             headers.remove(AUTHORIZATION);
         }
         let trigger = match surface {
-            Surface::Webhook => req.url().path().rsplit('/').next().map(RouteKey::of),
+            Surface::Webhook => req.url().path().rsplit('/').next().map(trigger_key),
             _ => None,
         };
         let request = FixedRequest {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use hodoflow_retry::outbox::{Job, JobState, Outbox, Target};
 use hodoflow_retry::{
     Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey,
-    limit::TriggerLimit,
+    limit::RouteLimit,
 };
 use serde_json::json;
 
@@ -145,7 +145,7 @@ fn client(server: &Hostile, bearer: bool) -> HodoflowClient {
     // Far more deliveries to one trigger a second than Hodoflow's default window takes:
     // this test is about what is kept, not pacing.
     builder
-        .trigger_limit(TriggerLimit::new(100_000, Duration::from_secs(1)).unwrap())
+        .trigger_limit(RouteLimit::new(100_000, Duration::from_secs(1)).unwrap())
         .signing_secret(SIGNING)
         .backoff(Backoff::new().base(Duration::from_millis(1)))
         .budget(
@@ -359,7 +359,7 @@ async fn the_stored_rows_hold_no_secret_a_server_echoes(backend: Backend) {
     let report = outbox
         .workers(client(&server, false))
         .trigger_limit(Some(
-            TriggerLimit::new(100_000, Duration::from_secs(1)).unwrap(),
+            RouteLimit::new(100_000, Duration::from_secs(1)).unwrap(),
         ))
         .run_until_idle()
         .await

@@ -10,7 +10,7 @@ use std::time::Duration;
 use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
 use hodoflow_retry::{
     Error, ErrorKind, HodoflowClient, WaitReason,
-    limit::{RetryBudget, TriggerLimit},
+    limit::{RetryBudget, RouteLimit},
 };
 use support::{
     EVENT, JSON_API, PROJECTS, TOKEN, TRIGGER, WEBHOOKS, budget, builder, delivery, demo,
@@ -283,7 +283,7 @@ async fn the_trigger_limiter_keeps_a_burst_of_300_under_the_servers_limit() {
     let client = demo(
         builder(&server)
             .budget(budget(5).max_elapsed(Duration::from_secs(30)))
-            .trigger_limit(TriggerLimit::new(100, window).unwrap()),
+            .trigger_limit(RouteLimit::new(100, window).unwrap()),
     );
 
     let calls = (0..300).map(|n| {
@@ -305,7 +305,7 @@ async fn the_trigger_limiter_keeps_a_burst_of_300_under_the_servers_limit() {
     assert_eq!(refused, 0, "no 429 from a server limited to 100 per 600 ms");
     assert_eq!(ledger.total_runs(), 300);
     let stats = client.stats();
-    assert!(stats.trigger_wait > Duration::ZERO);
+    assert!(stats.route_wait > Duration::ZERO);
     assert_eq!(stats.retries.total(), 0);
 }
 

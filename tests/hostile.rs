@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use hodoflow_retry::{
     Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey, WaitReason,
     auth::ClientCredentials,
-    limit::{RateBudget, RetryBudget, TriggerLimit},
+    limit::{RateBudget, RetryBudget, RouteLimit},
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::task::JoinSet;
@@ -169,7 +169,7 @@ async fn a_rate_budget_period_past_any_instant_refuses_the_second_call() {
 async fn a_trigger_window_past_any_instant_refuses_the_second_delivery() {
     let server = Hostile::start(|_, _| Reply::json(202, ACCEPTED)).await;
     let client = client_for(&server)
-        .trigger_limit(TriggerLimit::new(1, Duration::MAX).unwrap())
+        .trigger_limit(RouteLimit::new(1, Duration::MAX).unwrap())
         .budget(Budget::new().max_elapsed(Duration::from_millis(200)))
         .build()
         .unwrap();

@@ -1,6 +1,8 @@
 //! The shape of `src/`:
 //! - `core/` is vendor-blind: no file under it reaches outside `crate::core`, so it imports
-//!   nothing from `crate::vendors` (nor a vendor's item through a re-export of `lib.rs`);
+//!   nothing from `crate::vendors` (nor a vendor's item through a re-export of `lib.rs`), and
+//!   speaks no vendor's words: a route with a window of its own is a route, whatever a vendor
+//!   calls it (Hodoflow's webhook trigger, Modulify's method);
 //! - no module imports, directly or through others, a module that imports it back;
 //! - one runtime reads the time and sleeps: outside `core/runtime.rs` nothing reads
 //!   `Instant::now` or `SystemTime::now`, nor calls tokio's `sleep`, `timeout` or `interval`.
@@ -261,14 +263,20 @@ fn leaving_core(code: &str) -> Vec<String> {
     leaving
 }
 
-#[test]
-fn core_imports_no_vendor() {
+/// Every file under `src/core/`.
+fn core_files() -> Vec<PathBuf> {
     let core = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("src")
         .join("core");
     let mut files = Vec::new();
     collect(&core, &mut files);
     assert!(files.len() > 20, "read src/core/: {files:?}");
+    files
+}
+
+#[test]
+fn core_imports_no_vendor() {
+    let files = core_files();
     let mut found = Vec::new();
     for file in &files {
         let text = fs::read_to_string(file).expect("a source file");
@@ -280,6 +288,33 @@ fn core_imports_no_vendor() {
         found.is_empty(),
         "core/ names no vendor and reaches nothing outside crate::core:\n{}",
         found.join("\n")
+    );
+}
+
+/// Words that belong to one vendor: Hodoflow's name for its routes with a window of their own.
+const VENDOR_WORDS: &[&str] = &["trigger"];
+
+#[test]
+fn core_speaks_no_vendor_s_words() {
+    let files = core_files();
+    let mut found = BTreeMap::<&str, Vec<String>>::new();
+    for file in &files {
+        let text = fs::read_to_string(file)
+            .expect("a source file")
+            .to_lowercase();
+        for word in VENDOR_WORDS {
+            let count = text.matches(word).count();
+            if count > 0 {
+                found
+                    .entry(word)
+                    .or_default()
+                    .push(format!("{} ({count})", file.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "core/ speaks a vendor's words (a route with a window of its own is a route): {found:?}"
     );
 }
 

@@ -17,7 +17,7 @@ use hodoflow_retry::outbox::{Cursor, Job, JobState, MAX_SCOPE, Outbox, Pause, Re
 use hodoflow_retry::{
     Budget, ErrorKind, HodoflowClient,
     clock::{Clock, ManualClock},
-    limit::TriggerLimit,
+    limit::RouteLimit,
 };
 
 const WEBHOOKS: &str = "/api/v1/webhooks/";
@@ -1224,7 +1224,7 @@ async fn two_worker_pools_share_one_trigger_window_and_meet_no_429(backend: Back
             .await
             .unwrap();
     }
-    let limit = TriggerLimit::new(20, window).unwrap();
+    let limit = RouteLimit::new(20, window).unwrap();
     // Two pools with two clients: as two processes would be, nothing in memory is shared.
     // The server states its 400 ms window in whole seconds (`w=1`, `t=1`), so the fleet holds
     // the trigger up to a second when a window is spent: 100 events take about 5 s, longer
@@ -1310,9 +1310,7 @@ async fn workers_without_a_limit_share_the_window_the_server_states(backend: Bac
     assert!(deliveries.iter().all(|request| request.status == Some(202)));
     let stats = sender.stats();
     assert_eq!(
-        stats
-            .trigger_held_by
-            .map(|p| (p.limit.requests(), p.source)),
+        stats.route_held_by.map(|p| (p.limit.requests(), p.source)),
         Some((20, hodoflow_retry::limit::PacingSource::Server)),
         "{stats:?}"
     );
@@ -1383,7 +1381,7 @@ async fn a_restarted_worker_resumes_at_the_rate_the_server_stated(backend: Backe
     assert!(after > 200, "{after} sent after the restart");
     // No stall: the new worker was never held by a limit other than the one the server stated
     // (paced at the documented 100 a minute, it would have been, for a minute).
-    let pacing = restarted.stats().trigger_held_by;
+    let pacing = restarted.stats().route_held_by;
     assert!(
         pacing.is_none_or(|pacing| pacing.limit.requests() == 10_000),
         "{pacing:?}"

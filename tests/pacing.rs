@@ -8,7 +8,8 @@ use std::time::Duration;
 use hodoflow_mock::{Limits, MockServer, RequestRecord};
 use hodoflow_retry::{
     ErrorKind, HodoflowClient,
-    limit::{PacingSource, TriggerLimit, TriggerPacing},
+    hodoflow::TRIGGER_LIMIT,
+    limit::{PacingSource, RouteLimit, RoutePacing},
 };
 use support::{EVENT, TRIGGER, WEBHOOKS, budget, builder, delivery, demo, server_where};
 
@@ -60,8 +61,8 @@ async fn a_server_whose_policy_says_1000_a_minute_is_paced_at_1000_not_the_docum
     support::deliver(&client, "first").await;
     assert_eq!(
         client.trigger_pacing(TRIGGER),
-        Some(TriggerPacing::new(
-            TriggerLimit::new(1000, Duration::from_secs(60)).unwrap(),
+        Some(RoutePacing::new(
+            RouteLimit::new(1000, Duration::from_secs(60)).unwrap(),
             PacingSource::Server
         ))
     );
@@ -77,8 +78,8 @@ async fn a_server_whose_policy_says_1000_a_minute_is_paced_at_1000_not_the_docum
     assert_eq!(server.ledger().total_runs(), 301);
     // The 300 went without a stall: none waited for a slot.
     let stats = client.stats();
-    assert_eq!(stats.trigger_held_for, None);
-    assert_eq!(stats.trigger_wait, Duration::ZERO, "never held: {stats:?}");
+    assert_eq!(stats.route_held_for, None);
+    assert_eq!(stats.route_wait, Duration::ZERO, "never held: {stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,14 +97,14 @@ async fn a_server_that_states_nothing_is_paced_at_the_documented_100_a_minute() 
 
     let outcomes = burst(&client, "silent", 101).await;
 
-    let documented = TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented);
+    let documented = RoutePacing::new(TRIGGER_LIMIT, PacingSource::Documented);
     assert_eq!(client.trigger_pacing(TRIGGER), Some(documented));
     let held: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
     assert_eq!(held.len(), 1, "the 101st waits for the window");
     assert_eq!(held[0].kind(), ErrorKind::BudgetExhausted, "{}", held[0]);
     assert!(held[0].attempts().is_empty(), "nothing sent");
     assert_eq!(deliveries(&server).len(), 100);
-    assert_eq!(client.stats().trigger_held_by, Some(documented));
+    assert_eq!(client.stats().route_held_by, Some(documented));
 }
 
 /// The server admits 1,000 a minute and says so; the caller's 5 a minute holds: of 10
@@ -119,7 +120,7 @@ async fn the_caller_s_limit_wins_over_the_server_s_figures() {
     let client = demo(
         builder(&server)
             .budget(budget(5).max_elapsed(Duration::from_secs(2)))
-            .trigger_limit(TriggerLimit::new(5, Duration::from_secs(60)).unwrap())
+            .trigger_limit(RouteLimit::new(5, Duration::from_secs(60)).unwrap())
             .pace_triggers(),
     );
     support::deliver(&client, "first").await;
@@ -142,7 +143,7 @@ async fn the_caller_s_limit_wins_over_the_server_s_figures() {
     assert_eq!(
         client
             .stats()
-            .trigger_held_by
+            .route_held_by
             .map(|p| (p.limit.requests(), p.source)),
         Some((5, PacingSource::Caller))
     );
@@ -198,7 +199,7 @@ async fn a_window_another_sender_spent_holds_the_trigger_until_its_reset() {
     assert_eq!(requests.len(), 4);
     assert_eq!(refused_429(&requests), 0, "held, not refused: {requests:?}");
     assert!(
-        paced.stats().trigger_wait > Duration::ZERO,
+        paced.stats().route_wait > Duration::ZERO,
         "held at the client"
     );
     assert_eq!(

@@ -660,7 +660,7 @@ async fn a_paced_call_ends_within_its_budget_in_every_shape() {
             .bearer_token("t0k3n")
             .budget(budget)
             .trigger_limit(
-                hodoflow_retry::limit::TriggerLimit::new(3, Duration::from_secs(60)).unwrap(),
+                hodoflow_retry::limit::RouteLimit::new(3, Duration::from_secs(60)).unwrap(),
             )
             .transport(Scripted(script.clone()))
             .seed(7)
@@ -712,9 +712,7 @@ async fn a_call_that_may_queue_waits_for_its_slot_then_has_its_whole_budget() {
     let client = HodoflowClient::builder("http://127.0.0.1:9")
         .bearer_token("t0k3n")
         .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
-        .trigger_limit(
-            hodoflow_retry::limit::TriggerLimit::new(1, Duration::from_secs(60)).unwrap(),
-        )
+        .trigger_limit(hodoflow_retry::limit::RouteLimit::new(1, Duration::from_secs(60)).unwrap())
         .transport(Scripted(script.clone()))
         .build()
         .unwrap();
@@ -1257,7 +1255,7 @@ async fn the_caller_s_limit_wins_over_the_quota_the_server_states() {
     let script = Script::new([Reply::Headers(202, policy); 10]);
     let window = Duration::from_millis(800);
     let client = scripted(&script)
-        .trigger_limit(hodoflow_retry::limit::TriggerLimit::new(5, window).unwrap())
+        .trigger_limit(hodoflow_retry::limit::RouteLimit::new(5, window).unwrap())
         .pace_triggers()
         .build()
         .unwrap();

@@ -145,7 +145,7 @@ async fn a_triggers_429_holds_that_trigger_and_nothing_else_in_every_shape() {
         }
         let stats = client.stats();
         assert_eq!(stats.gate_wait, Duration::ZERO, "{shape:?}");
-        assert_eq!(stats.trigger_wait, Duration::ZERO, "{shape:?}");
+        assert_eq!(stats.route_wait, Duration::ZERO, "{shape:?}");
         assert_eq!(stats.gate_closed_for, None, "the credential stays open");
 
         // Trigger A stays closed: a second delivery to it is refused, nothing sent.

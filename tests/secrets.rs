@@ -9,7 +9,7 @@ use std::time::Duration;
 use hodoflow_mock::{ClientSeed, DEMO_MODULIFY_TOKEN, Fault, MockServer, TriggerSeed};
 use hodoflow_retry::{
     Backoff, Budget, DeliveryId, HodoflowClient, IdempotencyKey, ModulifyClient, Surface,
-    auth::ClientCredentials, limit::TriggerLimit, webhook::SigningSecret,
+    auth::ClientCredentials, hodoflow::TRIGGER_LIMIT, webhook::SigningSecret,
 };
 use support::{Captured, Recording};
 
@@ -43,7 +43,7 @@ async fn trace_output_at_trace_level_holds_no_token_secret_trigger_token_or_body
     };
     let client = HodoflowClient::builder(server.base_url())
         .exchanger(exchanger)
-        .trigger_limit_for(TRIGGER_TOKEN, TriggerLimit::DOCUMENTED)
+        .trigger_limit_for(TRIGGER_TOKEN, TRIGGER_LIMIT)
         .backoff(
             Backoff::new()
                 .base(Duration::from_millis(2))

@@ -6,7 +6,7 @@
 //! operation stops at whichever comes first.
 //!
 //! **The budget is the whole call.** `max_elapsed` runs from `send()` to the result: every wait
-//! counts, a wait for a trigger's slot or a closed scope included. `max_attempts` counts every
+//! counts, a wait for a route's slot or a closed scope included. `max_attempts` counts every
 //! request sent, except those drawn from a separate, bounded allowance of
 //! [`paced_retries`](Budget::paced_retries): retries the server paced with `Retry-After`, and
 //! probes the call's final attempt sends while the retry budget holds its service down, so that
@@ -138,7 +138,7 @@ impl Budget {
     }
 
     /// Sets the elapsed-time budget: the whole call, from `send()` to its result, every wait
-    /// and attempt included (a wait for a trigger's window or a closed scope too).
+    /// and attempt included (a wait for a route's window or a closed scope too).
     ///
     /// Default: 60 s. More than zero.
     pub const fn max_elapsed(mut self, max_elapsed: Duration) -> Self {

@@ -60,7 +60,7 @@ macro_rules! per_call_setters {
             self
         }
 
-        /// Shares the credential's pause and the trigger's window with other processes (the
+        /// Shares the credential's pause and the route's window with other processes (the
         /// outbox's workers).
         #[cfg(feature = "outbox")]
         #[allow(dead_code, reason = "a request the outbox does not deliver has no use for it")]

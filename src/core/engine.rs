@@ -158,7 +158,7 @@ impl Engine {
             service_down_for: budget.down_for(),
             exchanges: self.tokens.as_ref().map_or(0, TokenCache::exchanges),
             gate_closed_for: self.limits.gate.closed_for(Scope::Credential, now),
-            trigger_closed_for: self
+            route_closed_for: self
                 .limits
                 .gate
                 .closed(now)
@@ -198,7 +198,7 @@ impl Engine {
                 .retry_budget_send_interval
                 .map_or(-1, |every| every.as_millis() as i64),
             gate_wait_ms = stats.gate_wait.as_millis() as u64,
-            trigger_wait_ms = stats.trigger_wait.as_millis() as u64,
+            route_wait_ms = stats.route_wait.as_millis() as u64,
             exchanges = stats.exchanges,
             "call finished"
         );
@@ -343,7 +343,7 @@ impl Engine {
             Error::new(
                 ErrorKind::RetryBudgetExhausted,
                 format!(
-                    "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s), while it queued {:.1} s for its trigger's window; nothing was sent, send it again later",
+                    "not started: the service has been down for {:.1} s, longer than one call's budget ({:.1} s), while it queued {:.1} s for its route's window; nothing was sent, send it again later",
                     down.as_secs_f64(),
                     budget.as_secs_f64(),
                     runtime::now()
@@ -558,7 +558,7 @@ impl CallState<'_, '_> {
     }
 
     /// One event for the last attempt: number, status or transport error, `x-request-id`,
-    /// verdict, and the wait chosen after it. Never a token, a body or a trigger URL.
+    /// verdict, and the wait chosen after it. Never a token, a body or a route URL.
     fn trace(&self, verdict: Verdict, wait: Option<(Duration, WaitReason, RetryCause)>) {
         let Some(answer) = &self.answer else {
             return;

@@ -11,12 +11,12 @@
 //! - `exchanger` sets the same field in both builders, but in a client it is one of three token
 //!   sources (without any, the build fails), and in a middleware it replaces the request's own
 //!   `Authorization` (without one, that header is sent as it is): each builder writes its own.
-//! - The client's `schedule`, `seed` and trigger pacing have no middleware counterpart.
+//! - The client's `schedule`, `seed` and route pacing have no middleware counterpart.
 //! - The outbox's `WorkerBuilder` (`src/outbox/worker/builder.rs`) configures workers around a
 //!   client that is already built, not an engine: its `poll_interval` is how often a worker
 //!   claims jobs (the client's is how often `follow_run` polls), its `schedule` takes a
 //!   `LongSchedule` of waits between calls (the client's, a [`Schedule`](crate::schedule::Schedule) of waits
-//!   between attempts), and its `trigger_limit` takes an `Option` and is shared by every worker
+//!   between attempts), and its route limit takes an `Option` and is shared by every worker
 //!   of the store. It shares none of these setters.
 
 use std::sync::Arc;
@@ -145,7 +145,7 @@ macro_rules! engine_setters {
             " (and its clones) are spaced to fit it, and a wait for a slot that would end past a ",
             $noun, "'s budget stops it with `budget_exhausted`. With or without it, a server's ",
             "429 with `Retry-After` (or a `RateLimit` field with nothing remaining) closes the ",
-            "scope it speaks for (a trigger, or the credential's API budget) for every ", $noun,
+            "scope it speaks for (a route, or the credential's API budget) for every ", $noun,
             " of the ", $owner, " until that instant, and no other scope.\n\n",
             "Default: none (only the server's answers pace the ", $owner, ")."
         )]

@@ -30,7 +30,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum ErrorKind {
     /// 403: the credentials lack a scope or run-as permission. Never retried.
     Forbidden,
-    /// 404: unknown path, ID or object, or an unknown or deactivated webhook trigger. Never
+    /// 404: unknown path, ID or object, or an unknown or deactivated webhook route. Never
     /// retried.
     NotFound,
     /// 409 `idempotency_key_reused`: the key was used before with a different request. Never
@@ -41,7 +41,7 @@ pub enum ErrorKind {
     InProgress,
     /// 413: the body is too large; a byte-identical retry cannot succeed.
     PayloadTooLarge,
-    /// 422: validation, processing or trigger configuration failed.
+    /// 422: validation, processing or route configuration failed.
     Unprocessable,
     /// 401 that a token exchange did not cure, or a webhook `401 Unauthorized`.
     Unauthorized,

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `http.request.method` | both | `POST` |
 //! | `server.address`, `server.port` | both | the base URL's host and port |
-//! | `url.template` | both | the route, trigger tokens as `<redacted>`, no query |
+//! | `url.template` | both | the route, route tokens as `<redacted>`, no query |
 //! | `url.full` | attempt | scheme, host, port and route: never a token or a query |
 //! | `http.request.resend_count` | attempt | 1 for the first retry, absent on the first attempt |
 //! | `http.response.status_code` | both | the attempt's status; the call's last status |

@@ -3,8 +3,8 @@
 //! it.
 //!
 //! ```text
-//! RateLimit-Policy: "trigger";q=100;w=60     100 requests per 60-second window
-//! RateLimit: "trigger";r=0;t=30              0 remaining; the window resets in 30 s
+//! RateLimit-Policy: "route";q=100;w=60     100 requests per 60-second window
+//! RateLimit: "route";r=0;t=30              0 remaining; the window resets in 30 s
 //! ```
 //!
 //! Both are Structured Field lists (RFC 9651): items named by a policy (a string or a token),
@@ -14,21 +14,21 @@
 //! whole. A malformed field never holds a call back, and is never an error. Unknown parameters
 //! are skipped (once they parse).
 //!
-//! Two readers, one per scope. Which policy speaks for a trigger is the vendor's to name (its
-//! profile's `trigger_policy`; for Hodoflow `docs/wire-contract.md` names it `"trigger"` on
-//! webhook answers, and other names never speak for a trigger):
-//! - [`exhausted_for`]: the credential's gate. A policy other than the trigger's with nothing
+//! Two readers, one per scope. Which policy speaks for a route is the vendor's to name (its
+//! profile's `route_policy`, `"route"` in the example above; `docs/wire-contract.md` names
+//! Hodoflow's; other names never speak for a route):
+//! - [`exhausted_for`]: the credential's gate. A policy other than the route's with nothing
 //!   remaining closes it until its reset (`limit/gate.rs`).
-//! - [`trigger_window`]: the trigger's own window: its quota and window pace the trigger
-//!   (`limit/window.rs`), and its `r=0` holds that trigger alone until the reset. A
-//!   trigger's spent window never closes the credential's gate: other triggers and the API have
+//! - [`route_window`]: the route's own window: its quota and window pace the route
+//!   (`limit/window.rs`), and its `r=0` holds that route alone until the reset. A
+//!   route's spent window never closes the credential's gate: other routes and the API have
 //!   windows of their own.
 
 use std::time::Duration;
 
 use http::HeaderMap;
 
-use crate::core::limit::figures::TriggerLimit;
+use crate::core::limit::figures::RouteLimit;
 
 /// The `RateLimit` field's name.
 const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
@@ -46,12 +46,12 @@ const MAX_WINDOW: Duration = MAX_RESET;
 pub(crate) const MAX_QUOTA: u32 = 1_000_000;
 
 /// How long the server asks the credential to send nothing: the latest reset among the
-/// policies, other than a trigger's (`trigger_policy`, the vendor's name for it), with nothing
+/// policies, other than a route's (`route_policy`, the vendor's name for it), with nothing
 /// remaining. `None` when no such policy is exhausted or the field is absent or malformed.
-pub(crate) fn exhausted_for(headers: &HeaderMap, trigger_policy: Option<&str>) -> Option<Duration> {
+pub(crate) fn exhausted_for(headers: &HeaderMap, route_policy: Option<&str>) -> Option<Duration> {
     let mut closed: Option<Duration> = None;
     for left in remaining(headers)? {
-        if Some(left.policy.as_str()) != trigger_policy
+        if Some(left.policy.as_str()) != route_policy
             && left.remaining == Some(0)
             && let Some(reset) = left.reset
         {
@@ -61,22 +61,22 @@ pub(crate) fn exhausted_for(headers: &HeaderMap, trigger_policy: Option<&str>) -
     closed
 }
 
-/// What an answer says of its trigger's window.
+/// What an answer says of its route's window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct TriggerWindow {
-    /// The quota and window of the `"trigger"` policy (`RateLimit-Policy`); the smallest rate
+pub(crate) struct RouteWindow {
+    /// The quota and window of the route's policy (`RateLimit-Policy`); the smallest rate
     /// when the field names it more than once.
-    pub(crate) limit: Option<TriggerLimit>,
+    pub(crate) limit: Option<RouteLimit>,
     /// Until the window resets, when nothing remains in it (`RateLimit`, `r=0`).
     pub(crate) spent_for: Option<Duration>,
 }
 
-/// The trigger's policy (`policy`, the vendor's name for it) of the answer's `RateLimit-Policy`
+/// The route's policy (`policy`, the vendor's name for it) of the answer's `RateLimit-Policy`
 /// and `RateLimit` fields; each field that is absent or malformed says nothing.
-pub(crate) fn trigger_window(headers: &HeaderMap, policy: &str) -> TriggerWindow {
-    let mut window = TriggerWindow::default();
+pub(crate) fn route_window(headers: &HeaderMap, policy: &str) -> RouteWindow {
+    let mut window = RouteWindow::default();
     if let Some(members) = list(headers, &RATE_LIMIT_POLICY) {
-        window.limit = trigger_limit(&members, policy);
+        window.limit = route_limit(&members, policy);
     }
     if let Some(left) = remaining(headers) {
         window.spent_for = left
@@ -88,10 +88,10 @@ pub(crate) fn trigger_window(headers: &HeaderMap, policy: &str) -> TriggerWindow
     window
 }
 
-/// The `"trigger"` members' quota and window, the smallest rate of them; `None` when there is
+/// The route policy's members' quota and window, the smallest rate of them; `None` when there is
 /// none, or one without a positive integer `q` and `w` (or with a `w` over a day).
-fn trigger_limit(members: &[Member<'_>], policy: &str) -> Option<TriggerLimit> {
-    let mut strictest: Option<TriggerLimit> = None;
+fn route_limit(members: &[Member<'_>], policy: &str) -> Option<RouteLimit> {
+    let mut strictest: Option<RouteLimit> = None;
     for member in members.iter().filter(|m| m.name == policy) {
         let quota = positive(member.param("q")?)?;
         let window = Duration::from_secs(positive(member.param("w")?)?);
@@ -99,9 +99,9 @@ fn trigger_limit(members: &[Member<'_>], policy: &str) -> Option<TriggerLimit> {
             return None;
         }
         let quota = u32::try_from(quota).unwrap_or(MAX_QUOTA).min(MAX_QUOTA);
-        let limit = TriggerLimit::new(quota, window).ok()?;
+        let limit = RouteLimit::new(quota, window).ok()?;
         // a/b < c/d, as a·d < c·b: both fit in u128.
-        let slower = |a: &TriggerLimit, b: &TriggerLimit| {
+        let slower = |a: &RouteLimit, b: &RouteLimit| {
             u128::from(a.requests()) * b.per().as_nanos()
                 < u128::from(b.requests()) * a.per().as_nanos()
         };
@@ -407,8 +407,8 @@ impl<'a> Parser<'a> {
 mod tests {
     use super::*;
 
-    /// A vendor's name for a trigger's policy, as Hodoflow's.
-    const TRIGGER: &str = "trigger";
+    /// A vendor's name for a route's policy, as Hodoflow's.
+    const ROUTE: &str = "route";
 
     fn headers(name: &http::HeaderName, values: &[&str]) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -419,11 +419,11 @@ mod tests {
     }
 
     fn closed(values: &[&str]) -> Option<Duration> {
-        exhausted_for(&headers(&RATE_LIMIT, values), Some(TRIGGER))
+        exhausted_for(&headers(&RATE_LIMIT, values), Some(ROUTE))
     }
 
     fn policy(values: &[&str]) -> Option<(u32, u64)> {
-        trigger_window(&headers(&RATE_LIMIT_POLICY, values), TRIGGER)
+        route_window(&headers(&RATE_LIMIT_POLICY, values), ROUTE)
             .limit
             .map(|limit| (limit.requests(), limit.per().as_secs()))
     }
@@ -513,43 +513,43 @@ mod tests {
     }
 
     #[test]
-    fn a_trigger_s_spent_window_holds_the_trigger_not_the_credential() {
-        let spent = headers(&RATE_LIMIT, &[r#""trigger";r=0;t=7"#]);
-        assert_eq!(exhausted_for(&spent, Some(TRIGGER)), None);
+    fn a_route_s_spent_window_holds_the_route_not_the_credential() {
+        let spent = headers(&RATE_LIMIT, &[r#""route";r=0;t=7"#]);
+        assert_eq!(exhausted_for(&spent, Some(ROUTE)), None);
         assert_eq!(
-            trigger_window(&spent, TRIGGER).spent_for,
+            route_window(&spent, ROUTE).spent_for,
             Some(Duration::from_secs(7))
         );
-        let left = headers(&RATE_LIMIT, &[r#""trigger";r=3;t=7, "api";r=0;t=2"#]);
-        assert_eq!(trigger_window(&left, TRIGGER).spent_for, None);
+        let left = headers(&RATE_LIMIT, &[r#""route";r=3;t=7, "api";r=0;t=2"#]);
+        assert_eq!(route_window(&left, ROUTE).spent_for, None);
         assert_eq!(
-            exhausted_for(&left, Some(TRIGGER)),
+            exhausted_for(&left, Some(ROUTE)),
             Some(Duration::from_secs(2))
         );
     }
 
     #[test]
-    fn reads_the_trigger_policy_s_quota_and_window() {
-        assert_eq!(policy(&[r#""trigger";q=1000;w=60"#]), Some((1000, 60)));
-        assert_eq!(policy(&["trigger;w=2;q=5;pk=:YWJj:"]), Some((5, 2)));
+    fn reads_the_route_policy_s_quota_and_window() {
+        assert_eq!(policy(&[r#""route";q=1000;w=60"#]), Some((1000, 60)));
+        assert_eq!(policy(&["route;w=2;q=5;pk=:YWJj:"]), Some((5, 2)));
         assert_eq!(
-            policy(&[r#""api";q=10;w=1, "trigger";q=100;w=60"#]),
+            policy(&[r#""api";q=10;w=1, "route";q=100;w=60"#]),
             Some((100, 60)),
-            "another policy's figures are not the trigger's"
+            "another policy's figures are not the route's"
         );
         assert_eq!(policy(&[r#""api";q=10;w=1"#]), None);
         assert_eq!(policy(&[]), None);
     }
 
     #[test]
-    fn of_two_trigger_policies_the_slower_paces() {
+    fn of_two_route_policies_the_slower_paces() {
         assert_eq!(
-            policy(&[r#""trigger";q=100;w=60"#, r#""trigger";q=10;w=1"#]),
+            policy(&[r#""route";q=100;w=60"#, r#""route";q=10;w=1"#]),
             Some((100, 60)),
             "100 per 60 s is slower than 10 per second"
         );
         assert_eq!(
-            policy(&[r#""trigger";q=20;w=1, "trigger";q=1000;w=60"#]),
+            policy(&[r#""route";q=20;w=1, "route";q=1000;w=60"#]),
             Some((1000, 60)),
             "1000 per 60 s is slower than 20 per second"
         );
@@ -558,20 +558,20 @@ mod tests {
     #[test]
     fn an_absurd_quota_is_bounded_and_a_bad_policy_is_ignored() {
         assert_eq!(
-            policy(&[r#""trigger";q=999999999999999;w=60"#]),
+            policy(&[r#""route";q=999999999999999;w=60"#]),
             Some((MAX_QUOTA, 60))
         );
         for value in [
-            r#""trigger";q=0;w=60"#,
-            r#""trigger";q=100;w=0"#,
-            r#""trigger";q=-1;w=60"#,
-            r#""trigger";q=100"#,
-            r#""trigger";w=60"#,
-            r#""trigger";q=1.5;w=60"#,
-            r#""trigger";q=100;w=86401"#,
-            r#""trigger";q=100;w=60;;"#,
-            r#""trigger";q="100";w=60"#,
-            r#""trigger";q=1000000000000000;w=60"#,
+            r#""route";q=0;w=60"#,
+            r#""route";q=100;w=0"#,
+            r#""route";q=-1;w=60"#,
+            r#""route";q=100"#,
+            r#""route";w=60"#,
+            r#""route";q=1.5;w=60"#,
+            r#""route";q=100;w=86401"#,
+            r#""route";q=100;w=60;;"#,
+            r#""route";q="100";w=60"#,
+            r#""route";q=1000000000000000;w=60"#,
         ] {
             assert_eq!(policy(&[value]), None, "{value}");
         }
@@ -582,8 +582,8 @@ mod tests {
         let mut map = HeaderMap::new();
         map.append(
             RATE_LIMIT_POLICY,
-            http::HeaderValue::from_bytes("\"trigger\";q=5;w=1;n=\"é\"".as_bytes()).unwrap(),
+            http::HeaderValue::from_bytes("\"route\";q=5;w=1;n=\"é\"".as_bytes()).unwrap(),
         );
-        assert_eq!(trigger_window(&map, TRIGGER).limit, None);
+        assert_eq!(route_window(&map, ROUTE).limit, None);
     }
 }

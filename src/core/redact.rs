@@ -1,13 +1,13 @@
 //! What never reaches a log line or a kept record: a body's bytes, and a secret, which leaves a
 //! placeholder.
 //!
-//! Which part of a path is a secret is a vendor's rule (Hodoflow's trigger token:
+//! Which part of a path is a secret is a vendor's rule (Hodoflow's route token:
 //! `vendors/hodoflow/routes.rs`).
 //!
 //! # What a server says is cleaned where it enters
 //!
 //! A server, or a proxy in front of it, may echo what it was sent: the bearer token in an
-//! `x-request-id`, the trigger token in an error code, the client secret in a run ID. So every
+//! `x-request-id`, the route token in an error code, the client secret in a run ID. So every
 //! text the SDK keeps of an answer (the `x-request-id` of each attempt, the error code an error
 //! quotes, a webhook's run ID, the OAuth error code of a refused exchange) passes a
 //! [`Cleaner`] where it enters the record that keeps it, before anything reads it:
@@ -28,7 +28,7 @@
 //!
 //! The secrets are the client's [`Secrets`] (what its exchanger declares it holds, such as a
 //! client secret or a static token; every access token it was issued, the last
-//! [`TOKENS_KEPT`]; the client's signing secrets) and, per call, its trigger token, its own
+//! [`TOKENS_KEPT`]; the client's signing secrets) and, per call, its route token, its own
 //! signing secrets and the request's own `Authorization` (a middleware stack without an
 //! exchanger sends the caller's).
 
@@ -298,7 +298,7 @@ pub(crate) struct Cleaner {
     shared: Arc<Pattern>,
     /// The call's prepared ones: its signing secrets.
     prepared: Arc<Pattern>,
-    /// The call's own: its trigger token, `Authorization`.
+    /// The call's own: its route token, `Authorization`.
     own: Arc<Pattern>,
 }
 
@@ -458,7 +458,7 @@ mod tests {
         let secrets = Secrets::default();
         secrets.add(CLIENT_SECRET);
         secrets.add_token(TOKEN);
-        Cleaner::with(Some(&secrets), ["trg_TRIGGER_token_77"])
+        Cleaner::with(Some(&secrets), ["trg_ROUTE_token_77"])
     }
 
     #[test]
@@ -466,7 +466,7 @@ mod tests {
         let cleaner = cleaner();
         assert_eq!(
             cleaner.redact(&format!(
-                "req {TOKEN} on trg_TRIGGER_token_77, again {TOKEN}."
+                "req {TOKEN} on trg_ROUTE_token_77, again {TOKEN}."
             )),
             "req <redacted> on <redacted>, again <redacted>."
         );

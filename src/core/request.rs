@@ -26,7 +26,7 @@ pub(crate) struct FixedRequest {
     pub(crate) profile: &'static SurfaceProfile,
     pub(crate) method: Method,
     pub(crate) url: reqwest::Url,
-    /// The path for logs: trigger tokens redacted, no query.
+    /// The path for logs: route tokens redacted, no query.
     pub(crate) route: Cow<'static, str>,
     /// Every header but `Authorization`, the key or delivery ID included.
     pub(crate) headers: HeaderMap,
@@ -34,14 +34,14 @@ pub(crate) struct FixedRequest {
     /// The Idempotency-Key or delivery ID, for logs (keys are not secrets: Hodoflow's "Idempotency
     /// and retries").
     pub(crate) identity: Option<String>,
-    /// The route with a window of its own (a webhook trigger), by a hash of its key; `None` on
+    /// The route with a window of its own (a webhook route), by a hash of its key; `None` on
     /// the API.
     pub(crate) route_key: Option<RouteKey>,
     /// The secrets a signed delivery's every attempt is signed with; `None`: unsigned.
     pub(crate) signer: Option<Signer>,
 }
 
-/// Shows the route, never the URL (it may hold a trigger token) or the body.
+/// Shows the route, never the URL (it may hold a route token) or the body.
 impl std::fmt::Debug for FixedRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FixedRequest")
@@ -163,20 +163,10 @@ pub(crate) fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
     Ok(url)
 }
 
-/// An `invalid_input` error unless the trigger token is one URL path segment. The message never
-/// quotes it: it is a secret.
-pub(crate) fn check_trigger_token(token: &str) -> Result<()> {
-    if is_path_segment(token) {
-        return Ok(());
-    }
-    Err(Error::invalid_input(
-        "the trigger token must be one non-empty URL path segment (it is not shown: it is a secret)",
-    ))
-}
-
 /// One non-empty URL path segment with nothing to escape, and not a dot segment (`.`, `..`).
 ///
-/// The one segment rule of trigger tokens, organization domains and Modulify method names.
+/// The one segment rule of a vendor's path tokens and names (Hodoflow's route tokens and
+/// organization domains, Modulify's method names).
 pub(crate) fn is_path_segment(text: &str) -> bool {
     !text.is_empty()
         && text != "."
@@ -225,7 +215,7 @@ impl FixedRequest {
         Cleaner::with(shared, self.secrets()).and(self.signer.as_ref().map(Signer::prepared))
     }
 
-    /// The secrets this request carries beside its signer's: its trigger token, and the
+    /// The secrets this request carries beside its signer's: its route token, and the
     /// credentials of an `Authorization` of its own (a middleware stack without an exchanger
     /// sends the caller's). Never log them.
     fn secrets(&self) -> impl Iterator<Item = &str> {
@@ -237,7 +227,7 @@ impl FixedRequest {
         self.route_name().into_iter().chain(credentials)
     }
 
-    /// The route's key (a delivery's trigger token, the last segment of its path); a secret,
+    /// The route's key (a delivery's route token, the last segment of its path); a secret,
     /// never logged.
     pub(crate) fn route_name(&self) -> Option<&str> {
         self.route_key
@@ -299,7 +289,6 @@ mod tests {
     fn the_one_segment_rule_refuses_dot_segments() {
         for segment in [".", "..", "", "a/b", "a%2e", "a b"] {
             assert!(!is_path_segment(segment), "{segment:?}");
-            assert!(check_trigger_token(segment).is_err());
         }
         for segment in ["trg_1", "a.b", "...", "x~y-z"] {
             assert!(is_path_segment(segment), "{segment:?}");

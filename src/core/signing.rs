@@ -1,6 +1,6 @@
 //! Signed deliveries: Standard Webhooks v1 signatures, made again for every attempt.
 //!
-//! A trigger may demand that deliveries prove their sender (`docs/wire-contract.md`, "Signed
+//! A route may demand that deliveries prove their sender (`docs/wire-contract.md`, "Signed
 //! deliveries"). Every attempt then carries `webhook-id` (the delivery ID, the same value as its
 //! `Idempotency-Key`), `webhook-timestamp` (Unix seconds when this attempt is sent) and
 //! `webhook-signature`: `v1,<base64 HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`, one for each

@@ -10,7 +10,7 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::core::attempt::TransportKind;
-use crate::core::limit::figures::TriggerPacing;
+use crate::core::limit::figures::RoutePacing;
 use crate::core::runtime;
 
 /// What a client has done since it was built: a snapshot, shared by its clones.
@@ -60,31 +60,31 @@ pub struct Stats {
     /// Time calls spent waiting at the credential's gate (a closed gate, the rate budget),
     /// summed over calls.
     pub gate_wait: Duration,
-    /// Time calls spent waiting for a slot of a trigger's window, summed over calls.
-    pub trigger_wait: Duration,
-    /// How long calls have been held, without a break, waiting for a slot of a trigger's
+    /// Time calls spent waiting for a slot of a route's window, summed over calls.
+    pub route_wait: Duration,
+    /// How long calls have been held, without a break, waiting for a slot of a route's
     /// window (this client's pacing, or an outbox's shared window); `None` while none waits.
-    /// [`trigger_held_by`](Self::trigger_held_by) says which limit holds them.
-    pub trigger_held_for: Option<Duration>,
-    /// How long the trigger window that last turned a call away stays full from now: an
+    /// [`route_held_by`](Self::route_held_by) says which limit holds them.
+    pub route_held_for: Option<Duration>,
+    /// How long the route window that last turned a call away stays full from now: an
     /// outbox's shared window full past a call's budget puts the job off to later instead of
     /// holding it. `None` when no such window is still full.
-    pub trigger_full_for: Option<Duration>,
-    /// The limit of the trigger window that last held (or turned away) a call, and where it
+    pub route_full_for: Option<Duration>,
+    /// The limit of the route window that last held (or turned away) a call, and where it
     /// came from: the caller, the server's `RateLimit-Policy`, or the documented default.
-    pub trigger_held_by: Option<TriggerPacing>,
+    pub route_held_by: Option<RoutePacing>,
     /// How long calls have been held at the credential's gate (a pause the server asked for,
     /// the rate budget, an outbox's shared pause), without a break; `None` while none waits.
     pub gate_held_for: Option<Duration>,
     /// How long the credential stays closed, as the server asked with a 429 and `Retry-After`
     /// (the vendor's credential-wide one, such as the JSON:API's), or a `RateLimit` field with
     /// nothing remaining; `None` while it is open. It holds the credential's calls only:
-    /// [`trigger_closed_for`](Self::trigger_closed_for) is a trigger's.
+    /// [`route_closed_for`](Self::route_closed_for) is a route's.
     pub gate_closed_for: Option<Duration>,
-    /// How long the trigger a server closed longest stays closed from now (its 429 with
+    /// How long the route a server closed longest stays closed from now (its 429 with
     /// `Retry-After`, or its `RateLimit` field with nothing remaining); `None` while none is.
-    /// It holds the deliveries to that trigger only.
-    pub trigger_closed_for: Option<Duration>,
+    /// It holds the deliveries to that route only.
+    pub route_closed_for: Option<Duration>,
     /// Token exchanges finished, failed ones included.
     pub exchanges: u64,
     /// How long the retry budget has seen the service down (`None` while it is up, or when the
@@ -174,15 +174,15 @@ pub(crate) struct Counters {
     retries: [AtomicU64; 6],
     retry_budget_refusals: AtomicU64,
     gate_wait_nanos: AtomicU64,
-    trigger_wait_nanos: AtomicU64,
-    /// Calls waiting now for a slot of a trigger's window.
-    pub(crate) trigger_hold: Hold,
+    route_wait_nanos: AtomicU64,
+    /// Calls waiting now for a slot of a route's window.
+    pub(crate) route_hold: Hold,
     /// Calls waiting now at the credential's gate.
     pub(crate) gate_hold: Hold,
 }
 
 /// Calls held back by one kind of limit: how many now, since when without a break, and by
-/// which trigger limit last.
+/// which route limit last.
 #[derive(Debug, Default)]
 pub(crate) struct Hold {
     state: Mutex<HoldState>,
@@ -192,7 +192,7 @@ pub(crate) struct Hold {
 struct HoldState {
     holding: usize,
     since: Option<Instant>,
-    by: Option<TriggerPacing>,
+    by: Option<RoutePacing>,
     /// A call was turned away: the limit stays closed until then.
     full_until: Option<Instant>,
 }
@@ -206,8 +206,8 @@ impl Hold {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A call starts waiting, held by `by` (a trigger's limit; `None` at the gate).
-    pub(crate) fn begin(&self, by: Option<TriggerPacing>) -> Holding<'_> {
+    /// A call starts waiting, held by `by` (a route's limit; `None` at the gate).
+    pub(crate) fn begin(&self, by: Option<RoutePacing>) -> Holding<'_> {
         let mut state = self.lock();
         state.holding += 1;
         state.since.get_or_insert_with(runtime::now);
@@ -219,7 +219,7 @@ impl Hold {
 
     /// A call was turned away, `by` a limit that stays closed for `wait`.
     #[cfg(feature = "outbox")]
-    pub(crate) fn turned_away(&self, by: Option<TriggerPacing>, wait: Duration) {
+    pub(crate) fn turned_away(&self, by: Option<RoutePacing>, wait: Duration) {
         let mut state = self.lock();
         if by.is_some() {
             state.by = by;
@@ -244,8 +244,8 @@ impl Hold {
             .map(|since| now.saturating_duration_since(since))
     }
 
-    /// The trigger limit that last held a call.
-    pub(crate) fn by(&self) -> Option<TriggerPacing> {
+    /// The route limit that last held a call.
+    pub(crate) fn by(&self) -> Option<RoutePacing> {
         self.lock().by
     }
 }
@@ -291,8 +291,8 @@ impl Counters {
             .fetch_add(nanos(wait), Ordering::Relaxed);
     }
 
-    pub(crate) fn waited_for_trigger(&self, wait: Duration) {
-        self.trigger_wait_nanos
+    pub(crate) fn waited_for_route(&self, wait: Duration) {
+        self.route_wait_nanos
             .fetch_add(nanos(wait), Ordering::Relaxed);
     }
 
@@ -320,13 +320,13 @@ impl Counters {
             retry_budget_local_rejections: 0,
             retry_budget_send_interval: None,
             gate_wait: Duration::from_nanos(load(&self.gate_wait_nanos)),
-            trigger_wait: Duration::from_nanos(load(&self.trigger_wait_nanos)),
-            trigger_held_for: self.trigger_hold.held_for(runtime::now()),
-            trigger_full_for: self.trigger_hold.full_for(runtime::now()),
-            trigger_held_by: self.trigger_hold.by(),
+            route_wait: Duration::from_nanos(load(&self.route_wait_nanos)),
+            route_held_for: self.route_hold.held_for(runtime::now()),
+            route_full_for: self.route_hold.full_for(runtime::now()),
+            route_held_by: self.route_hold.by(),
             gate_held_for: self.gate_hold.held_for(runtime::now()),
             gate_closed_for: None,
-            trigger_closed_for: None,
+            route_closed_for: None,
             exchanges: 0,
             service_down_for: None,
         }

@@ -147,7 +147,7 @@ pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 ///     .transport(Accepting)
 ///     .build()?;
 /// let id = DeliveryId::new(IdempotencyKey::from_operation_id("order-1:shipped"));
-/// let delivery = client.deliver("trigger-token", "{}").delivery_id(id).send().await?;
+/// let delivery = client.deliver("route-token", "{}").delivery_id(id).send().await?;
 /// assert_eq!(delivery.attempts().len(), 1);
 /// # Ok(())
 /// # }
@@ -173,12 +173,12 @@ impl Outgoing<'_> {
         &self.request.method
     }
 
-    /// The full URL. It may hold a trigger token: a secret, never to be logged.
+    /// The full URL. It may hold a route token: a secret, never to be logged.
     pub fn url(&self) -> &str {
         self.request.url.as_str()
     }
 
-    /// The path for logs, with trigger tokens redacted.
+    /// The path for logs, with route tokens redacted.
     pub fn route(&self) -> &str {
         &self.request.route
     }

@@ -196,7 +196,7 @@ pub(super) fn encode(clients: &[ClientFigures], out: &mut DescriptorEncoder<'_>)
         across(clients, |c| {
             c.by_scope(
                 secs(c.stats.gate_closed_for),
-                secs(c.stats.trigger_closed_for),
+                secs(c.stats.route_closed_for),
             )
         }),
     )?;
@@ -214,7 +214,7 @@ pub(super) fn encode(clients: &[ClientFigures], out: &mut DescriptorEncoder<'_>)
             "hodoflow_client_trigger_wait",
             "Time calls waited for a slot of a webhook trigger's window, summed over calls.",
         ),
-        across(clients, |c| c.one(c.stats.trigger_wait.as_secs_f64())),
+        across(clients, |c| c.one(c.stats.route_wait.as_secs_f64())),
     )?;
     // Only clients with a retry budget have these figures; a family without one is left out.
     let tokens = across(clients, |c| {

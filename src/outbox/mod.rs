@@ -205,7 +205,7 @@ impl Outbox {
         token: impl Into<crate::core::auth::secret::Secret>,
     ) -> Result<()> {
         let token = token.into();
-        crate::core::request::check_trigger_token(token.expose())?;
+        crate::vendors::hodoflow::routes::check_trigger_token(token.expose())?;
         self.triggers.add(token);
         Ok(())
     }

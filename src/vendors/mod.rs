@@ -25,7 +25,7 @@
 //! - The outbox's `Target` and the `Deliver` trait are `target.rs` here, not in `outbox/`: a
 //!   vendor's delivery (`<vendor>/outbox.rs`) needs the target, and the target's checks are the
 //!   vendors' rules, so the outbox imports the vendors and no vendor imports the outbox.
-//! - `TriggerLimit` (one `{requests, per}`) is `core/limit/figures.rs`, apart from the
+//! - `RouteLimit` (one `{requests, per}`) is `core/limit/figures.rs`, apart from the
 //!   trigger's limiter (`core/limit/window.rs`): the `RateLimit` parser and the stats read it,
 //!   and the limiter reads them.
 //! - `decide`'s tests are `decided.rs` here, beside the tables they walk: `core/` knows none.

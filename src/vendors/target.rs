@@ -15,8 +15,8 @@ use crate::core::auth::secret::Secret;
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::limit::shared::Fleet;
-use crate::core::request::check_trigger_token;
 use crate::vendors::hodoflow::requests::check_write;
+use crate::vendors::hodoflow::routes::check_trigger_token;
 use crate::vendors::hodoflow::routes::redact_path;
 use crate::vendors::modulify::client::check_method;
 

@@ -5,7 +5,7 @@
 
 /// A `--trigger-limit`: a limit, or none (`off`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TriggerLimitArg(pub(crate) Option<hodoflow_retry::limit::TriggerLimit>);
+pub(crate) struct TriggerLimitArg(pub(crate) Option<hodoflow_retry::limit::RouteLimit>);
 
 /// Parses `N/DUR` (`100/60s`) or `off`.
 pub(crate) fn parse(text: &str) -> Result<TriggerLimitArg, String> {
@@ -22,7 +22,7 @@ pub(crate) fn parse(text: &str) -> Result<TriggerLimitArg, String> {
         .parse()
         .map_err(|_| format!("'{text}' does not start with a count: {expected}"))?;
     let per = crate::duration::parse(per)?;
-    hodoflow_retry::limit::TriggerLimit::new(count, per)
+    hodoflow_retry::limit::RouteLimit::new(count, per)
         .map(|limit| TriggerLimitArg(Some(limit)))
         .map_err(|e| format!("'{text}': {e}"))
 }
@@ -37,7 +37,7 @@ mod tests {
         let limit = parse(" 100/60s ").unwrap().0.unwrap();
         assert_eq!(
             limit,
-            hodoflow_retry::limit::TriggerLimit::new(100, Duration::from_secs(60)).unwrap()
+            hodoflow_retry::limit::RouteLimit::new(100, Duration::from_secs(60)).unwrap()
         );
         assert_eq!(parse("OFF"), Ok(TriggerLimitArg(None)));
     }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use hodoflow_retry::{
     Stats,
-    limit::{PacingSource, TriggerPacing},
+    limit::{PacingSource, RoutePacing},
 };
 
 /// How long sends are held before it is said.
@@ -36,7 +36,7 @@ pub(crate) const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub(crate) struct Announcer {
     /// The trigger pacing last said.
-    paced: Option<TriggerPacing>,
+    paced: Option<RoutePacing>,
     /// Whether the gate's present hold was said.
     gate: bool,
     /// Whether the present hold of a closed trigger was said.
@@ -47,7 +47,7 @@ pub(crate) struct Announcer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held {
     /// A trigger's window, at this limit.
-    paced: Option<TriggerPacing>,
+    paced: Option<RoutePacing>,
     /// The credential's gate, closed for this much longer (`None`: not known here, as for an
     /// outbox's pause another worker set).
     gate: Option<Option<Duration>>,
@@ -63,8 +63,8 @@ impl Announcer {
     pub(crate) fn observe(&mut self, stats: &Stats) -> Option<Held> {
         let long = |held: Option<Duration>| held.is_some_and(|held| held > ANNOUNCE_AFTER);
         let paced = stats
-            .trigger_held_by
-            .filter(|_| long(stats.trigger_held_for) || long(stats.trigger_full_for));
+            .route_held_by
+            .filter(|_| long(stats.route_held_for) || long(stats.route_full_for));
         let gate = (long(stats.gate_held_for) || long(stats.gate_closed_for))
             .then_some(stats.gate_closed_for);
         if stats.gate_held_for.is_none() && stats.gate_closed_for.is_none() {
@@ -73,10 +73,10 @@ impl Announcer {
         // A trigger closed: a wait for it is a trigger's hold with no pacing behind it.
         // While this client paces the trigger, its window spent at the server (RateLimit's
         // r=0) is the pacing's to say.
-        let closed_wait = stats.trigger_held_by.is_none() && long(stats.trigger_held_for);
-        let trigger = (paced.is_none() && (closed_wait || long(stats.trigger_closed_for)))
-            .then_some(stats.trigger_closed_for);
-        if stats.trigger_closed_for.is_none() && !closed_wait {
+        let closed_wait = stats.route_held_by.is_none() && long(stats.route_held_for);
+        let trigger = (paced.is_none() && (closed_wait || long(stats.route_closed_for)))
+            .then_some(stats.route_closed_for);
+        if stats.route_closed_for.is_none() && !closed_wait {
             self.trigger = false;
         }
         if paced.is_none() && gate.is_none() && trigger.is_none() {
@@ -125,7 +125,7 @@ impl Held {
 }
 
 /// `paced: 100 per 60 s per trigger (Hodoflow's documented default; --trigger-limit to change)`.
-fn paced(pacing: &TriggerPacing) -> String {
+fn paced(pacing: &RoutePacing) -> String {
     let source = match pacing.source {
         PacingSource::Caller => "set by --trigger-limit; change it there, or turn it off",
         PacingSource::Server => "the server's RateLimit-Policy; --trigger-limit to change",
@@ -179,18 +179,18 @@ fn span(span: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hodoflow_retry::limit::TriggerLimit;
+    use hodoflow_retry::{hodoflow::TRIGGER_LIMIT, limit::RouteLimit};
 
     const SECOND: Duration = Duration::from_secs(1);
 
     fn stats(
-        trigger: Option<(Duration, TriggerPacing)>,
+        trigger: Option<(Duration, RoutePacing)>,
         gate: Option<(Duration, Option<Duration>)>,
     ) -> Stats {
         let mut stats = Stats::default();
         if let Some((held, by)) = trigger {
-            stats.trigger_held_for = Some(held);
-            stats.trigger_held_by = Some(by);
+            stats.route_held_for = Some(held);
+            stats.route_held_by = Some(by);
         }
         if let Some((held, closed)) = gate {
             stats.gate_held_for = Some(held);
@@ -199,8 +199,8 @@ mod tests {
         stats
     }
 
-    fn documented() -> TriggerPacing {
-        TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented)
+    fn documented() -> RoutePacing {
+        RoutePacing::new(TRIGGER_LIMIT, PacingSource::Documented)
     }
 
     #[test]
@@ -216,8 +216,8 @@ mod tests {
             "paced: 100 per 60 s per trigger (Hodoflow's documented default; --trigger-limit \
              to change); 200 events waiting"
         );
-        let server = TriggerPacing::new(
-            TriggerLimit::new(1000, 60 * SECOND).unwrap(),
+        let server = RoutePacing::new(
+            RouteLimit::new(1000, 60 * SECOND).unwrap(),
             PacingSource::Server,
         );
         assert_eq!(
@@ -225,8 +225,8 @@ mod tests {
             "paced: 1000 per 60 s per trigger (the server's RateLimit-Policy; --trigger-limit \
              to change)"
         );
-        let caller = TriggerPacing::new(
-            TriggerLimit::new(5, Duration::from_millis(800)).unwrap(),
+        let caller = RoutePacing::new(
+            RouteLimit::new(5, Duration::from_millis(800)).unwrap(),
             PacingSource::Caller,
         );
         assert_eq!(
@@ -248,8 +248,8 @@ mod tests {
         let short = stats(Some((SECOND / 2, documented())), None);
         assert_eq!(announcer.observe(&short), None, "a hold under a second");
         let mut put_off = Stats::default();
-        put_off.trigger_held_by = Some(documented());
-        put_off.trigger_full_for = Some(59 * SECOND);
+        put_off.route_held_by = Some(documented());
+        put_off.route_full_for = Some(59 * SECOND);
         assert!(
             announcer.observe(&put_off).unwrap().changed,
             "a job put off for a minute by a full window"
@@ -263,8 +263,8 @@ mod tests {
             !announcer.observe(&long).unwrap().changed,
             "the same pacing holding again is no change"
         );
-        let learned = TriggerPacing::new(
-            TriggerLimit::new(1000, 60 * SECOND).unwrap(),
+        let learned = RoutePacing::new(
+            RouteLimit::new(1000, 60 * SECOND).unwrap(),
             PacingSource::Server,
         );
         let again = stats(Some((2 * SECOND, learned)), None);

@@ -2,7 +2,7 @@
 //! that does not say when to come back, for the scope that 429 speaks for.
 //!
 //! A 429 without `Retry-After` (a reverse proxy's rate limit answers so) says "slower", not "until
-//! when". The limiter then paces every attempt of that scope (a trigger's route for a webhook's
+//! when". The limiter then paces every attempt of that scope (a route's route for a webhook's
 //! 429, the credential for the JSON:API's: the vendor's profile says which), first attempts
 //! included, and no other scope, at a rate
 //! that starts at [`BETA`] times the rate the client was sending at, and grows back along CUBIC's

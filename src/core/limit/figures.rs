@@ -1,4 +1,4 @@
-//! How many deliveries a trigger accepts per window, and where that figure came from: the values
+//! How many deliveries a route accepts per window, and where that figure came from: the values
 //! the limiter paces by, the `RateLimit-Policy` parser learns, and the stats report. Apart from
 //! the limiter (`window.rs`), so the parser and the stats need not import it.
 
@@ -8,26 +8,25 @@ use tokio::sync::Semaphore;
 
 use crate::core::error::{Error, Result};
 
-/// How many deliveries one trigger accepts per window.
+/// How many deliveries one route accepts per window.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use hodoflow_retry::limit::TriggerLimit;
+/// use hodoflow_retry::limit::RouteLimit;
 ///
-/// assert_eq!(TriggerLimit::DOCUMENTED.requests(), 100);
-/// let tighter = TriggerLimit::new(20, Duration::from_secs(60))?;
+/// let tighter = RouteLimit::new(20, Duration::from_secs(60))?;
 /// # let _ = tighter;
 /// # Ok::<(), hodoflow_retry::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TriggerLimit {
+pub struct RouteLimit {
     requests: u32,
     per: Duration,
 }
 
-impl TriggerLimit {
+impl RouteLimit {
     /// `requests` per `per`, unchecked: for a vendor's documented constant, whose figures are
     /// positive (its own test checks them against [`new`](Self::new)).
     pub(crate) const fn from_parts(requests: u32, per: Duration) -> Self {
@@ -43,7 +42,7 @@ impl TriggerLimit {
     pub fn new(requests: u32, per: Duration) -> Result<Self> {
         if requests == 0 || per.is_zero() || requests as usize > Semaphore::MAX_PERMITS {
             return Err(Error::invalid_input(
-                "a trigger limit needs at least one request per positive window",
+                "a route limit needs at least one request per positive window",
             ));
         }
         Ok(Self { requests, per })
@@ -60,43 +59,45 @@ impl TriggerLimit {
     }
 }
 
-/// Where the limit a trigger is paced at came from (see [`TriggerPacing`]).
+/// Where the limit a route is paced at came from (see [`RoutePacing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PacingSource {
-    /// The caller set it: [`HodoflowBuilder::trigger_limit`](crate::hodoflow::HodoflowBuilder::trigger_limit),
-    /// [`trigger_limit_for`](crate::hodoflow::HodoflowBuilder::trigger_limit_for), or an outbox worker's
-    /// `trigger_limit`. It wins over the server's figures.
+    /// The caller set it, on a vendor's client or an outbox's workers. It wins over the
+    /// server's figures.
     Caller,
-    /// The server's own figures: its `RateLimit-Policy: "trigger";q=…;w=…` field.
+    /// The server's own figures: the `q` and `w` of the `RateLimit-Policy` the vendor names
+    /// for its routes.
     Server,
-    /// The vendor's documented default, [`TriggerLimit::DOCUMENTED`]: the server has not stated
-    /// its figures (yet).
+    /// The vendor's documented default: the server has not stated its figures (yet).
     Documented,
 }
 
-/// The limit a trigger is paced at, and where it came from.
+/// The limit a route is paced at, and where it came from.
 ///
 /// # Examples
 ///
 /// ```
-/// use hodoflow_retry::limit::{PacingSource, TriggerLimit, TriggerPacing};
+/// use std::time::Duration;
+/// use hodoflow_retry::limit::{PacingSource, RouteLimit, RoutePacing};
 ///
-/// let pacing = TriggerPacing::new(TriggerLimit::DOCUMENTED, PacingSource::Documented);
+/// let documented = RouteLimit::new(100, Duration::from_secs(60))?;
+/// let pacing = RoutePacing::new(documented, PacingSource::Documented);
 /// assert_eq!(pacing.limit.requests(), 100);
+/// # Ok::<(), hodoflow_retry::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub struct TriggerPacing {
+pub struct RoutePacing {
     /// The requests per window.
-    pub limit: TriggerLimit,
+    pub limit: RouteLimit,
     /// Where it came from.
     pub source: PacingSource,
 }
 
-impl TriggerPacing {
+impl RoutePacing {
     /// `limit`, from `source`.
-    pub const fn new(limit: TriggerLimit, source: PacingSource) -> Self {
+    pub const fn new(limit: RouteLimit, source: PacingSource) -> Self {
         Self { limit, source }
     }
 }

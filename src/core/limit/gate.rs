@@ -8,7 +8,7 @@
 //!
 //! A server's "slow down" (a status the vendor's profile names, with `Retry-After`; a
 //! `RateLimit` field with nothing remaining) closes **the scope it belongs to** until that
-//! instant, and nothing else (`scope.rs`): a webhook trigger's 429 closes that trigger, a
+//! instant, and nothing else (`scope.rs`): a webhook route's 429 closes that route, a
 //! JSON:API 429 the credential's API budget. Calls that sit in a closed scope and reach the gate
 //! meanwhile wait there if their budget allows, else stop at once with `budget_exhausted`,
 //! nothing sent; calls in any other scope pass. At the instant the waiters are not released
@@ -353,11 +353,11 @@ impl Limiter for Gate {
             Ok(wait) if wait.is_zero() => Ok(()),
             Ok(wait) => {
                 let (hold, route) = match ask.scope {
-                    Scope::Route(_) => (&ask.counters.trigger_hold, true),
+                    Scope::Route(_) => (&ask.counters.route_hold, true),
                     _ => (&ask.counters.gate_hold, false),
                 };
                 if route {
-                    ask.counters.waited_for_trigger(wait);
+                    ask.counters.waited_for_route(wait);
                 } else {
                     ask.counters.waited_at_gate(wait);
                 }
@@ -690,7 +690,7 @@ mod tests {
         assert_eq!(
             gate.reserve(Scope::Credential, now, Duration::ZERO, &mut rng),
             Ok(Duration::ZERO),
-            "a trigger's 429 never closes the credential"
+            "a route's 429 never closes the credential"
         );
         assert_eq!(gate.closed(now + SECOND).len(), 1);
         assert_eq!(gate.closed_for(a, now + SECOND), Some(59 * SECOND));

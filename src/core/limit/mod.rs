@@ -1,7 +1,7 @@
 //! Admission: every limit on sending an attempt is a [`Limiter`], asked for a scope.
 //!
 //! Before each attempt the engine asks its [`Limiters`] once, with an [`Ask`]: the scope the
-//! attempt sits in (its trigger's route, or the credential), the service its answer speaks for,
+//! attempt sits in (its route's route, or the credential), the service its answer speaks for,
 //! what kind of attempt it is and the call's deadline. Each limiter admits it at once, after a
 //! wait that ends in time for the attempt, or refuses it with why (a wait that cannot end
 //! inside the budget is refused at once, never slept). After the answer each limiter hears
@@ -12,7 +12,7 @@
 //! - `retry_budget/`: the client's retry bucket (`bucket.rs`) and, per service, the SRE
 //!   throttle that holds calls while that service is down (`throttle.rs`, `history.rs`);
 //! - `cubic.rs`: per scope, the send rate after a 429 without `Retry-After`;
-//! - `window.rs`: per route, the pacing of a window (a trigger's requests per window);
+//! - `window.rs`: per route, the pacing of a window (a route's requests per window);
 //! - `gate.rs`: the credential's rate budget, and every scope a server closed until an instant;
 //! - `shared.rs`: the same scopes through a store, for workers in many processes.
 //!
@@ -51,7 +51,7 @@ pub(crate) struct Ask<'a> {
     pub(crate) scope: Scope,
     /// Its route, when it has a window of its own.
     pub(crate) route: Option<RouteKey>,
-    /// The route's key as the fleet's store names it (a trigger's token, hashed there).
+    /// The route's key as the fleet's store names it (a route's token, hashed there).
     pub(crate) route_name: Option<&'a str>,
     /// The service its answer speaks for.
     pub(crate) service: ServiceKey,

@@ -7,11 +7,11 @@
 //! | scope | what it holds | closed by (the vendor's profile says which signal) |
 //! |---|---|---|
 //! | [`Scope::Credential`] | every call of the credential that sits in its rate budget | a 429 the vendor documents as credential-wide; an exhausted `RateLimit` policy that is not a route's |
-//! | [`Scope::Route`] | the calls to one route with a window of its own (a webhook trigger) | that route's 429; its `RateLimit` policy with nothing remaining |
+//! | [`Scope::Route`] | the calls to one route with a window of its own (a webhook route) | that route's 429; its `RateLimit` policy with nothing remaining |
 //! | a service ([`ServiceKey`]) | one service behind the endpoint (webhook ingestion, the JSON:API): the retry budget's down-detection | the ratio of its own answers, by time |
 //! | [`Scope::Call`] | this call alone | a 503's `Retry-After`, a 409 in progress: the call waits, nothing is shared |
 //!
-//! A surface's attempts sit in one shared scope (a webhook delivery in its trigger's route, a
+//! A surface's attempts sit in one shared scope (a webhook delivery in its route's route, a
 //! JSON:API call in the credential) and one service; [`signal`] reads an answer against the
 //! surface's [`Scopes`] (the vendor's data) and says which scope it closes, for how long and why.
 //! Across processes the outbox's store holds the same scopes under the same names (`shared.rs`).
@@ -24,30 +24,43 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::core::answer::Answer;
-use crate::core::rate_limit_field::{self, TriggerWindow};
+use crate::core::rate_limit_field::{self, RouteWindow};
 
-/// A route with a window of its own (a webhook trigger), by a hash of its key: the key itself
-/// (a trigger token, a secret) is never kept.
+/// A route with a window of its own, by the vendor's noun for it and a hash of its key: the
+/// key itself (often a secret, as a URL token is) is never kept.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RouteKey(u64);
+pub(crate) struct RouteKey {
+    hash: u64,
+    /// What the vendor calls such a route, for people: the scope's label says it.
+    noun: &'static str,
+}
 
 impl RouteKey {
-    /// The key of the route named by `key` (a trigger's token).
-    pub(crate) fn of(key: &str) -> Self {
+    /// The key of the route `noun` named by `key`.
+    pub(crate) fn named(noun: &'static str, key: &str) -> Self {
         let mut hasher = DefaultHasher::new();
         key.hash(&mut hasher);
-        Self(hasher.finish())
+        Self {
+            hash: hasher.finish(),
+            noun,
+        }
+    }
+
+    /// A route the tests name by `key` alone.
+    #[cfg(test)]
+    pub(crate) fn of(key: &str) -> Self {
+        Self::named("route", key)
     }
 
     /// A short name to show: eight hex digits of the hash, never the key.
     pub(crate) fn short(self) -> String {
-        format!("{:08x}", self.0 >> 32)
+        format!("{:08x}", self.hash >> 32)
     }
 }
 
 impl fmt::Debug for RouteKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RouteKey({})", self.short())
+        write!(f, "RouteKey({} {})", self.noun, self.short())
     }
 }
 
@@ -76,7 +89,7 @@ impl Scope {
     pub(crate) fn label(self) -> String {
         match self {
             Scope::Credential => "the credential".to_owned(),
-            Scope::Route(route) => format!("trigger {}", route.short()),
+            Scope::Route(route) => format!("{} {}", route.noun, route.short()),
             Scope::Call => "this call".to_owned(),
         }
     }
@@ -91,7 +104,7 @@ pub enum Reach {
     /// The credential: every call of the client that sits in its rate budget waits.
     Credential,
     /// The request's route, where the vendor gives a route a window of its own (a Hodoflow
-    /// webhook trigger); a request with no route of its own sits in the credential.
+    /// webhook route); a request with no route of its own sits in the credential.
     Route,
     /// This call alone: it waits, nothing is shared.
     Call,
@@ -175,7 +188,7 @@ impl Why {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClosedScope {
-    /// Whom it holds: `the credential`, or `trigger 1a2b3c4d` (a hash of its token, never the
+    /// Whom it holds: `the credential`, or `route 1a2b3c4d` (a hash of its token, never the
     /// token).
     pub scope: String,
     /// How long it stays closed from now.
@@ -202,7 +215,7 @@ pub(crate) struct Signal<'a> {
     /// A 429 without `Retry-After`: the scope whose send rate it slows.
     pub(crate) throttles: Option<Scope>,
     /// What the answer said of its route's window (its figures, a spent window).
-    pub(crate) window: TriggerWindow,
+    pub(crate) window: RouteWindow,
 }
 
 /// Reads `answer` (with its `retry_after`) for a request to `route` of a surface with
@@ -217,7 +230,7 @@ pub(crate) fn signal<'a>(
         answer,
         closes: None,
         throttles: None,
-        window: TriggerWindow::default(),
+        window: RouteWindow::default(),
     };
     let (Some(status), Some(headers)) = (answer.status(), answer.headers()) else {
         return signal;
@@ -226,7 +239,7 @@ pub(crate) fn signal<'a>(
     if let Some(policy) = scopes.route_policy
         && route.is_some()
     {
-        signal.window = rate_limit_field::trigger_window(headers, policy);
+        signal.window = rate_limit_field::route_window(headers, policy);
     }
     let credential_spent = rate_limit_field::exhausted_for(headers, scopes.route_policy);
     let route_spent = signal.window.spent_for.zip(route);

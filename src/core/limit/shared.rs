@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::core::limit::figures::TriggerLimit;
+use crate::core::limit::figures::RouteLimit;
 use crate::core::limit::scope::{Closing, Scope, Signal};
 use crate::core::limit::{Ask, Limiter, Refusal};
 use crate::core::runtime;
@@ -36,7 +36,7 @@ pub(crate) struct FleetAsk<'a> {
     pub(crate) service: &'static str,
     /// The scope the attempt sits in.
     pub(crate) scope: Scope,
-    /// The route's key (a trigger's token), for the fleet to derive the route's name from.
+    /// The route's key (a route's token), for the fleet to derive the route's name from.
     pub(crate) route: Option<&'a str>,
 }
 
@@ -57,7 +57,7 @@ pub(crate) trait Fleet: Send + Sync + fmt::Debug {
         &'a self,
         shared: FleetAsk<'a>,
         slot: i64,
-        learned: Option<TriggerLimit>,
+        learned: Option<RouteLimit>,
     ) -> FleetFuture<'a, ()>;
 
     /// The server closed a scope: every worker holds it.

@@ -1,11 +1,11 @@
-//! Client-side pacing of deliveries, per trigger (a target with a request window of its own).
+//! Client-side pacing of deliveries, per route (a target with a request window of its own).
 //!
-//! A vendor may document a window per trigger (Hodoflow's: 100 requests per 60 s, and a 429
-//! past that). A sender with a burst of 300 events for one such trigger would send 300, bounce
+//! A vendor may document a window per route (Hodoflow's: 100 requests per 60 s, and a 429
+//! past that). A sender with a burst of 300 events for one such route would send 300, bounce
 //! 200 off 429s, and retry them all after `Retry-After`. The limiter lets at most `requests`
-//! attempts per trigger be "in the window" at once instead, so the burst waits on the client.
+//! attempts per route be "in the window" at once instead, so the burst waits on the client.
 //!
-//! Each trigger has a semaphore of `requests` permits. An attempt holds one from before it is
+//! Each route has a semaphore of `requests` permits. An attempt holds one from before it is
 //! sent until `per` after its answer (or its failure) came back. Any two attempts that share a
 //! permit therefore arrive at the server at least `per` apart, whatever the network's delay,
 //! so no window of `per` — fixed at any alignment, or sliding — ever holds more than
@@ -13,22 +13,21 @@
 //!
 //! # One rule, three sources
 //!
-//! The limit of a trigger comes from, in this order:
-//! 1. the caller ([`HodoflowBuilder::trigger_limit`](crate::hodoflow::HodoflowBuilder::trigger_limit), a
-//!    command-line flag): it always wins;
-//! 2. the server's own figures, its `RateLimit-Policy: "trigger";q=…;w=…`
+//! The limit of a route comes from, in this order:
+//! 1. the caller (a vendor client's setter, a command-line flag): it always wins;
+//! 2. the server's own figures, the `q` and `w` of the `RateLimit-Policy` the vendor names for
+//!    its routes
 //!    (`docs/wire-contract.md`, "RateLimit fields"; `rate_limit_field.rs`), learned from every
 //!    delivery's answer;
-//! 3. the vendor's documented default (Hodoflow's: [`TriggerLimit::DOCUMENTED`]), until the
-//!    server has said.
+//! 3. the vendor's documented default, until the server has said.
 //!
-//! [`PacingSource`] names which one paces a trigger. Learned figures change a live semaphore:
+//! [`PacingSource`] names which one paces a route. Learned figures change a live semaphore:
 //! a larger quota adds permits; a smaller one forgets the free permits and owes the rest, each
 //! forgotten as its slot comes back, so the permits out plus the permits free never exceed the
 //! new quota once the held slots are back. A slot's hold is read again when it would end, so a
-//! window that grew holds the slots already out for the longer window too. (A `RateLimit:
-//! "trigger";r=0;t=…`, the server's window spent by this sender or another, closes the
-//! trigger's route at the gate until the reset: `gate.rs`.)
+//! window that grew holds the slots already out for the longer window too. (A `RateLimit`
+//! of that policy with `r=0;t=…`, the server's window spent by this sender or another, closes the
+//! route's route at the gate until the reset: `gate.rs`.)
 //!
 //! # The budget
 //!
@@ -50,45 +49,45 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::core::error::Result;
-pub use crate::core::limit::figures::{PacingSource, TriggerLimit, TriggerPacing};
+pub use crate::core::limit::figures::{PacingSource, RouteLimit, RoutePacing};
 use crate::core::limit::scope::{RouteKey, Signal};
 use crate::core::limit::{Ask, Limiter, Refusal};
-use crate::core::rate_limit_field::TriggerWindow;
+use crate::core::rate_limit_field::RouteWindow;
 use crate::core::runtime;
 use crate::core::stats::Hold;
 
-/// The triggers seen with a limit (or with learned figures); idle ones are forgotten past this
+/// The routes seen with a limit (or with learned figures); idle ones are forgotten past this
 /// many.
-const KEEP_IDLE_TRIGGERS: usize = 1024;
+const KEEP_IDLE_ROUTES: usize = 1024;
 
-/// Paces the deliveries of one client, trigger by trigger, and keeps what the server said of
-/// each trigger's window.
+/// Paces the deliveries of one client, route by route, and keeps what the server said of
+/// each route's window.
 #[derive(Debug)]
 pub(crate) struct Windows {
-    /// The caller's limit for every trigger.
-    every: Option<TriggerLimit>,
-    /// The caller's limit for some triggers.
-    overrides: HashMap<RouteKey, TriggerLimit>,
-    /// Paces the triggers the caller set no limit for: at the server's figures, `until_told`
+    /// The caller's limit for every route.
+    every: Option<RouteLimit>,
+    /// The caller's limit for some routes.
+    overrides: HashMap<RouteKey, RouteLimit>,
+    /// Paces the routes the caller set no limit for: at the server's figures, `until_told`
     /// until it has sent them.
     learn: bool,
-    /// The limit before the server has said: the vendor's documented default.
-    until_told: TriggerLimit,
+    /// The limit before the server has said: the vendor's documented default, if it has one.
+    until_told: Option<RouteLimit>,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     lanes: HashMap<RouteKey, Lane>,
-    /// The server's figures per trigger, whether or not the trigger is paced here (an outbox's
+    /// The server's figures per route, whether or not the route is paced here (an outbox's
     /// shared windows read them too).
-    learned: HashMap<RouteKey, TriggerLimit>,
+    learned: HashMap<RouteKey, RouteLimit>,
 }
 
-/// A paced trigger: its limit now, and the semaphore its slots are taken from.
+/// A paced route: its limit now, and the semaphore its slots are taken from.
 #[derive(Debug)]
 struct Lane {
-    pacing: TriggerPacing,
+    pacing: RoutePacing,
     shared: Arc<LaneShared>,
 }
 
@@ -106,7 +105,7 @@ struct LaneState {
     per: Duration,
 }
 
-/// A slot of a trigger's window, held from before an attempt until `per` after its answer.
+/// A slot of a route's window, held from before an attempt until `per` after its answer.
 /// Dropped unused, it frees at once.
 #[derive(Debug)]
 pub(crate) struct WindowSlot {
@@ -148,7 +147,7 @@ impl Drop for WindowSlot {
 }
 
 impl LaneShared {
-    fn new(limit: TriggerLimit) -> Self {
+    fn new(limit: RouteLimit) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(limit.requests() as usize)),
             state: Mutex::new(LaneState {
@@ -179,7 +178,7 @@ impl LaneShared {
 
     /// From `from` permits per `per` to `to` per `limit.per()`. Under the lane's lock, as every
     /// permit that comes back is, so the permits out, free and owed always add up.
-    fn resize(&self, from: u32, to: TriggerLimit) {
+    fn resize(&self, from: u32, to: RouteLimit) {
         let mut state = self.lock();
         state.per = to.per();
         let (from, to) = (from as usize, to.requests() as usize);
@@ -197,14 +196,14 @@ impl LaneShared {
 }
 
 impl Windows {
-    /// `every` for each trigger without an entry in `overrides`; when both are empty, the
+    /// `every` for each route without an entry in `overrides`; when both are empty, the
     /// server's figures (`until_told`, the vendor's documented default, until known) if `learn`,
     /// else no pacing.
     pub(crate) fn new(
-        every: Option<TriggerLimit>,
-        overrides: HashMap<RouteKey, TriggerLimit>,
+        every: Option<RouteLimit>,
+        overrides: HashMap<RouteKey, RouteLimit>,
         learn: bool,
-        until_told: TriggerLimit,
+        until_told: Option<RouteLimit>,
     ) -> Self {
         Self {
             every,
@@ -219,43 +218,46 @@ impl Windows {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The limit `trigger` is paced at here, and its source; `None` when it is not paced.
-    pub(crate) fn pacing(&self, trigger: RouteKey) -> Option<TriggerPacing> {
+    /// The limit `route` is paced at here, and its source; `None` when it is not paced.
+    pub(crate) fn pacing(&self, route: RouteKey) -> Option<RoutePacing> {
         let state = self.lock();
-        self.pacing_in(&state, trigger)
+        self.pacing_in(&state, route)
     }
 
-    fn pacing_in(&self, state: &State, trigger: RouteKey) -> Option<TriggerPacing> {
-        if let Some(limit) = self.overrides.get(&trigger).or(self.every.as_ref()) {
-            return Some(TriggerPacing::new(*limit, PacingSource::Caller));
+    fn pacing_in(&self, state: &State, route: RouteKey) -> Option<RoutePacing> {
+        if let Some(limit) = self.overrides.get(&route).or(self.every.as_ref()) {
+            return Some(RoutePacing::new(*limit, PacingSource::Caller));
         }
-        self.learn.then(|| self.learned_or_told(state, trigger))
+        if !self.learn {
+            return None;
+        }
+        self.learned_or_told(state, route)
     }
 
-    /// The server's figures for `trigger`, or the vendor's default when it has sent none:
-    /// the limit of a trigger the caller set none for, here or in an outbox's shared window.
+    /// The server's figures for `route`, or the vendor's default when it has sent none:
+    /// the limit of a route the caller set none for, here or in an outbox's shared window.
     #[cfg(any(feature = "outbox", test))]
-    pub(crate) fn learned_or_documented(&self, trigger: RouteKey) -> TriggerPacing {
-        self.learned_or_told(&self.lock(), trigger)
+    pub(crate) fn learned_or_documented(&self, route: RouteKey) -> Option<RoutePacing> {
+        self.learned_or_told(&self.lock(), route)
     }
 
-    /// What an answer of `trigger` said of its window: its figures are kept (and pace it, when
+    /// What an answer of `route` said of its window: its figures are kept (and pace it, when
     /// the caller set none), and a spent window holds its next slot until the reset.
-    pub(crate) fn heard_window(&self, trigger: RouteKey, window: TriggerWindow) {
-        if window == TriggerWindow::default() {
+    pub(crate) fn heard_window(&self, route: RouteKey, window: RouteWindow) {
+        if window == RouteWindow::default() {
             return;
         }
         let mut state = self.lock();
         if let Some(limit) = window.limit
-            && state.learned.get(&trigger) != Some(&limit)
+            && state.learned.get(&route) != Some(&limit)
         {
-            if !state.learned.contains_key(&trigger) && state.learned.len() >= KEEP_IDLE_TRIGGERS {
+            if !state.learned.contains_key(&route) && state.learned.len() >= KEEP_IDLE_ROUTES {
                 let State { lanes, learned } = &mut *state;
                 learned.retain(|key, _| lanes.contains_key(key));
             }
-            state.learned.insert(trigger, limit);
-            let pacing = self.pacing_in(&state, trigger);
-            if let (Some(lane), Some(pacing)) = (state.lanes.get_mut(&trigger), pacing)
+            state.learned.insert(route, limit);
+            let pacing = self.pacing_in(&state, route);
+            if let (Some(lane), Some(pacing)) = (state.lanes.get_mut(&route), pacing)
                 && lane.pacing != pacing
             {
                 lane.shared
@@ -265,16 +267,16 @@ impl Windows {
         }
     }
 
-    /// Waits for a slot of `trigger`'s window, at most `max_wait`, counted in `hold` while it
-    /// waits. `Ok(None)` when the trigger is not paced; `Err(())` when no slot freed in time.
+    /// Waits for a slot of `route`'s window, at most `max_wait`, counted in `hold` while it
+    /// waits. `Ok(None)` when the route is not paced; `Err(())` when no slot freed in time.
     /// The wait is returned with the slot.
     pub(crate) async fn acquire(
         &self,
-        trigger: RouteKey,
+        route: RouteKey,
         max_wait: Duration,
         hold: &Hold,
     ) -> Result<Option<(WindowSlot, Duration)>, ()> {
-        let Some((lane, pacing)) = self.lane(trigger) else {
+        let Some((lane, pacing)) = self.lane(route) else {
             return Ok(None);
         };
         let permit = match Arc::clone(&lane.permits).try_acquire_owned() {
@@ -298,15 +300,15 @@ impl Windows {
         Ok(Some((slot, waited)))
     }
 
-    fn lane(&self, trigger: RouteKey) -> Option<(Arc<LaneShared>, TriggerPacing)> {
+    fn lane(&self, route: RouteKey) -> Option<(Arc<LaneShared>, RoutePacing)> {
         let mut state = self.lock();
-        let pacing = self.pacing_in(&state, trigger)?;
-        if !state.lanes.contains_key(&trigger) && state.lanes.len() >= KEEP_IDLE_TRIGGERS {
+        let pacing = self.pacing_in(&state, route)?;
+        if !state.lanes.contains_key(&route) && state.lanes.len() >= KEEP_IDLE_ROUTES {
             state
                 .lanes
                 .retain(|_, lane| Arc::strong_count(&lane.shared) > 1);
         }
-        let lane = state.lanes.entry(trigger).or_insert_with(|| Lane {
+        let lane = state.lanes.entry(route).or_insert_with(|| Lane {
             pacing,
             shared: Arc::new(LaneShared::new(pacing.limit)),
         });
@@ -315,10 +317,12 @@ impl Windows {
 }
 
 impl Windows {
-    fn learned_or_told(&self, state: &State, trigger: RouteKey) -> TriggerPacing {
-        match state.learned.get(&trigger) {
-            Some(limit) => TriggerPacing::new(*limit, PacingSource::Server),
-            None => TriggerPacing::new(self.until_told, PacingSource::Documented),
+    fn learned_or_told(&self, state: &State, route: RouteKey) -> Option<RoutePacing> {
+        match state.learned.get(&route) {
+            Some(limit) => Some(RoutePacing::new(*limit, PacingSource::Server)),
+            None => self
+                .until_told
+                .map(|limit| RoutePacing::new(limit, PacingSource::Documented)),
         }
     }
 }
@@ -333,22 +337,22 @@ impl Limiter for Windows {
         };
         let max_wait = ask.max_wait();
         match self
-            .acquire(route, max_wait, &ask.counters.trigger_hold)
+            .acquire(route, max_wait, &ask.counters.route_hold)
             .await
         {
             Ok(None) => Ok(None),
             Ok(Some((slot, waited))) => {
                 if !waited.is_zero() {
-                    ask.counters.waited_for_trigger(waited);
+                    ask.counters.waited_for_route(waited);
                     tracing::debug!(
                         wait_ms = waited.as_millis() as u64,
-                        "waited for a slot of the trigger's window"
+                        "waited for a slot of the route's window"
                     );
                 }
                 Ok(Some(slot))
             }
             Err(()) => Err(Refusal::past_budget(format!(
-                "the trigger's window had no free slot within the {:.1}s this call has left to wait",
+                "the route's window had no free slot within the {:.1}s this call has left to wait",
                 max_wait.as_secs_f64()
             ))),
         }
@@ -374,53 +378,53 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
     /// A vendor's documented default, as Hodoflow's: 100 per 60 s.
-    const UNTIL_TOLD: TriggerLimit = TriggerLimit::from_parts(100, Duration::from_secs(60));
+    const UNTIL_TOLD: RouteLimit = RouteLimit::from_parts(100, Duration::from_secs(60));
 
     fn limiter(requests: u32, per: Duration) -> Windows {
         Windows::new(
-            Some(TriggerLimit::new(requests, per).unwrap()),
+            Some(RouteLimit::new(requests, per).unwrap()),
             HashMap::new(),
             false,
-            UNTIL_TOLD,
+            Some(UNTIL_TOLD),
         )
     }
 
     fn learning() -> Windows {
-        Windows::new(None, HashMap::new(), true, UNTIL_TOLD)
+        Windows::new(None, HashMap::new(), true, Some(UNTIL_TOLD))
     }
 
-    fn policy(requests: u32, per: Duration) -> TriggerWindow {
-        TriggerWindow {
-            limit: Some(TriggerLimit::new(requests, per).unwrap()),
+    fn policy(requests: u32, per: Duration) -> RouteWindow {
+        RouteWindow {
+            limit: Some(RouteLimit::new(requests, per).unwrap()),
             spent_for: None,
         }
     }
 
-    async fn take(limiter: &Windows, trigger: RouteKey, max_wait: Duration) -> WindowSlot {
+    async fn take(limiter: &Windows, route: RouteKey, max_wait: Duration) -> WindowSlot {
         limiter
-            .acquire(trigger, max_wait, &Hold::default())
+            .acquire(route, max_wait, &Hold::default())
             .await
             .expect("a slot in time")
             .expect("paced")
             .0
     }
 
-    async fn refused(limiter: &Windows, trigger: RouteKey) -> bool {
+    async fn refused(limiter: &Windows, route: RouteKey) -> bool {
         limiter
-            .acquire(trigger, Duration::ZERO, &Hold::default())
+            .acquire(route, Duration::ZERO, &Hold::default())
             .await
             .is_err()
     }
 
     #[test]
     fn refuses_an_empty_limit() {
-        assert!(TriggerLimit::new(0, SECOND).is_err());
-        assert!(TriggerLimit::new(1, Duration::ZERO).is_err());
+        assert!(RouteLimit::new(0, SECOND).is_err());
+        assert!(RouteLimit::new(1, Duration::ZERO).is_err());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_unpaced_trigger_never_waits() {
-        let limiter = Windows::new(None, HashMap::new(), false, UNTIL_TOLD);
+    async fn an_unpaced_route_never_waits() {
+        let limiter = Windows::new(None, HashMap::new(), false, Some(UNTIL_TOLD));
         let slot = limiter
             .acquire(RouteKey::of("t"), Duration::ZERO, &Hold::default())
             .await
@@ -431,29 +435,29 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_slot_frees_one_window_after_its_answer() {
         let limiter = limiter(2, 10 * SECOND);
-        let trigger = RouteKey::of("t");
+        let route = RouteKey::of("t");
         let hold = Hold::default();
         let start = Instant::now();
         let (first, wait) = limiter
-            .acquire(trigger, SECOND, &hold)
+            .acquire(route, SECOND, &hold)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(wait, Duration::ZERO);
         let (second, _) = limiter
-            .acquire(trigger, SECOND, &hold)
+            .acquire(route, SECOND, &hold)
             .await
             .unwrap()
             .unwrap();
         assert!(
-            limiter.acquire(trigger, SECOND, &hold).await.is_err(),
+            limiter.acquire(route, SECOND, &hold).await.is_err(),
             "a third within the window does not fit a 1 s wait"
         );
         tokio::time::sleep(3 * SECOND).await;
         first.release_after_window();
         second.release_after_window();
         let (_, waited) = limiter
-            .acquire(trigger, 60 * SECOND, &hold)
+            .acquire(route, 60 * SECOND, &hold)
             .await
             .unwrap()
             .unwrap();
@@ -466,19 +470,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn triggers_are_paced_apart_and_overrides_win() {
+    async fn routes_are_paced_apart_and_overrides_win() {
         let slow = RouteKey::of("slow");
         let limiter = Windows::new(
-            Some(TriggerLimit::new(1, SECOND).unwrap()),
-            HashMap::from([(slow, TriggerLimit::new(3, SECOND).unwrap())]),
+            Some(RouteLimit::new(1, SECOND).unwrap()),
+            HashMap::from([(slow, RouteLimit::new(3, SECOND).unwrap())]),
             false,
-            UNTIL_TOLD,
+            Some(UNTIL_TOLD),
         );
         let a = take(&limiter, RouteKey::of("a"), Duration::ZERO).await;
         assert!(refused(&limiter, RouteKey::of("a")).await);
         assert!(
             !refused(&limiter, RouteKey::of("b")).await,
-            "another trigger has its own window"
+            "another route has its own window"
         );
         let mut held = Vec::new();
         for _ in 0..3 {
@@ -491,14 +495,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiters_are_served_in_order() {
         let limiter = Arc::new(limiter(1, SECOND));
-        let trigger = RouteKey::of("t");
-        let held = take(&limiter, trigger, Duration::ZERO).await;
+        let route = RouteKey::of("t");
+        let held = take(&limiter, route, Duration::ZERO).await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for n in 0..5 {
             let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
             tasks.push(tokio::spawn(async move {
-                let slot = take(&limiter, trigger, 60 * SECOND).await;
+                let slot = take(&limiter, route, 60 * SECOND).await;
                 order.lock().unwrap().push(n);
                 slot.release_after_window();
             }));
@@ -514,57 +518,57 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn learning_paces_at_the_documented_default_then_at_the_server_s_figures() {
         let limiter = learning();
-        let trigger = RouteKey::of("t");
+        let route = RouteKey::of("t");
         assert_eq!(
-            limiter.pacing(trigger),
-            Some(TriggerPacing::new(UNTIL_TOLD, PacingSource::Documented))
+            limiter.pacing(route),
+            Some(RoutePacing::new(UNTIL_TOLD, PacingSource::Documented))
         );
         let mut held = Vec::new();
         for _ in 0..100 {
-            held.push(take(&limiter, trigger, Duration::ZERO).await);
+            held.push(take(&limiter, route, Duration::ZERO).await);
         }
-        assert!(refused(&limiter, trigger).await, "100 per 60 s until told");
-        limiter.heard_window(trigger, policy(1000, 60 * SECOND));
+        assert!(refused(&limiter, route).await, "100 per 60 s until told");
+        limiter.heard_window(route, policy(1000, 60 * SECOND));
         assert_eq!(
             limiter
-                .pacing(trigger)
+                .pacing(route)
                 .map(|p| (p.limit.requests(), p.source)),
             Some((1000, PacingSource::Server))
         );
         for _ in 0..900 {
-            held.push(take(&limiter, trigger, Duration::ZERO).await);
+            held.push(take(&limiter, route, Duration::ZERO).await);
         }
-        assert!(refused(&limiter, trigger).await, "1000 out: the new quota");
+        assert!(refused(&limiter, route).await, "1000 out: the new quota");
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_caller_s_limit_wins_over_the_server_s_figures() {
-        let trigger = RouteKey::of("t");
+        let route = RouteKey::of("t");
         let limiter = Windows::new(
-            Some(TriggerLimit::new(2, SECOND).unwrap()),
+            Some(RouteLimit::new(2, SECOND).unwrap()),
             HashMap::new(),
             true,
-            UNTIL_TOLD,
+            Some(UNTIL_TOLD),
         );
-        limiter.heard_window(trigger, policy(1000, 60 * SECOND));
+        limiter.heard_window(route, policy(1000, 60 * SECOND));
         assert_eq!(
             limiter
-                .pacing(trigger)
+                .pacing(route)
                 .map(|p| (p.limit.requests(), p.source)),
             Some((2, PacingSource::Caller))
         );
         let (_a, _b) = (
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
         );
-        assert!(refused(&limiter, trigger).await);
+        assert!(refused(&limiter, route).await);
         assert_eq!(
-            limiter.learned_or_documented(trigger).source,
-            PacingSource::Server,
+            limiter.learned_or_documented(route).map(|p| p.source),
+            Some(PacingSource::Server),
             "the figures are still kept, for an outbox's shared window"
         );
         assert_eq!(
-            Windows::new(None, HashMap::new(), false, UNTIL_TOLD).pacing(trigger),
+            Windows::new(None, HashMap::new(), false, Some(UNTIL_TOLD)).pacing(route),
             None,
             "without learning nor a limit, nothing paces"
         );
@@ -573,72 +577,72 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_smaller_quota_forgets_free_permits_and_owes_the_held_ones() {
         let limiter = learning();
-        let trigger = RouteKey::of("t");
-        limiter.heard_window(trigger, policy(10, SECOND));
+        let route = RouteKey::of("t");
+        limiter.heard_window(route, policy(10, SECOND));
         let mut held: Vec<WindowSlot> = Vec::new();
         for _ in 0..6 {
-            held.push(take(&limiter, trigger, Duration::ZERO).await);
+            held.push(take(&limiter, route, Duration::ZERO).await);
         }
         // 6 out, 4 free; down to 3: the 4 free are forgotten and 3 of the 6 out are owed.
-        limiter.heard_window(trigger, policy(3, SECOND));
-        assert!(refused(&limiter, trigger).await);
+        limiter.heard_window(route, policy(3, SECOND));
+        assert!(refused(&limiter, route).await);
         for slot in held.drain(..3) {
             drop(slot);
         }
         assert!(
-            refused(&limiter, trigger).await,
+            refused(&limiter, route).await,
             "the first three back pay what is owed"
         );
         for slot in held.drain(..) {
             drop(slot);
         }
         let again: Vec<WindowSlot> = vec![
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
         ];
-        assert!(refused(&limiter, trigger).await, "exactly the new quota");
+        assert!(refused(&limiter, route).await, "exactly the new quota");
         // Back up to 5 with 3 out: 2 more now.
-        limiter.heard_window(trigger, policy(5, SECOND));
+        limiter.heard_window(route, policy(5, SECOND));
         let more = vec![
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
         ];
-        assert!(refused(&limiter, trigger).await);
+        assert!(refused(&limiter, route).await);
         drop((again, more));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_larger_quota_pays_what_is_owed_first() {
         let limiter = learning();
-        let trigger = RouteKey::of("t");
-        limiter.heard_window(trigger, policy(4, SECOND));
+        let route = RouteKey::of("t");
+        limiter.heard_window(route, policy(4, SECOND));
         let held: Vec<WindowSlot> = vec![
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
-            take(&limiter, trigger, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
+            take(&limiter, route, Duration::ZERO).await,
         ];
-        limiter.heard_window(trigger, policy(1, SECOND)); // owes 3
-        limiter.heard_window(trigger, policy(2, SECOND)); // owes 2
+        limiter.heard_window(route, policy(1, SECOND)); // owes 3
+        limiter.heard_window(route, policy(2, SECOND)); // owes 2
         drop(held);
-        let a = take(&limiter, trigger, Duration::ZERO).await;
-        let b = take(&limiter, trigger, Duration::ZERO).await;
-        assert!(refused(&limiter, trigger).await, "2 per window, no more");
+        let a = take(&limiter, route, Duration::ZERO).await;
+        let b = take(&limiter, route, Duration::ZERO).await;
+        assert!(refused(&limiter, route).await, "2 per window, no more");
         drop((a, b));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_window_that_grew_holds_the_slots_already_out_for_it() {
         let limiter = learning();
-        let trigger = RouteKey::of("t");
-        limiter.heard_window(trigger, policy(1, SECOND));
+        let route = RouteKey::of("t");
+        limiter.heard_window(route, policy(1, SECOND));
         let start = Instant::now();
-        take(&limiter, trigger, Duration::ZERO)
+        take(&limiter, route, Duration::ZERO)
             .await
             .release_after_window();
-        limiter.heard_window(trigger, policy(1, 5 * SECOND));
-        take(&limiter, trigger, 60 * SECOND).await;
+        limiter.heard_window(route, policy(1, 5 * SECOND));
+        take(&limiter, route, 60 * SECOND).await;
         assert_eq!(
             start.elapsed(),
             5 * SECOND,
@@ -650,13 +654,13 @@ mod tests {
     async fn a_wait_is_counted_while_it_lasts() {
         let limiter = Arc::new(limiter(1, 10 * SECOND));
         let hold = Arc::new(Hold::default());
-        let trigger = RouteKey::of("t");
-        take(&limiter, trigger, Duration::ZERO)
+        let route = RouteKey::of("t");
+        take(&limiter, route, Duration::ZERO)
             .await
             .release_after_window();
         let waiter = {
             let (limiter, hold) = (Arc::clone(&limiter), Arc::clone(&hold));
-            tokio::spawn(async move { limiter.acquire(trigger, 60 * SECOND, &hold).await.is_ok() })
+            tokio::spawn(async move { limiter.acquire(route, 60 * SECOND, &hold).await.is_ok() })
         };
         tokio::time::sleep(4 * SECOND).await;
         assert_eq!(hold.held_for(Instant::now()), Some(4 * SECOND));

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::core::error::{Error, Result};
 use crate::core::limit::shared::Fleet;
-use crate::core::limit::window::TriggerLimit;
+use crate::core::limit::window::RouteLimit;
 use crate::vendors::hodoflow::client::HodoflowClient;
 use crate::vendors::modulify::client::ModulifyClient;
 
@@ -48,7 +48,7 @@ pub struct WorkerBuilder {
     pub(super) key_horizon: Duration,
     /// The caller's limit (`Some(None)`: no shared window); `None`: the server's figures,
     /// the documented default until known.
-    pub(super) trigger_limit: Option<Option<TriggerLimit>>,
+    pub(super) trigger_limit: Option<Option<RouteLimit>>,
     /// The caller's name for the client's endpoint in the store; `None`: its base URL.
     pub(super) credential: Option<String>,
     pub(super) on_finished: Option<OnFinished>,
@@ -212,9 +212,9 @@ impl WorkerBuilder {
     ///
     /// Default: the trigger's own limit, as the server states it on every answer
     /// (`RateLimit-Policy: "trigger";q=…;w=…`), and Hodoflow's documented
-    /// [`TriggerLimit::DOCUMENTED`], 100 per 60 s, until it has: the rule of
+    /// [`TRIGGER_LIMIT`](crate::hodoflow::TRIGGER_LIMIT), 100 per 60 s, until it has: the rule of
     /// [`HodoflowBuilder::pace_triggers`](crate::hodoflow::HodoflowBuilder::pace_triggers).
-    pub fn trigger_limit(mut self, limit: Option<TriggerLimit>) -> Self {
+    pub fn trigger_limit(mut self, limit: Option<RouteLimit>) -> Self {
         self.trigger_limit = Some(limit);
         self
     }

@@ -14,12 +14,12 @@ use std::time::{Duration, SystemTime};
 use crate::client::RetryingClient;
 use crate::core::error::Result;
 use crate::core::limit::Refusal;
-use crate::core::limit::RouteKey;
 use crate::core::limit::scope::{Closing, Scope};
 use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture};
-use crate::core::limit::window::{PacingSource, TriggerLimit, TriggerPacing};
+use crate::core::limit::window::{PacingSource, RouteLimit, RoutePacing};
 use crate::core::runtime::{self, Clock};
 use crate::core::stats::Holding;
+use crate::vendors::hodoflow::routes::trigger_key;
 
 use crate::outbox::job::Slot;
 use crate::outbox::store::Store;
@@ -39,7 +39,7 @@ pub(super) struct StoreFleet {
     /// of its scopes.
     pub(super) credential: Option<String>,
     /// As [`WorkerBuilder`] holds it.
-    pub(super) trigger_limit: Option<Option<TriggerLimit>>,
+    pub(super) trigger_limit: Option<Option<RouteLimit>>,
     /// The webhook client: the server's figures it learned, and where waits are counted.
     pub(super) client: RetryingClient,
     /// With the window, how long a slot stays busy before its answer comes.
@@ -47,7 +47,7 @@ pub(super) struct StoreFleet {
     /// The pauses last read, by scope, and when: each trusted for [`PAUSE_READ_EVERY`].
     pub(super) paused: Mutex<HashMap<String, (tokio::time::Instant, Option<SystemTime>)>>,
     /// The windows' figures last read from the store, by scope, and when.
-    pub(super) windows: Mutex<HashMap<String, (tokio::time::Instant, Option<TriggerLimit>)>>,
+    pub(super) windows: Mutex<HashMap<String, (tokio::time::Instant, Option<RouteLimit>)>>,
 }
 
 impl StoreFleet {
@@ -78,9 +78,9 @@ impl StoreFleet {
     /// learned win; else those another worker learned and left in the store (read at most
     /// every [`PAUSE_READ_EVERY`]), so a worker that starts later paces as the fleet does; else
     /// the vendor's documented default.
-    pub(super) async fn pacing(&self, token: &str, window: &str) -> Option<TriggerPacing> {
+    pub(super) async fn pacing(&self, token: &str, window: &str) -> Option<RoutePacing> {
         if let Some(limit) = self.trigger_limit {
-            return limit.map(|limit| TriggerPacing::new(limit, PacingSource::Caller));
+            return limit.map(|limit| RoutePacing::new(limit, PacingSource::Caller));
         }
         let here = self
             .client
@@ -88,7 +88,7 @@ impl StoreFleet {
             .engine
             .limits
             .windows
-            .learned_or_documented(RouteKey::of(token));
+            .learned_or_documented(trigger_key(token))?;
         if here.source != PacingSource::Documented {
             return Some(here);
         }
@@ -102,7 +102,7 @@ impl StoreFleet {
             _ => {
                 let stated = match self.store.window(window).await {
                     Ok(stated) => {
-                        stated.and_then(|(requests, per)| TriggerLimit::new(requests, per).ok())
+                        stated.and_then(|(requests, per)| RouteLimit::new(requests, per).ok())
                     }
                     Err(error) => {
                         tracing::warn!(error = %error, "a shared window's figures could not be read");
@@ -118,14 +118,14 @@ impl StoreFleet {
             }
         };
         Some(match stated {
-            Some(limit) => TriggerPacing::new(limit, PacingSource::Server),
+            Some(limit) => RoutePacing::new(limit, PacingSource::Server),
             None => here,
         })
     }
 
     fn lock_windows(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (tokio::time::Instant, Option<TriggerLimit>)>>
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (tokio::time::Instant, Option<RouteLimit>)>>
     {
         self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -201,7 +201,7 @@ impl Fleet for StoreFleet {
                     Ok(Some(until)) => {
                         let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
                         let hold = match ask.scope {
-                            Scope::Route(_) => &counters.trigger_hold,
+                            Scope::Route(_) => &counters.route_hold,
                             _ => &counters.gate_hold,
                         };
                         at_gate.get_or_insert_with(|| hold.begin(None));
@@ -217,7 +217,7 @@ impl Fleet for StoreFleet {
                 let Some(token) = ask.route else {
                     return Ok(None);
                 };
-                let window = self.scope_name(ask, Scope::Route(RouteKey::of(token)));
+                let window = self.scope_name(ask, Scope::Route(trigger_key(token)));
                 let Some(pacing) = self.pacing(token, &window).await else {
                     return Ok(None);
                 };
@@ -234,10 +234,10 @@ impl Fleet for StoreFleet {
                         // one window, and give up only when the call's time is out.
                         let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
                         let step = wait.min(pacing.limit.per()).max(Duration::from_millis(1));
-                        in_window.get_or_insert_with(|| counters.trigger_hold.begin(Some(pacing)));
+                        in_window.get_or_insert_with(|| counters.route_hold.begin(Some(pacing)));
                         let what = "the trigger's shared window is full";
                         if let Err(refusal) = wait_or_refuse(step, what).await {
-                            counters.trigger_hold.turned_away(Some(pacing), wait);
+                            counters.route_hold.turned_away(Some(pacing), wait);
                             return Err(refusal.with_retry_after(wait));
                         }
                     }
@@ -254,14 +254,14 @@ impl Fleet for StoreFleet {
         &'a self,
         ask: FleetAsk<'a>,
         slot: i64,
-        learned: Option<TriggerLimit>,
+        learned: Option<RouteLimit>,
     ) -> FleetFuture<'a, ()> {
         Box::pin(async move {
             let now = self.clock.wall();
             let Some(token) = ask.route else {
                 return;
             };
-            let window = self.scope_name(ask, Scope::Route(RouteKey::of(token)));
+            let window = self.scope_name(ask, Scope::Route(trigger_key(token)));
             // What the server stated of the window travels with its slots, for every worker.
             if let Some(limit) = learned {
                 match self

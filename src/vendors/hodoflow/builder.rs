@@ -10,11 +10,12 @@ use crate::client::{ClientBuilder, generic_setters, handed_on};
 use crate::core::auth::TokenExchanger;
 use crate::core::auth::secret::Secret;
 use crate::core::error::{Error, Result};
-use crate::core::limit::RouteKey;
-use crate::core::limit::window::TriggerLimit;
+use crate::core::limit::window::RouteLimit;
 use crate::core::signing::Signer;
 use crate::vendors::hodoflow::client::HodoflowClient;
+use crate::vendors::hodoflow::limits::TRIGGER_LIMIT;
 use crate::vendors::hodoflow::oauth::ClientCredentials;
+use crate::vendors::hodoflow::routes::trigger_key;
 use crate::vendors::hodoflow::settings::Settings;
 
 /// The default client-side limit of a webhook body: 1,048,576 bytes (Hodoflow's webhook sender
@@ -48,8 +49,10 @@ pub struct HodoflowBuilder {
 impl HodoflowClient {
     /// A client of Hodoflow's API at `base_url` (scheme, host, port, optional path prefix).
     pub fn builder(base_url: impl Into<String>) -> HodoflowBuilder {
+        let mut client = ClientBuilder::new(base_url);
+        client.routes.until_told = Some(TRIGGER_LIMIT);
         HodoflowBuilder {
-            client: ClientBuilder::new(base_url),
+            client,
             webhook_body_limit: DEFAULT_WEBHOOK_BODY_LIMIT,
             poll_interval: Duration::from_secs(1),
             signing_secrets: Vec::new(),
@@ -98,7 +101,7 @@ impl HodoflowBuilder {
 
     /// Paces the deliveries to every webhook trigger to `limit` on the client, so a burst
     /// waits here instead of bouncing off 429s, whatever the server's `RateLimit-Policy` says:
-    /// the caller's limit wins over the server's figures. [`TriggerLimit::DOCUMENTED`] is
+    /// the caller's limit wins over the server's figures. [`TRIGGER_LIMIT`](crate::hodoflow::TRIGGER_LIMIT) is
     /// the default of Hodoflow's webhook sender guide, 100 requests per 60 s. A wait for a slot
     /// counts against the call's `max_elapsed`, the first attempt's included; a delivery that
     /// may queue for its slot before its budget starts says so with
@@ -106,7 +109,7 @@ impl HodoflowBuilder {
     ///
     /// Default: no pacing (only the server's 429s pace deliveries); see
     /// [`pace_triggers`](Self::pace_triggers) to pace at the server's own figures.
-    pub fn trigger_limit(mut self, limit: TriggerLimit) -> Self {
+    pub fn trigger_limit(mut self, limit: RouteLimit) -> Self {
         self.client.routes.every = Some(limit);
         self
     }
@@ -115,21 +118,21 @@ impl HodoflowBuilder {
     /// [`trigger_limit`](Self::trigger_limit) says. The token is kept only as a hash.
     ///
     /// Default: none.
-    pub fn trigger_limit_for(mut self, trigger_token: &str, limit: TriggerLimit) -> Self {
+    pub fn trigger_limit_for(mut self, trigger_token: &str, limit: RouteLimit) -> Self {
         self.client
             .routes
             .overrides
-            .insert(RouteKey::of(trigger_token), limit);
+            .insert(trigger_key(trigger_token), limit);
         self
     }
 
     /// Paces the deliveries to every webhook trigger that has no
     /// [`trigger_limit`](Self::trigger_limit) at the trigger's own limit, as the server states
     /// it on every answer (`RateLimit-Policy: "trigger";q=100;w=60`), and at the documented
-    /// default, [`TriggerLimit::DOCUMENTED`], until the server has said. The precedence is
+    /// default, [`TRIGGER_LIMIT`](crate::hodoflow::TRIGGER_LIMIT), until the server has said. The precedence is
     /// the caller's limit, then the server's figures, then the documented default
     /// (`docs/wire-contract.md`, "RateLimit fields").
-    /// [`Stats::trigger_held_by`](crate::Stats::trigger_held_by) says which one held calls.
+    /// [`Stats::route_held_by`](crate::Stats::route_held_by) says which one held calls.
     ///
     /// Default: off (no pacing unless [`trigger_limit`](Self::trigger_limit) is set).
     ///

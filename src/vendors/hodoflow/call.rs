@@ -15,14 +15,14 @@ use crate::core::call_options::{CallOptions, per_call_setters};
 use crate::core::engine::Policy;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::{DeliveryId, IdempotencyKey};
-use crate::core::limit::RouteKey;
 use crate::core::redact::BodyLen;
-use crate::core::request::{FixedRequest, check_trigger_token, is_path_segment};
+use crate::core::request::{FixedRequest, is_path_segment};
 use crate::core::shared::Shared;
 use crate::core::signing::Signer;
 use crate::core::transport::Http;
 use crate::vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
 use crate::vendors::hodoflow::routes::redact_path;
+use crate::vendors::hodoflow::routes::{check_trigger_token, trigger_key};
 use crate::vendors::hodoflow::settings::Settings;
 use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOK, WEBHOOKS_PREFIX};
 
@@ -343,7 +343,7 @@ impl<'a> Delivering<'a> {
             Some(secrets) => Signer::parse(secrets)?,
             None => settings.signer.clone(),
         };
-        let trigger = RouteKey::of(token);
+        let trigger = trigger_key(token);
         let request = FixedRequest::webhook(
             &inner.base,
             &path,

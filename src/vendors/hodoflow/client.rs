@@ -11,12 +11,12 @@ use http::Method;
 use crate::client::RetryingClient;
 use crate::core::auth::secret::Secret;
 use crate::core::key::IdempotencyKey;
-use crate::core::limit::RouteKey;
 use crate::core::limit::scope::ClosedScope;
-use crate::core::limit::window::TriggerPacing;
+use crate::core::limit::window::RoutePacing;
 use crate::core::stats::Stats;
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::call::{Call, Delivering, Operation};
+use crate::vendors::hodoflow::routes::trigger_key;
 use crate::vendors::hodoflow::run::FollowRun;
 use crate::vendors::hodoflow::settings::Settings;
 
@@ -67,7 +67,9 @@ impl HodoflowClient {
         &self.client
     }
 
-    /// What this client and its clones have done so far. See [`RetryingClient::stats`].
+    /// What this client and its clones have done so far. See [`RetryingClient::stats`]: its
+    /// `route_*` figures are this client's webhook triggers, each a route with a window of its
+    /// own.
     pub fn stats(&self) -> Stats {
         self.client.stats()
     }
@@ -88,13 +90,13 @@ impl HodoflowClient {
     /// where it came from ([`HodoflowBuilder::trigger_limit`](crate::hodoflow::HodoflowBuilder::trigger_limit),
     /// the server's `RateLimit-Policy` or Hodoflow's documented default); `None` when it does
     /// not pace them.
-    pub fn trigger_pacing(&self, trigger_token: &str) -> Option<TriggerPacing> {
+    pub fn trigger_pacing(&self, trigger_token: &str) -> Option<RoutePacing> {
         self.client
             .inner
             .engine
             .limits
             .windows
-            .pacing(RouteKey::of(trigger_token))
+            .pacing(trigger_key(trigger_token))
     }
 
     /// A JSON:API unsafe write (`POST`, `PUT`, `PATCH` or `DELETE` under `/api/json/`) with its

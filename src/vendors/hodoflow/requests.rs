@@ -163,6 +163,7 @@ mod tests {
     use http::header::CONTENT_TYPE;
 
     use super::*;
+    use crate::vendors::hodoflow::routes::trigger_key;
 
     fn base() -> reqwest::Url {
         reqwest::Url::parse("http://127.0.0.1:9/prefix/").unwrap()
@@ -190,7 +191,7 @@ mod tests {
             let delivery = FixedRequest::webhook(
                 &base(),
                 "/api/v1/webhooks/trg_1",
-                RouteKey::of("trg_1"),
+                trigger_key("trg_1"),
                 &DeliveryId::new(key),
                 Bytes::new(),
                 &HeaderMap::new(),
@@ -335,7 +336,7 @@ mod tests {
         let request = FixedRequest::webhook(
             &base(),
             "/api/v1/webhooks/trg_secret",
-            RouteKey::of("trg_secret"),
+            trigger_key("trg_secret"),
             &id,
             Bytes::from_static(b"{}"),
             &HeaderMap::new(),

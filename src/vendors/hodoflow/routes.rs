@@ -6,7 +6,10 @@
 
 use std::borrow::Cow;
 
+use crate::core::error::{Error, Result};
+use crate::core::limit::RouteKey;
 use crate::core::redact::REDACTED;
+use crate::core::request::is_path_segment;
 use crate::vendors::hodoflow::tables::WEBHOOKS_PREFIX;
 #[cfg(feature = "middleware")]
 use {
@@ -14,6 +17,23 @@ use {
     crate::vendors::hodoflow::tables::{GRAPHQL_PATH, JSON_API_PREFIX},
     http::Method,
 };
+
+/// The route key of the webhook trigger with `token`: a trigger is a route with a window of its
+/// own, and scopes name it `trigger <hash>`.
+pub(crate) fn trigger_key(token: &str) -> RouteKey {
+    RouteKey::named("trigger", token)
+}
+
+/// An `invalid_input` error unless the trigger token is one URL path segment. The message never
+/// quotes it: it is a secret.
+pub(crate) fn check_trigger_token(token: &str) -> Result<()> {
+    if is_path_segment(token) {
+        return Ok(());
+    }
+    Err(Error::invalid_input(
+        "the trigger token must be one non-empty URL path segment (it is not shown: it is a secret)",
+    ))
+}
 
 /// The Hodoflow surface of `method` on `path`, as an adapter meets a request it did not build;
 /// `None` when the path is none of Hodoflow's (`/api/json/`, `/api/v1/webhooks/`,
