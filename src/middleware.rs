@@ -440,17 +440,16 @@ impl Middleware for RetryMiddleware {
             Surface::Webhook => req.url().path().rsplit('/').next().map(trigger_key),
             _ => None,
         };
-        let request = FixedRequest {
-            profile: surface.profile(),
-            method: req.method().clone(),
-            url: req.url().clone(),
-            route: Cow::Owned(route.into_owned()),
+        let request = FixedRequest::new(
+            surface.profile(),
+            req.method().clone(),
+            req.url().clone(),
+            Cow::Owned(route.into_owned()),
             headers,
             body,
-            identity: key.as_ref().map(|key| key.as_str().to_owned()),
-            route_key: trigger,
-            signer: None,
-        };
+            key.as_ref().map(|key| key.as_str().to_owned()),
+        )
+        .in_route(trigger);
         let version = req.version();
         let mut transport = ThroughNext {
             next,

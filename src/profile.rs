@@ -492,19 +492,17 @@ impl Request<'_> {
         if !self.body.is_empty() {
             content_type(&mut headers, "application/json");
         }
-        let request = FixedRequest {
-            profile: table,
-            method: self.method,
+        let request = FixedRequest::new(
+            table,
+            self.method,
             url,
             // Logs show the path without its query, and without a trigger token (a webhook
             // path sent through a profile is still a secret's path).
-            route: route_of(&self.path),
+            route_of(&self.path),
             headers,
-            body: self.body,
-            identity: key.map(|key| key.as_str().to_owned()),
-            route_key: None,
-            signer: None,
-        };
+            self.body,
+            key.map(|key| key.as_str().to_owned()),
+        );
         Ok((request, self.options.policy))
     }
 }

@@ -41,6 +41,45 @@ pub(crate) struct FixedRequest {
     pub(crate) signer: Option<Signer>,
 }
 
+impl FixedRequest {
+    /// A request of `profile`'s surface: `method` to `url`, logged as `route`, with its headers
+    /// (the key or delivery ID included), body and identity for logs; no route of its own and
+    /// unsigned until [`in_route`](Self::in_route) and [`signed`](Self::signed) say otherwise.
+    pub(crate) fn new(
+        profile: &'static SurfaceProfile,
+        method: Method,
+        url: reqwest::Url,
+        route: Cow<'static, str>,
+        headers: HeaderMap,
+        body: Bytes,
+        identity: Option<String>,
+    ) -> Self {
+        Self {
+            profile,
+            method,
+            url,
+            route,
+            headers,
+            body,
+            identity,
+            route_key: None,
+            signer: None,
+        }
+    }
+
+    /// The request sits in the route with `key`, a window of its own.
+    pub(crate) fn in_route(mut self, key: Option<RouteKey>) -> Self {
+        self.route_key = key;
+        self
+    }
+
+    /// Every attempt is signed with `signer`'s secrets.
+    pub(crate) fn signed(mut self, signer: Option<Signer>) -> Self {
+        self.signer = signer;
+        self
+    }
+}
+
 /// Shows the route, never the URL (it may hold a route token) or the body.
 impl std::fmt::Debug for FixedRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

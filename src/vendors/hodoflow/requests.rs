@@ -54,17 +54,15 @@ impl FixedRequest {
         if !body.is_empty() {
             content_type(&mut headers, JSON_API);
         }
-        Ok(Self {
-            profile: Surface::JsonApiWrite.profile(),
-            route: route_of(path),
+        Ok(Self::new(
+            Surface::JsonApiWrite.profile(),
             method,
             url,
+            route_of(path),
             headers,
             body,
-            identity: Some(key.as_str().to_owned()),
-            route_key: None,
-            signer: None,
-        })
+            Some(key.as_str().to_owned()),
+        ))
     }
 
     /// A read: GET or HEAD, without a key.
@@ -82,17 +80,15 @@ impl FixedRequest {
         let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;
-        Ok(Self {
-            profile: Surface::Read.profile(),
-            route: route_of(path),
+        Ok(Self::new(
+            Surface::Read.profile(),
             method,
             url,
+            route_of(path),
             headers,
-            body: Bytes::new(),
-            identity: None,
-            route_key: None,
-            signer: None,
-        })
+            Bytes::new(),
+            None,
+        ))
     }
 
     /// A GraphQL document for `POST /api/graphql`; read-only, without a key.
@@ -100,17 +96,16 @@ impl FixedRequest {
         let url = url_of(base, GRAPHQL_PATH)?;
         let mut headers = HeaderMap::new();
         content_type(&mut headers, "application/json");
-        Ok(Self {
-            profile: Surface::GraphQl.profile(),
-            route: Cow::Owned(url.path().to_owned()),
-            method: Method::POST,
+        let route = Cow::Owned(url.path().to_owned());
+        Ok(Self::new(
+            Surface::GraphQl.profile(),
+            Method::POST,
             url,
+            route,
             headers,
             body,
-            identity: None,
-            route_key: None,
-            signer: None,
-        })
+            None,
+        ))
     }
 
     /// A webhook delivery to a trigger, identified by `id`, signed when `signer` is set.
@@ -143,17 +138,17 @@ impl FixedRequest {
             headers.insert(WEBHOOK_ID, id.key().to_header_value());
         }
         content_type(&mut headers, "application/json");
-        Ok(Self {
-            profile: Surface::Webhook.profile(),
-            route: route_of(path),
-            method: Method::POST,
+        Ok(Self::new(
+            Surface::Webhook.profile(),
+            Method::POST,
             url,
+            route_of(path),
             headers,
             body,
-            identity: Some(id.key().as_str().to_owned()),
-            route_key: Some(trigger),
-            signer,
-        })
+            Some(id.key().as_str().to_owned()),
+        )
+        .in_route(Some(trigger))
+        .signed(signer))
     }
 }
 

@@ -34,32 +34,28 @@ impl FixedRequest {
             );
         }
         content_type(&mut headers, "application/json");
-        Ok(Self {
-            profile: Surface::Modulify.profile(),
-            route: Cow::Owned(path),
-            method: Method::POST,
+        Ok(Self::new(
+            Surface::Modulify.profile(),
+            Method::POST,
             url,
+            Cow::Owned(path),
             headers,
             body,
-            identity: key.map(|key| key.as_str().to_owned()),
-            route_key: None,
-            signer: None,
-        })
+            key.map(|key| key.as_str().to_owned()),
+        ))
     }
 
     /// Modulify's method catalogue, `GET /v1/tools`.
     pub(crate) fn modulify_tools(base: &reqwest::Url) -> Result<Self> {
         let url = url_of(base, tables::TOOLS_PATH)?;
-        Ok(Self {
-            profile: Surface::Modulify.profile(),
-            route: Cow::Borrowed(tables::TOOLS_PATH),
-            method: Method::GET,
+        Ok(Self::new(
+            Surface::Modulify.profile(),
+            Method::GET,
             url,
-            headers: HeaderMap::new(),
-            body: Bytes::new(),
-            identity: None,
-            route_key: None,
-            signer: None,
-        })
+            Cow::Borrowed(tables::TOOLS_PATH),
+            HeaderMap::new(),
+            Bytes::new(),
+            None,
+        ))
     }
 }
