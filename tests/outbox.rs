@@ -8,6 +8,13 @@ mod support;
 #[path = "support/postgres.rs"]
 mod pg;
 
+#[allow(
+    dead_code,
+    reason = "the example's main and helpers are the example's, not the tests'"
+)]
+#[path = "../examples/custom_vendor.rs"]
+mod draft;
+
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -95,6 +102,7 @@ on_both_stores!(
     may_have_run_is_kept_across_calls_and_an_operator_requeue,
     a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure,
     a_store_of_the_previous_schema_migrates_in_place,
+    a_vendor_of_your_own_is_delivered_through_its_profile_once_per_job,
 );
 
 /// A pool whose lease is twice its calls' budget claims a pool's worth ahead. When its next
@@ -2680,4 +2688,72 @@ async fn a_store_of_the_previous_schema_migrates_in_place(backend: Backend) {
         store.window(TRIGGER_A).await.unwrap(),
         Some((10_000, Duration::from_secs(60)))
     );
+}
+
+/// A third vendor's jobs (`examples/custom_vendor.rs`, the IETF Idempotency-Key draft) name
+/// their vendor and route, and the workers deliver them through the client and profile
+/// registered under that name: every order's first attempt times out while the server runs it,
+/// the retry meets it in flight (409), waits, and gets the one answer; each order runs once,
+/// keyed by the job's identity. A job of a vendor no worker knows fails, nothing sent.
+async fn a_vendor_of_your_own_is_delivered_through_its_profile_once_per_job(backend: Backend) {
+    let hodoflow = support::server().await;
+    let draft_server = draft::draft_server::start(true).await.unwrap();
+    let outbox = fresh(backend).await;
+    let orders = ["order-a", "order-b", "order-c"];
+    for (n, order) in orders.iter().enumerate() {
+        let target = Target::route("ietf-draft", http::Method::POST, "/orders");
+        let body = format!(r#"{{"sku":"s-{n}"}}"#);
+        outbox.enqueue(order, target, body).await.unwrap();
+    }
+    let stranger = Target::route("stranger", http::Method::POST, "/orders");
+    outbox.enqueue("order-x", stranger, "{}").await.unwrap();
+    for refused in ["webhook", "Draft", "", "1st", "a b"] {
+        let error = outbox
+            .enqueue(
+                "refused",
+                Target::route(refused, http::Method::POST, "/orders"),
+                "{}",
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::InvalidInput,
+            "{refused:?}: {error}"
+        );
+    }
+    let draft_client = draft::client(&draft_server.base, Duration::from_millis(100)).unwrap();
+
+    outbox
+        .workers(client(&hodoflow, 5))
+        .vendor("ietf-draft", draft_client, *draft::DRAFT)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    let mut identities = Vec::new();
+    for order in orders {
+        let job = outbox.job(order).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Done, "{order}: {:?}", job.last_error);
+        assert_eq!(
+            job.target,
+            Target::route("ietf-draft", http::Method::POST, "/orders"),
+            "the row reads back as it was stored"
+        );
+        assert!(job.attempts >= 2, "{order}: a timeout, then the answer");
+        identities.push(job.identity.as_str().to_owned());
+    }
+    let stranger = outbox.job("order-x").await.unwrap().unwrap();
+    assert_eq!(stranger.state, JobState::Failed);
+    assert_eq!(stranger.attempts, 0, "nothing sent");
+    assert_eq!(stranger.last_error.unwrap().kind, "invalid_input");
+    let mut executed = draft_server.executed();
+    executed.sort();
+    identities.sort();
+    assert_eq!(
+        executed, identities,
+        "each order once, keyed by its job's identity"
+    );
+    assert!(hodoflow.ledger().requests_to("POST", WEBHOOKS).is_empty());
 }

@@ -47,6 +47,8 @@ pub(crate) mod hodoflow;
 pub(crate) mod modulify;
 pub(crate) mod neutral;
 #[cfg(feature = "outbox")]
+pub(crate) mod profile_outbox;
+#[cfg(feature = "outbox")]
 pub(crate) mod target;
 
 pub use classify::classify;

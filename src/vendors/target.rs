@@ -15,6 +15,7 @@ use crate::core::auth::secret::Secret;
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::limit::shared::Fleet;
+use crate::core::request::normalize_path;
 use crate::vendors::hodoflow::requests::check_write;
 use crate::vendors::hodoflow::routes::check_trigger_token;
 use crate::vendors::hodoflow::routes::redact_path;
@@ -113,6 +114,18 @@ pub enum Target {
         /// The method, such as `send_message`.
         method: String,
     },
+    /// `method` on `path` of a vendor of your own, by its name: delivered by the workers'
+    /// client and [`Profile`](crate::Profile) registered under that name
+    /// ([`WorkerBuilder::vendor`](crate::outbox::WorkerBuilder::vendor)), its identity sent as
+    /// the profile's key.
+    Route {
+        /// The vendor's name, as registered with the workers.
+        vendor: String,
+        /// The method.
+        method: Method,
+        /// The path under the vendor client's base URL, such as `/orders`.
+        path: String,
+    },
 }
 
 impl PartialEq for Target {
@@ -137,8 +150,48 @@ impl fmt::Debug for Target {
             Self::Modulify { method } => {
                 f.debug_struct("Modulify").field("method", method).finish()
             }
+            Self::Route {
+                vendor,
+                method,
+                path,
+            } => f
+                .debug_struct("Route")
+                .field("vendor", vendor)
+                .field("method", method)
+                .field("path", &strip_query(path))
+                .finish(),
         }
     }
+}
+
+/// The names a job's kind already has: a vendor of your own takes another.
+const BUILT_IN_KINDS: [&str; 3] = ["webhook", "write", "modulify"];
+
+/// `path` without its query, which may hold anything: how a route is shown.
+fn strip_query(path: &str) -> &str {
+    path.split_once('?').map_or(path, |(path, _)| path)
+}
+
+/// An `invalid_input` error unless `vendor` is a name a job may store as its kind: 1 to 40
+/// lowercase ASCII letters, digits, `-` or `_`, starting with a letter, and none of the
+/// built-in kinds.
+fn check_vendor(vendor: &str) -> Result<()> {
+    let fits = (1..=40).contains(&vendor.len())
+        && vendor.starts_with(|c: char| c.is_ascii_lowercase())
+        && vendor
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !fits {
+        return Err(Error::invalid_input(
+            "a vendor's name is 1 to 40 lowercase ASCII letters, digits, '-' or '_', starting with a letter",
+        ));
+    }
+    if BUILT_IN_KINDS.contains(&vendor) {
+        return Err(Error::invalid_input(format!(
+            "{vendor:?} is a built-in kind of job: name your vendor otherwise"
+        )));
+    }
+    Ok(())
 }
 
 impl Target {
@@ -164,12 +217,23 @@ impl Target {
         }
     }
 
-    /// `"webhook"`, `"write"` or `"modulify"`.
-    pub fn kind(&self) -> &'static str {
+    /// `method` on `path` of the vendor registered with the workers as `vendor`
+    /// ([`WorkerBuilder::vendor`](crate::outbox::WorkerBuilder::vendor)).
+    pub fn route(vendor: impl Into<String>, method: Method, path: impl Into<String>) -> Self {
+        Self::Route {
+            vendor: vendor.into(),
+            method,
+            path: path.into(),
+        }
+    }
+
+    /// `"webhook"`, `"write"`, `"modulify"`, or the name of a vendor of your own.
+    pub fn kind(&self) -> &str {
         match self {
             Self::Webhook { .. } => "webhook",
             Self::Write { .. } => "write",
             Self::Modulify { .. } => "modulify",
+            Self::Route { vendor, .. } => vendor,
         }
     }
 
@@ -183,6 +247,7 @@ impl Target {
             ),
             Self::Write { method, path } => (method.as_str().to_owned(), path.clone()),
             Self::Modulify { method } => ("POST".to_owned(), method.clone()),
+            Self::Route { method, path, .. } => (method.as_str().to_owned(), path.clone()),
         }
     }
 
@@ -217,6 +282,12 @@ impl Target {
                 path: route.to_owned(),
             }),
             "modulify" => Ok(Self::modulify(route)),
+            vendor if check_vendor(vendor).is_ok() => Ok(Self::Route {
+                vendor: vendor.to_owned(),
+                method: Method::from_bytes(method.as_bytes())
+                    .map_err(|_| Error::invalid_input("a stored job has an invalid method"))?,
+                path: route.to_owned(),
+            }),
             _ => Err(Error::invalid_input(format!(
                 "a stored job has an unknown kind {kind:?}"
             ))),
@@ -231,6 +302,11 @@ impl Target {
                 format!("{method} {}", redact_path(path))
             }
             Self::Modulify { method } => format!("POST /v1/{method}"),
+            Self::Route {
+                vendor,
+                method,
+                path,
+            } => format!("{vendor} {method} {}", strip_query(path)),
         }
     }
 }
@@ -248,6 +324,10 @@ impl Target {
             },
             Self::Write { method, path } => check_write(method, path),
             Self::Modulify { method } => check_method(method),
+            Self::Route { vendor, path, .. } => {
+                check_vendor(vendor)?;
+                normalize_path(path).map(drop)
+            }
         }
     }
 }

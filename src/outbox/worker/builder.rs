@@ -13,11 +13,14 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::client::RetryingClient;
 use crate::core::error::{Error, Result};
 use crate::core::limit::shared::Fleet;
 use crate::core::limit::window::RouteLimit;
+use crate::profile::Profile;
 use crate::vendors::hodoflow::client::HodoflowClient;
 use crate::vendors::modulify::client::ModulifyClient;
+use crate::vendors::profile_outbox::ProfileJobs;
 
 use crate::vendors::target::Deliver;
 
@@ -35,6 +38,8 @@ pub struct WorkerBuilder {
     pub(super) outbox: Outbox,
     pub(super) client: HodoflowClient,
     pub(super) modulify: Option<ModulifyClient>,
+    /// The clients and profiles of vendors of your own, by name.
+    pub(super) vendors: Vec<ProfileJobs>,
     pub(super) name: String,
     pub(super) concurrency: usize,
     pub(super) lease: Duration,
@@ -87,6 +92,7 @@ impl WorkerBuilder {
             outbox,
             client,
             modulify: None,
+            vendors: Vec::new(),
             name,
             concurrency: DEFAULT_CONCURRENCY,
             lease: DEFAULT_LEASE,
@@ -207,6 +213,30 @@ impl WorkerBuilder {
         self
     }
 
+    /// Delivers the jobs of `vendor`, a vendor of your own
+    /// ([`Target::route`](crate::outbox::Target::route)), through `client` with `profile`:
+    /// each call is `client.request(profile, method, path)` with the job's body and, when the
+    /// profile sends keys, the job's identity as its key. Registered again under the same
+    /// name, the last one delivers.
+    ///
+    /// Default: none; a job of a vendor not registered fails with `invalid_input`, nothing
+    /// sent.
+    pub fn vendor(
+        mut self,
+        vendor: impl Into<String>,
+        client: RetryingClient,
+        profile: impl Into<Profile>,
+    ) -> Self {
+        let vendor = vendor.into();
+        self.vendors.retain(|jobs| jobs.vendor != vendor);
+        self.vendors.push(ProfileJobs {
+            vendor,
+            client,
+            profile: profile.into(),
+        });
+        self
+    }
+
     /// The per-trigger window every worker of the store shares, or `None` for none. A limit
     /// set here wins over the server's figures.
     ///
@@ -278,6 +308,9 @@ impl WorkerBuilder {
                 let mut deliverers: Vec<Arc<dyn Deliver>> = vec![Arc::new(self.client.clone())];
                 if let Some(modulify) = self.modulify {
                     deliverers.push(Arc::new(modulify));
+                }
+                for jobs in self.vendors {
+                    deliverers.push(Arc::new(jobs));
                 }
                 deliverers
             },

@@ -431,7 +431,7 @@ impl WorkerPool {
                     .await
             }
             None => Err(Error::invalid_input(format!(
-                "no client of these workers delivers a {} job: a Modulify job needs workers built with .modulify(ModulifyClient)",
+                "no client of these workers delivers a {} job: a Modulify job needs workers built with .modulify(ModulifyClient), a vendor of your own .vendor(name, client, profile); nothing was sent",
                 job.target.kind()
             ))),
         }

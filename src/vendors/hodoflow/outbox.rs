@@ -65,8 +65,8 @@ impl Deliver for HodoflowClient {
                         .await?;
                     Ok((Delivered::Done, response.attempts().len() as u32))
                 }
-                Target::Modulify { .. } => Err(Error::invalid_input(
-                    "a Modulify job is delivered by a ModulifyClient, not a HodoflowClient",
+                Target::Modulify { .. } | Target::Route { .. } => Err(Error::invalid_input(
+                    "only a webhook or JSON:API write job is delivered by a HodoflowClient",
                 )),
             }
         })

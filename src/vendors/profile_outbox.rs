@@ -1,0 +1,65 @@
+//! Outbox jobs of a vendor of your own: a [`Target::Route`] job is one request of the
+//! [`Profile`] the workers registered under the job's vendor name, sent through that vendor's
+//! [`RetryingClient`] with the job's identity as the profile's key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::client::RetryingClient;
+use crate::core::error::Error;
+use crate::core::key::IdempotencyKey;
+use crate::core::limit::ServiceKey;
+use crate::core::limit::shared::Fleet;
+use crate::profile::Profile;
+use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
+
+/// The workers' client and profile for the jobs of one vendor of your own.
+#[derive(Debug)]
+pub(crate) struct ProfileJobs {
+    pub(crate) vendor: String,
+    pub(crate) client: RetryingClient,
+    pub(crate) profile: Profile,
+}
+
+impl Deliver for ProfileJobs {
+    fn delivers(&self, target: &Target) -> bool {
+        matches!(target, Target::Route { vendor, .. } if *vendor == self.vendor)
+    }
+
+    fn down_for(&self, _: &Target) -> Option<Duration> {
+        let engine = &self.client.inner.engine;
+        engine.limits.retry_budget.service_down_for(ServiceKey {
+            endpoint: engine.endpoint.id,
+            name: self.profile.table().scopes.service,
+        })
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        target: &'a Target,
+        identity: &'a IdempotencyKey,
+        body: &'a Bytes,
+        fleet: Arc<dyn Fleet>,
+        _queue: Duration,
+    ) -> DeliverFuture<'a> {
+        Box::pin(async move {
+            let Target::Route { method, path, .. } = target else {
+                return Err(Error::invalid_input(
+                    "only a job of a vendor of your own is delivered by its profile",
+                ));
+            };
+            let mut request = self
+                .client
+                .request(self.profile, method.clone(), path)
+                .body(body.clone())
+                .fleet(fleet);
+            if self.profile.sends_key() {
+                request = request.idempotency_key(identity.clone());
+            }
+            let response = request.send().await?;
+            Ok((Delivered::Done, response.attempts().len() as u32))
+        })
+    }
+}
