@@ -20,7 +20,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, DEMO_TRIGGER_TOKEN, Fault, Limits, MockServer};
-use hodoflow_retry::outbox::{Cursor, Job, JobState, MAX_SCOPE, Outbox, Pause, Record, Target};
+use hodoflow_retry::outbox::{
+    Cursor, Job, JobState, MAX_SCOPE, Outbox, Pause, Record, SqliteStore, Target, conformance,
+};
 use hodoflow_retry::{
     Budget, ErrorKind, HodoflowClient,
     clock::{Clock, ManualClock},
@@ -103,6 +105,7 @@ on_both_stores!(
     a_permanent_answer_after_a_call_that_may_have_run_needs_reconciliation_not_failure,
     a_store_of_the_previous_schema_migrates_in_place,
     a_vendor_of_your_own_is_delivered_through_its_profile_once_per_job,
+    the_store_keeps_the_contract_a_store_of_your_own_is_checked_by,
 );
 
 /// A pool whose lease is twice its calls' budget claims a pool's worth ahead. When its next
@@ -2756,4 +2759,38 @@ async fn a_vendor_of_your_own_is_delivered_through_its_profile_once_per_job(back
         "each order once, keyed by its job's identity"
     );
     assert!(hodoflow.ledger().requests_to("POST", WEBHOOKS).is_empty());
+}
+
+/// Both stores keep the contract a store of your own is checked by
+/// (`outbox::conformance::check`), each rule on a store opened empty.
+async fn the_store_keeps_the_contract_a_store_of_your_own_is_checked_by(backend: Backend) {
+    let held = match backend {
+        Backend::Sqlite => {
+            conformance::check(|| async {
+                let dir = std::env::temp_dir().join(format!(
+                    "hodoflow-conformance-{}-{}",
+                    std::process::id(),
+                    uuid::Uuid::new_v4().simple()
+                ));
+                std::fs::create_dir_all(&dir).unwrap();
+                SqliteStore::open(dir.join("outbox.db")).await.unwrap()
+            })
+            .await
+        }
+        #[cfg(feature = "outbox-postgres")]
+        Backend::Postgres => {
+            conformance::check(|| async {
+                let db = pg::database("conformance")
+                    .await
+                    .expect("checked by the caller");
+                hodoflow_retry::outbox::PostgresStore::connect(&db.url)
+                    .await
+                    .unwrap()
+            })
+            .await
+        }
+        #[cfg(not(feature = "outbox-postgres"))]
+        Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
+    };
+    assert_eq!(held, Ok(12), "every rule holds");
 }

@@ -189,9 +189,35 @@ impl Error {
         }))
     }
 
-    /// An [`ErrorKind::InvalidInput`] error: "invalid input: {what}".
-    pub(crate) fn invalid_input(what: impl fmt::Display) -> Self {
+    /// An [`ErrorKind::InvalidInput`] error: "invalid input: {what}". For what you plug in (a
+    /// store of your own) refusing what it can never take; never put a secret in `what`.
+    ///
+    /// ```
+    /// use hodoflow_retry::{Error, ErrorKind};
+    ///
+    /// let error = Error::invalid_input("a blank scope");
+    /// assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    /// assert!(!error.is_retryable());
+    /// ```
+    pub fn invalid_input(what: impl fmt::Display) -> Self {
         Self::new(ErrorKind::InvalidInput, format!("invalid input: {what}"))
+    }
+
+    /// An error of an outbox store that failed (its database unreachable, a statement that
+    /// failed): "the outbox's store failed: {what}", retryable, as the built-in stores' are.
+    /// Add the cause with [`with_source`](Self::with_source); never put a secret in `what`.
+    ///
+    /// ```
+    /// use hodoflow_retry::Error;
+    ///
+    /// let error = Error::store("the connection was closed");
+    /// assert!(error.is_retryable());
+    /// ```
+    pub fn store(what: impl fmt::Display) -> Self {
+        Self::new(
+            ErrorKind::Transport,
+            format!("the outbox's store failed: {what}"),
+        )
     }
 
     /// An [`ErrorKind::TokenExchange`] error: "token exchange failed: {what}".

@@ -141,6 +141,34 @@ pub struct Job {
     pub may_have_run: bool,
 }
 
+impl Job {
+    /// The job `id` of `new` as it is stored first: pending, due at its creation, no call made
+    /// and never claimed. A store of your own builds every job it returns from this and the
+    /// fields it keeps.
+    pub fn new(id: i64, new: NewJob) -> Self {
+        Self {
+            id,
+            event_id: new.event_id,
+            target: new.target,
+            body: new.body,
+            identity: new.identity,
+            state: JobState::Pending,
+            calls: 0,
+            attempts: 0,
+            next_at: new.now,
+            created_at: new.now,
+            first_sent_at: None,
+            finished_at: None,
+            run_id: None,
+            last_error: None,
+            lease_owner: None,
+            lease_until: None,
+            claim: 0,
+            may_have_run: false,
+        }
+    }
+}
+
 impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Job")
@@ -241,7 +269,8 @@ impl Counts {
         }
     }
 
-    pub(crate) fn add(&mut self, state: JobState, count: u64) {
+    /// Adds `count` jobs in `state`: how a store sums what it read.
+    pub fn add(&mut self, state: JobState, count: u64) {
         let slot = match state {
             JobState::Pending => &mut self.pending,
             JobState::InFlight => &mut self.in_flight,
@@ -277,6 +306,15 @@ pub struct Due {
 }
 
 impl Due {
+    /// `due` pending jobs due, `in_flight` jobs in flight, the next due at `next_at`.
+    pub fn new(due: u64, in_flight: u64, next_at: Option<SystemTime>) -> Self {
+        Self {
+            due,
+            in_flight,
+            next_at,
+        }
+    }
+
     /// Nothing is due and nothing is in flight: a run until idle may stop.
     pub fn is_idle(&self) -> bool {
         self.due == 0 && self.in_flight == 0

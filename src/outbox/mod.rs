@@ -40,6 +40,7 @@
 //!
 //! Both apply their versioned migrations on open and pass the same test suite.
 
+pub mod conformance;
 mod job;
 #[cfg(feature = "metrics")]
 pub(crate) mod meter;
@@ -73,14 +74,14 @@ pub use schedule::LongSchedule;
 #[cfg(feature = "outbox-sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
-pub use wake::Wakeups;
+pub use wake::{Waker, Wakeups};
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, DEFAULT_SAFETY_POLL, JobDone, KEY_HORIZON,
     MAX_LEASE, PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
 };
 
 pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};
-pub(crate) use store::{Sealed, check_scope, pause_reason, window_of, window_row};
+pub(crate) use store::{check_scope, pause_reason, window_of, window_row};
 
 /// The largest body a job may hold: the webhook and JSON:API limit of Hodoflow and Modulify's
 /// (1,048,576 bytes; `docs/wire-contract.md`).

@@ -65,6 +65,16 @@ impl Cursor {
         self.state
     }
 
+    /// The `next_at` of the job the cursor is after, to the millisecond stored.
+    pub fn next_at(&self) -> std::time::SystemTime {
+        super::from_millis(self.next_at)
+    }
+
+    /// The ID of the job the cursor is after.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
     /// The stored `next_at` (milliseconds) and ID of the job the cursor is after.
     pub(crate) fn key(&self) -> (i64, i64) {
         (self.next_at, self.id)

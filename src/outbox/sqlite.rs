@@ -17,7 +17,6 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 
-use super::Sealed;
 use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
@@ -186,8 +185,6 @@ impl std::fmt::Debug for SqliteStore {
             .finish_non_exhaustive()
     }
 }
-
-impl Sealed for SqliteStore {}
 
 impl SqliteStore {
     /// Opens (or creates) the outbox at `path`, in WAL mode, and applies the migrations it has

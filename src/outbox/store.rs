@@ -60,18 +60,14 @@ use super::wake::Wakeups;
 /// The future a [`Store`] method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
-mod sealed {
-    pub trait Sealed {}
-}
-pub(crate) use sealed::Sealed;
-
 /// Where the outbox keeps its jobs and the state its workers share: SQLite
 /// (`SqliteStore`, feature `outbox-sqlite`) or PostgreSQL
 /// (`PostgresStore`, feature `outbox-postgres`).
 ///
-/// Sealed: the two implementations pass one test suite (`tests/outbox.rs`), and a third would
-/// have to as well.
-pub trait Store: Sealed + Send + Sync + fmt::Debug {
+/// Open: a store of your own implements it, builds the jobs it returns with [`Job::new`] and
+/// its fields, and runs the contract's checks, [`conformance::check`](super::conformance::check),
+/// which both stores here pass; [`Outbox::new`](super::Outbox::new) takes it.
+pub trait Store: Send + Sync + fmt::Debug {
     /// Inserts `job` unless a job with its event ID exists. Returns the stored job, and whether
     /// it was inserted now.
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)>;

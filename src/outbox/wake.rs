@@ -57,21 +57,35 @@ impl Wakeups {
     }
 }
 
-/// The sending side, kept by a store.
+/// The sending side, kept by a store: a store of your own keeps one, wakes it when a job may
+/// have become due, and hands each worker its [`wakeups`](Self::wakeups).
 #[derive(Debug)]
-pub(crate) struct Waker {
+pub struct Waker {
     sender: watch::Sender<u64>,
 }
 
+impl Default for Waker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Waker {
-    pub(crate) fn new() -> Self {
+    /// A waker no worker waits on yet.
+    pub fn new() -> Self {
         Self {
             sender: watch::Sender::new(0),
         }
     }
 
+    /// The wake-ups of one more worker; `every_process` when a write by any process wakes it
+    /// (as PostgreSQL's `NOTIFY` does), not only one through this store.
+    pub fn wakeups(&self, every_process: bool) -> Wakeups {
+        Wakeups::new(self.subscribe(), every_process)
+    }
+
     /// Wakes every waiting worker.
-    pub(crate) fn wake(&self) {
+    pub fn wake(&self) {
         self.sender
             .send_modify(|generation| *generation = generation.wrapping_add(1));
     }

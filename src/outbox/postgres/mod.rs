@@ -63,7 +63,6 @@ mod pool;
 
 use pool::{CONNECTIONS, ConnectionPool};
 
-use super::Sealed;
 use super::check_event_id;
 use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
@@ -422,8 +421,6 @@ impl fmt::Debug for PostgresStore {
             .finish_non_exhaustive()
     }
 }
-
-impl Sealed for PostgresStore {}
 
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
