@@ -106,6 +106,7 @@ on_both_stores!(
     a_store_of_the_previous_schema_migrates_in_place,
     a_vendor_of_your_own_is_delivered_through_its_profile_once_per_job,
     the_store_keeps_the_contract_a_store_of_your_own_is_checked_by,
+    a_deliver_of_your_own_sends_the_jobs_it_takes,
 );
 
 /// A pool whose lease is twice its calls' budget claims a pool's worth ahead. When its next
@@ -2793,4 +2794,86 @@ async fn the_store_keeps_the_contract_a_store_of_your_own_is_checked_by(backend:
         Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
     };
     assert_eq!(held, Ok(12), "every rule holds");
+}
+
+/// A `Deliver` of your own, registered with the workers, sends the jobs it takes (here the IETF
+/// draft's orders, through the job's ready request) and says how each ended; the workers record
+/// it. Jobs it does not take go to the built-in clients.
+async fn a_deliver_of_your_own_sends_the_jobs_it_takes(backend: Backend) {
+    use hodoflow_retry::outbox::{Deliver, DeliverFuture, Delivered, JobCall, Sent};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[derive(Debug)]
+    struct Orders {
+        client: hodoflow_retry::RetryingClient,
+        calls: std::sync::Arc<AtomicU32>,
+    }
+
+    impl Deliver for Orders {
+        fn delivers(&self, target: &Target) -> bool {
+            target.kind() == "orders"
+        }
+
+        fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a> {
+            Box::pin(async move {
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                let answer = job
+                    .request(&self.client, *draft::DRAFT, http::Method::POST, "/orders")
+                    .send()
+                    .await?;
+                Ok(Sent::new(Delivered::Done, answer.attempts().len() as u32))
+            })
+        }
+    }
+
+    let hodoflow = support::server().await;
+    let draft_server = draft::draft_server::start(false).await.unwrap();
+    let outbox = fresh(backend).await;
+    for n in 0..4 {
+        let target = Target::route("orders", http::Method::POST, "/orders");
+        let body = format!(r#"{{"sku":"s-{n}"}}"#);
+        outbox
+            .enqueue(&format!("order-{n}"), target, body)
+            .await
+            .unwrap();
+    }
+    outbox
+        .enqueue("hook", Target::webhook(support::TRIGGER), support::EVENT)
+        .await
+        .unwrap();
+    let calls = std::sync::Arc::new(AtomicU32::new(0));
+    let orders = Orders {
+        client: draft::client(&draft_server.base, Duration::from_secs(2)).unwrap(),
+        calls: std::sync::Arc::clone(&calls),
+    };
+
+    let report = outbox
+        .workers(client(&hodoflow, 5))
+        .deliver(orders)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    assert_eq!(report.failed, 0, "{report:?}");
+    let mut identities = Vec::new();
+    for n in 0..4 {
+        let job = outbox.job(&format!("order-{n}")).await.unwrap().unwrap();
+        assert_eq!((job.state, job.attempts), (JobState::Done, 1), "order-{n}");
+        identities.push(job.identity.as_str().to_owned());
+    }
+    let hook = outbox.job("hook").await.unwrap().unwrap();
+    assert_eq!(
+        hook.state,
+        JobState::Accepted,
+        "the built-in client took the webhook"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    let mut executed = draft_server.executed();
+    executed.sort();
+    identities.sort();
+    assert_eq!(
+        executed, identities,
+        "each order once, under its job's identity"
+    );
 }

@@ -64,6 +64,7 @@ use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::runtime::{Clock, TokioClock};
 
+pub use crate::vendors::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent};
 pub use job::{
     Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target, Trigger,
 };

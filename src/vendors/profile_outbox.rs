@@ -2,18 +2,13 @@
 //! [`Profile`] the workers registered under the job's vendor name, sent through that vendor's
 //! [`RetryingClient`] with the job's identity as the profile's key.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use bytes::Bytes;
 
 use crate::client::RetryingClient;
 use crate::core::error::Error;
-use crate::core::key::IdempotencyKey;
 use crate::core::limit::ServiceKey;
-use crate::core::limit::shared::Fleet;
 use crate::profile::Profile;
-use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
+use crate::vendors::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target};
 
 /// The workers' client and profile for the jobs of one vendor of your own.
 #[derive(Debug)]
@@ -36,30 +31,18 @@ impl Deliver for ProfileJobs {
         })
     }
 
-    fn deliver<'a>(
-        &'a self,
-        target: &'a Target,
-        identity: &'a IdempotencyKey,
-        body: &'a Bytes,
-        fleet: Arc<dyn Fleet>,
-        _queue: Duration,
-    ) -> DeliverFuture<'a> {
+    fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a> {
         Box::pin(async move {
-            let Target::Route { method, path, .. } = target else {
+            let Target::Route { method, path, .. } = job.target else {
                 return Err(Error::invalid_input(
                     "only a job of a vendor of your own is delivered by its profile",
                 ));
             };
-            let mut request = self
-                .client
-                .request(self.profile, method.clone(), path)
-                .body(body.clone())
-                .fleet(fleet);
-            if self.profile.sends_key() {
-                request = request.idempotency_key(identity.clone());
-            }
-            let response = request.send().await?;
-            Ok((Delivered::Done, response.attempts().len() as u32))
+            let response = job
+                .request(&self.client, self.profile, method.clone(), path)
+                .send()
+                .await?;
+            Ok(Sent::new(Delivered::Done, response.attempts().len() as u32))
         })
     }
 }

@@ -11,11 +11,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Method;
 
+use crate::client::RetryingClient;
 use crate::core::auth::secret::Secret;
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::limit::shared::Fleet;
 use crate::core::request::normalize_path;
+use crate::profile::{Profile, Request};
 use crate::vendors::hodoflow::requests::check_write;
 use crate::vendors::hodoflow::routes::check_trigger_token;
 use crate::vendors::hodoflow::routes::redact_path;
@@ -334,41 +336,122 @@ impl Target {
 
 /// How one call of a job ended, in the vendor's terms the outbox records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Delivered {
+#[non_exhaustive]
+pub enum Delivered {
     /// A webhook delivery started a workflow run (its ID, when the answer named one).
-    Accepted { run_id: Option<String> },
+    Accepted {
+        /// The run's ID.
+        run_id: Option<String>,
+    },
     /// A webhook delivery the trigger had already accepted.
     Duplicate,
     /// Any other call that succeeded.
     Done,
 }
 
-/// What one call of a job ended with, and the attempts it sent; or the call's error.
-pub(crate) type Sent = Result<(Delivered, u32)>;
+/// What one call of a job ended with, and the requests it sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sent {
+    /// How it ended.
+    pub outcome: Delivered,
+    /// The requests the call sent (its attempts).
+    pub attempts: u32,
+}
 
-/// The future of a [`Deliver::deliver`].
-pub(crate) type DeliverFuture<'a> = Pin<Box<dyn Future<Output = Sent> + Send + 'a>>;
+impl Sent {
+    /// A call that ended `outcome` after `attempts` requests.
+    pub fn new(outcome: Delivered, attempts: u32) -> Self {
+        Self { outcome, attempts }
+    }
+}
+
+/// The future of a [`Deliver::deliver`]: the call's end, or its error (whose
+/// [`may_have_run`](Error::may_have_run) the job keeps).
+pub type DeliverFuture<'a> = Pin<Box<dyn Future<Output = Result<Sent>> + Send + 'a>>;
+
+/// One call of one job, handed to a [`Deliver`]: where it goes, its identity and body, and what
+/// the workers share (their closed scopes and windows, through the store).
+pub struct JobCall<'a> {
+    pub(crate) target: &'a Target,
+    pub(crate) identity: &'a IdempotencyKey,
+    pub(crate) body: &'a Bytes,
+    pub(crate) fleet: Arc<dyn Fleet>,
+    pub(crate) queue: std::time::Duration,
+}
+
+impl fmt::Debug for JobCall<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobCall")
+            .field("target", self.target)
+            .field("identity", self.identity)
+            .field("body", &crate::core::redact::BodyLen(self.body.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> JobCall<'a> {
+    /// Where the job goes.
+    pub fn target(&self) -> &'a Target {
+        self.target
+    }
+
+    /// The job's identity: send it as the delivery ID or key of every attempt.
+    pub fn identity(&self) -> &'a IdempotencyKey {
+        self.identity
+    }
+
+    /// The job's body, byte for byte.
+    pub fn body(&self) -> &'a Bytes {
+        self.body
+    }
+
+    /// How long the call may queue for its route's window before it starts: what the job's
+    /// lease leaves after one call's budget.
+    pub fn queue(&self) -> std::time::Duration {
+        self.queue
+    }
+
+    /// `method` on `path` through `client` with `profile`, ready to send: the job's body, its
+    /// identity as the key (when the profile sends keys), and the workers' shared closed scopes.
+    /// What a [`Deliver`] of a vendor of your own sends.
+    pub fn request<'c>(
+        &self,
+        client: &'c RetryingClient,
+        profile: impl Into<Profile>,
+        method: Method,
+        path: &str,
+    ) -> Request<'c> {
+        let profile = profile.into();
+        let request = client
+            .request(profile, method, path)
+            .body(self.body.clone())
+            .fleet(Arc::clone(&self.fleet));
+        if profile.sends_key() {
+            request.idempotency_key(self.identity.clone())
+        } else {
+            request
+        }
+    }
+}
 
 /// A vendor's client, delivering the outbox's jobs of its targets; the outbox worker calls it
-/// and never names a vendor.
-pub(crate) trait Deliver: Send + Sync + fmt::Debug {
+/// and never names a vendor. Hodoflow's and Modulify's clients are two; register your own with
+/// [`WorkerBuilder::deliver`](crate::outbox::WorkerBuilder::deliver).
+pub trait Deliver: Send + Sync + fmt::Debug {
     /// Whether this client delivers the jobs of `target`.
     fn delivers(&self, target: &Target) -> bool;
 
     /// How long the service that takes the jobs of `target` has been down, as this client's
-    /// retry budget tells; `None` while it is up. Another service's outage never shows here.
-    fn down_for(&self, target: &Target) -> Option<std::time::Duration>;
+    /// retry budget tells (see [`RetryingClient::service_down_for`]); `None` while it is up.
+    /// The workers start no job of that service while it is down longer than a call's budget.
+    ///
+    /// Default: `None`, never down.
+    fn down_for(&self, target: &Target) -> Option<std::time::Duration> {
+        let _ = target;
+        None
+    }
 
-    /// One call to `target` (one this client [`delivers`](Self::delivers)) with the job's
-    /// `identity` and `body`, sharing `fleet`'s closed scopes and windows with the other
-    /// workers; it may queue up to `queue` for its route's window before it starts (the job's
-    /// lease covers that and the call).
-    fn deliver<'a>(
-        &'a self,
-        target: &'a Target,
-        identity: &'a IdempotencyKey,
-        body: &'a Bytes,
-        fleet: Arc<dyn Fleet>,
-        queue: std::time::Duration,
-    ) -> DeliverFuture<'a>;
+    /// One call of `job` (one whose target this client [`delivers`](Self::delivers)).
+    fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a>;
 }

@@ -38,8 +38,8 @@ pub struct WorkerBuilder {
     pub(super) outbox: Outbox,
     pub(super) client: HodoflowClient,
     pub(super) modulify: Option<ModulifyClient>,
-    /// The clients and profiles of vendors of your own, by name.
-    pub(super) vendors: Vec<ProfileJobs>,
+    /// The deliverers given with `deliver` and `vendor`, in order.
+    pub(super) deliverers: Vec<Arc<dyn Deliver>>,
     pub(super) name: String,
     pub(super) concurrency: usize,
     pub(super) lease: Duration,
@@ -92,7 +92,7 @@ impl WorkerBuilder {
             outbox,
             client,
             modulify: None,
-            vendors: Vec::new(),
+            deliverers: Vec::new(),
             name,
             concurrency: DEFAULT_CONCURRENCY,
             lease: DEFAULT_LEASE,
@@ -213,28 +213,36 @@ impl WorkerBuilder {
         self
     }
 
+    /// Delivers the jobs `deliver` [delivers](Deliver::delivers) through it: a vendor of your
+    /// own, or your own way of sending a built-in kind. The workers ask their deliverers in
+    /// order (the Hodoflow client, the Modulify client, then these in the order given) and the
+    /// first that delivers a job's target sends it.
+    ///
+    /// Default: none.
+    pub fn deliver(mut self, deliver: impl Deliver + 'static) -> Self {
+        self.deliverers.push(Arc::new(deliver));
+        self
+    }
+
     /// Delivers the jobs of `vendor`, a vendor of your own
     /// ([`Target::route`](crate::outbox::Target::route)), through `client` with `profile`:
     /// each call is `client.request(profile, method, path)` with the job's body and, when the
-    /// profile sends keys, the job's identity as its key. Registered again under the same
-    /// name, the last one delivers.
+    /// profile sends keys, the job's identity as its key (as [`JobCall::request`](crate::outbox::JobCall::request) makes it).
+    /// Registered twice under one name, the first delivers.
     ///
     /// Default: none; a job of a vendor not registered fails with `invalid_input`, nothing
     /// sent.
     pub fn vendor(
-        mut self,
+        self,
         vendor: impl Into<String>,
         client: RetryingClient,
         profile: impl Into<Profile>,
     ) -> Self {
-        let vendor = vendor.into();
-        self.vendors.retain(|jobs| jobs.vendor != vendor);
-        self.vendors.push(ProfileJobs {
-            vendor,
+        self.deliver(ProfileJobs {
+            vendor: vendor.into(),
             client,
             profile: profile.into(),
-        });
-        self
+        })
     }
 
     /// The per-trigger window every worker of the store shares, or `None` for none. A limit
@@ -309,9 +317,7 @@ impl WorkerBuilder {
                 if let Some(modulify) = self.modulify {
                     deliverers.push(Arc::new(modulify));
                 }
-                for jobs in self.vendors {
-                    deliverers.push(Arc::new(jobs));
-                }
+                deliverers.extend(self.deliverers);
                 deliverers
             },
             name: self.name,

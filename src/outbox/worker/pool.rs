@@ -21,7 +21,7 @@ use crate::outbox::store::{Store, StoreFuture};
 
 use super::*;
 use crate::core::runtime;
-use crate::vendors::target::{Deliver, Delivered, Sent};
+use crate::vendors::target::{Deliver, Delivered, JobCall, Sent};
 
 #[derive(Debug)]
 pub(super) struct WorkerPool {
@@ -409,7 +409,7 @@ impl WorkerPool {
 
     /// One call for `job`, through the first of the workers' clients that delivers its target:
     /// the final state, the run ID, and the attempts it sent.
-    pub(super) async fn send(&self, job: &Job) -> Sent {
+    pub(super) async fn send(&self, job: &Job) -> Result<Sent> {
         match self
             .deliverers
             .iter()
@@ -427,11 +427,17 @@ impl WorkerPool {
                     .saturating_sub(self.budget.max_elapsed + Duration::from_secs(1));
                 let queue = self.queue.map_or(leased, |max| max.min(leased));
                 deliverer
-                    .deliver(&job.target, &job.identity, &job.body, fleet, queue)
+                    .deliver(JobCall {
+                        target: &job.target,
+                        identity: &job.identity,
+                        body: &job.body,
+                        fleet,
+                        queue,
+                    })
                     .await
             }
             None => Err(Error::invalid_input(format!(
-                "no client of these workers delivers a {} job: a Modulify job needs workers built with .modulify(ModulifyClient), a vendor of your own .vendor(name, client, profile); nothing was sent",
+                "no client of these workers delivers a {} job: a Modulify job needs workers built with .modulify(ModulifyClient), a vendor of your own .vendor(name, client, profile) or .deliver(your Deliver); nothing was sent",
                 job.target.kind()
             ))),
         }
@@ -443,12 +449,14 @@ impl WorkerPool {
         job: &Job,
         first_sent_at: SystemTime,
         end: Option<SystemTime>,
-        sent: Sent,
+        sent: Result<Sent>,
     ) -> Record {
         let now = self.clock.wall();
         let error = match sent {
-            Ok((delivered, attempts)) => {
-                let (state, run_id) = match delivered {
+            Ok(Sent {
+                outcome, attempts, ..
+            }) => {
+                let (state, run_id) = match outcome {
                     Delivered::Accepted { run_id } => (JobState::Accepted, run_id),
                     Delivered::Duplicate => (JobState::Duplicate, None),
                     Delivered::Done => (JobState::Done, None),

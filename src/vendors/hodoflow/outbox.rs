@@ -3,15 +3,14 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::core::error::Error;
-use crate::core::key::{DeliveryId, IdempotencyKey};
-use crate::core::limit::shared::Fleet;
+use crate::core::key::DeliveryId;
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::client::HodoflowClient;
 use crate::vendors::hodoflow::outcome::WebhookOutcome;
-use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target, unresolved};
+use crate::vendors::target::{
+    Deliver, DeliverFuture, Delivered, JobCall, Sent, Target, unresolved,
+};
 
 impl Deliver for HodoflowClient {
     fn delivers(&self, target: &Target) -> bool {
@@ -25,16 +24,10 @@ impl Deliver for HodoflowClient {
         }
     }
 
-    fn deliver<'a>(
-        &'a self,
-        target: &'a Target,
-        identity: &'a IdempotencyKey,
-        body: &'a Bytes,
-        fleet: Arc<dyn Fleet>,
-        queue: std::time::Duration,
-    ) -> DeliverFuture<'a> {
+    fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a> {
         Box::pin(async move {
-            match target {
+            let (identity, body) = (job.identity, job.body);
+            match job.target {
                 Target::Webhook { trigger } => {
                     let Some(token) = trigger.token() else {
                         return Err(unresolved(trigger));
@@ -42,28 +35,26 @@ impl Deliver for HodoflowClient {
                     let delivery = self
                         .deliver(token.clone(), body.clone())
                         .delivery_id(DeliveryId::new(identity.clone()))
-                        .fleet(fleet)
-                        .queue(queue)
+                        .fleet(Arc::clone(&job.fleet))
+                        .queue(job.queue)
                         .send()
                         .await?;
                     let attempts = delivery.attempts().len() as u32;
-                    Ok(match delivery.outcome() {
-                        WebhookOutcome::Accepted { run_id } => (
-                            Delivered::Accepted {
-                                run_id: run_id.clone(),
-                            },
-                            attempts,
-                        ),
-                        WebhookOutcome::Duplicate => (Delivered::Duplicate, attempts),
-                    })
+                    let outcome = match delivery.outcome() {
+                        WebhookOutcome::Accepted { run_id } => Delivered::Accepted {
+                            run_id: run_id.clone(),
+                        },
+                        WebhookOutcome::Duplicate => Delivered::Duplicate,
+                    };
+                    Ok(Sent::new(outcome, attempts))
                 }
                 Target::Write { method, path } => {
                     let response = self
                         .write(method.clone(), path, identity.clone(), body.clone())
-                        .fleet(fleet)
+                        .fleet(Arc::clone(&job.fleet))
                         .send()
                         .await?;
-                    Ok((Delivered::Done, response.attempts().len() as u32))
+                    Ok(Sent::new(Delivered::Done, response.attempts().len() as u32))
                 }
                 Target::Modulify { .. } | Target::Route { .. } => Err(Error::invalid_input(
                     "only a webhook or JSON:API write job is delivered by a HodoflowClient",

@@ -3,14 +3,10 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::core::error::Error;
-use crate::core::key::IdempotencyKey;
-use crate::core::limit::shared::Fleet;
 use crate::vendors::Surface;
 use crate::vendors::modulify::client::ModulifyClient;
-use crate::vendors::target::{Deliver, DeliverFuture, Delivered, Target};
+use crate::vendors::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target};
 
 impl Deliver for ModulifyClient {
     fn delivers(&self, target: &Target) -> bool {
@@ -21,27 +17,20 @@ impl Deliver for ModulifyClient {
         self.client().service_down_for(Surface::Modulify)
     }
 
-    fn deliver<'a>(
-        &'a self,
-        target: &'a Target,
-        identity: &'a IdempotencyKey,
-        body: &'a Bytes,
-        fleet: Arc<dyn Fleet>,
-        _queue: std::time::Duration,
-    ) -> DeliverFuture<'a> {
+    fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a> {
         Box::pin(async move {
-            let Target::Modulify { method } = target else {
+            let Target::Modulify { method } = job.target else {
                 return Err(Error::invalid_input(
                     "only a Modulify job is delivered by a ModulifyClient",
                 ));
             };
             let answer = self
-                .call(method, body.clone())
-                .key(identity.clone())
-                .fleet(fleet)
+                .call(method, job.body.clone())
+                .key(job.identity.clone())
+                .fleet(Arc::clone(&job.fleet))
                 .send()
                 .await?;
-            Ok((Delivered::Done, answer.attempts().len() as u32))
+            Ok(Sent::new(Delivered::Done, answer.attempts().len() as u32))
         })
     }
 }
