@@ -4,7 +4,7 @@
 //! it again could create a second resource or start a workflow twice. This crate makes the retry
 //! safe: every attempt of an operation carries the same method, path, body bytes and
 //! [`IdempotencyKey`] (or webhook [`DeliveryId`]); the documented retry matrix decides, per
-//! [`Surface`], whether an answer is retried ([`classify`]); waits follow [`Backoff`] (or a
+//! [`Surface`], whether an answer is retried ([`Profile::verdict`]); waits follow [`Backoff`] (or a
 //! [`Schedule`](schedule::Schedule) of your own) and never undercut the server's `Retry-After`;
 //! a [`Budget`] caps attempts and elapsed time; tokens come from a
 //! [`TokenExchanger`](auth::TokenExchanger) such as [`ClientCredentials`](auth::ClientCredentials).
@@ -121,10 +121,10 @@ pub use crate::core::matrix::Verdict;
 pub use crate::core::stats::{Retries, Stats};
 pub use client::{ClientBuilder, RetryingClient};
 pub use profile::Profile;
+pub use vendors::Surface;
 pub use vendors::hodoflow::client::HodoflowClient;
 pub use vendors::hodoflow::outcome::Response;
 pub use vendors::modulify::client::ModulifyClient;
-pub use vendors::{Surface, classify};
 
 pub mod hodoflow {
     //! Hodoflow's API beside [`HodoflowClient`](crate::HodoflowClient): its builder, and a

@@ -90,6 +90,20 @@ impl Profile {
     }
 
     /// The verdict of the profile's matrix on `answer`, as the engine reads it.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{HeaderMap, StatusCode};
+    /// use hodoflow_retry::{ErrorKind, Profile, Surface, Verdict, transport::Answer};
+    ///
+    /// let reused = Answer::response(
+    ///     StatusCode::CONFLICT,
+    ///     HeaderMap::new(),
+    ///     Bytes::from_static(br#"{"errors":[{"status":"409","code":"idempotency_key_reused"}]}"#),
+    /// );
+    /// let writes = Profile::from(Surface::JsonApiWrite);
+    /// assert_eq!(writes.verdict(&reused), Verdict::Stop(ErrorKind::KeyReused));
+    /// ```
     pub fn verdict(self, answer: &Answer) -> Verdict {
         classify::verdict(self.0, answer)
     }

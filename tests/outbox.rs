@@ -786,7 +786,7 @@ async fn writes_and_modulify_calls_go_through_the_same_job_shape(backend: Backen
 
     outbox
         .workers(client(&server, 5))
-        .modulify(modulify)
+        .deliver(modulify)
         .lease(LEASE)
         .run_until_idle()
         .await
@@ -825,7 +825,7 @@ async fn one_vendors_429_never_delays_the_other_vendors_due_jobs(backend: Backen
     let workers = || {
         outbox
             .workers(client(&server, 5))
-            .modulify(modulify())
+            .deliver(modulify())
             .concurrency(1)
             .lease(LEASE)
     };

@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use hodoflow_retry::{Surface, TransportKind, Verdict, classify, transport::Answer};
+use hodoflow_retry::{Profile, Surface, TransportKind, Verdict, transport::Answer};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -63,7 +63,7 @@ fn check(input: &mut Unstructured<'_>) -> Result<()> {
     let now = UNIX_EPOCH + Duration::from_secs(input.int_in_range(0..=YEAR_10000)?);
     let answer = answer(input)?;
 
-    let verdict = classify(surface, &answer);
+    let verdict = Profile::from(surface).verdict(&answer);
     let wait = answer.retry_after(now);
 
     match answer.status().map(|status| status.as_u16()) {

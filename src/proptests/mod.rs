@@ -22,7 +22,6 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
 
-use crate::classify;
 use crate::core::answer::Answer;
 use crate::core::attempt::{TransportKind, WaitReason};
 use crate::core::backoff::Backoff;
@@ -33,6 +32,7 @@ use crate::core::matrix::Verdict;
 use crate::core::retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 use crate::core::schedule::{Schedule, SharedSchedule, Waits};
 use crate::vendors::Surface;
+use crate::vendors::classify;
 
 /// The final error of `surface`'s table on `answer`.
 fn final_error(surface: Surface, answer: &Answer, now: SystemTime) -> crate::Error {

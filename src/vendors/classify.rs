@@ -1,4 +1,6 @@
-//! The public classifier: the verdict of a [`Surface`]'s table, and the tables' tests.
+//! The verdict of a [`Surface`]'s table (what
+//! [`Profile::verdict`](crate::Profile::verdict) says of the built-in tables), and the tables'
+//! tests.
 
 use crate::core::answer::Answer;
 use crate::core::classify;
@@ -6,22 +8,7 @@ use crate::core::matrix::Verdict;
 use crate::vendors::Surface;
 
 /// The verdict of `surface`'s retry matrix on `answer`.
-///
-/// # Examples
-///
-/// ```
-/// use bytes::Bytes;
-/// use http::{HeaderMap, StatusCode};
-/// use hodoflow_retry::{ErrorKind, Surface, Verdict, classify, transport::Answer};
-///
-/// let reused = Answer::response(
-///     StatusCode::CONFLICT,
-///     HeaderMap::new(),
-///     Bytes::from_static(br#"{"errors":[{"status":"409","code":"idempotency_key_reused"}]}"#),
-/// );
-/// assert_eq!(classify(Surface::JsonApiWrite, &reused), Verdict::Stop(ErrorKind::KeyReused));
-/// ```
-pub fn classify(surface: Surface, answer: &Answer) -> Verdict {
+pub(crate) fn classify(surface: Surface, answer: &Answer) -> Verdict {
     classify::verdict(surface.profile(), answer)
 }
 

@@ -40,6 +40,7 @@ use crate::core::limit::ServiceKey;
 use crate::core::matrix::Rule;
 use crate::core::profile::SurfaceProfile;
 
+#[cfg(test)]
 mod classify;
 #[cfg(test)]
 mod decided;
@@ -51,7 +52,8 @@ pub(crate) mod profile_outbox;
 #[cfg(feature = "outbox")]
 pub(crate) mod target;
 
-pub use classify::classify;
+#[cfg(test)]
+pub(crate) use classify::classify;
 
 /// The surface of `method` on `path` as an adapter meets a request it did not build (see the
 /// table of [`RetryMiddleware`](crate::middleware::RetryMiddleware)): the vendor whose routes claim the

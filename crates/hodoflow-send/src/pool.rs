@@ -120,7 +120,7 @@ impl Pool {
             .lease(self.lease)
             .name(self.name);
         if let Some(modulify) = self.modulify {
-            builder = builder.modulify(modulify);
+            builder = builder.deliver(modulify);
         }
         if let Some(queue) = self.queue {
             builder = builder.queue(queue);

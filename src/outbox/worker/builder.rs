@@ -19,7 +19,6 @@ use crate::core::limit::shared::Fleet;
 use crate::core::limit::window::RouteLimit;
 use crate::profile::Profile;
 use crate::vendors::hodoflow::client::HodoflowClient;
-use crate::vendors::modulify::client::ModulifyClient;
 use crate::vendors::profile_outbox::ProfileJobs;
 
 use crate::vendors::target::Deliver;
@@ -37,7 +36,6 @@ use super::*;
 pub struct WorkerBuilder {
     pub(super) outbox: Outbox,
     pub(super) client: HodoflowClient,
-    pub(super) modulify: Option<ModulifyClient>,
     /// The deliverers given with `deliver` and `vendor`, in order.
     pub(super) deliverers: Vec<Arc<dyn Deliver>>,
     pub(super) name: String,
@@ -91,7 +89,6 @@ impl WorkerBuilder {
         Self {
             outbox,
             client,
-            modulify: None,
             deliverers: Vec::new(),
             name,
             concurrency: DEFAULT_CONCURRENCY,
@@ -205,18 +202,11 @@ impl WorkerBuilder {
         self
     }
 
-    /// Delivers Modulify jobs through this client (built for Modulify's base URL).
-    ///
-    /// Default: none; a Modulify job then fails with `invalid_input`.
-    pub fn modulify(mut self, client: ModulifyClient) -> Self {
-        self.modulify = Some(client);
-        self
-    }
-
-    /// Delivers the jobs `deliver` [delivers](Deliver::delivers) through it: a vendor of your
-    /// own, or your own way of sending a built-in kind. The workers ask their deliverers in
-    /// order (the Hodoflow client, the Modulify client, then these in the order given) and the
-    /// first that delivers a job's target sends it.
+    /// Delivers the jobs `deliver` [delivers](Deliver::delivers) through it: Modulify's jobs
+    /// through a [`ModulifyClient`](crate::ModulifyClient), a vendor of your own, or your own
+    /// way of sending a built-in kind. The workers ask their deliverers in order (the Hodoflow
+    /// client, then these in the order given) and the first that delivers a job's target
+    /// sends it.
     ///
     /// Default: none.
     pub fn deliver(mut self, deliver: impl Deliver + 'static) -> Self {
@@ -314,9 +304,6 @@ impl WorkerBuilder {
             clock: Arc::clone(&self.outbox.clock),
             deliverers: {
                 let mut deliverers: Vec<Arc<dyn Deliver>> = vec![Arc::new(self.client.clone())];
-                if let Some(modulify) = self.modulify {
-                    deliverers.push(Arc::new(modulify));
-                }
                 deliverers.extend(self.deliverers);
                 deliverers
             },

@@ -437,7 +437,7 @@ impl WorkerPool {
                     .await
             }
             None => Err(Error::invalid_input(format!(
-                "no client of these workers delivers a {} job: a Modulify job needs workers built with .modulify(ModulifyClient), a vendor of your own .vendor(name, client, profile) or .deliver(your Deliver); nothing was sent",
+                "no client of these workers delivers a {} job: a Modulify job needs workers given .deliver(ModulifyClient), a vendor of your own .vendor(name, client, profile) or .deliver(your Deliver); nothing was sent",
                 job.target.kind()
             ))),
         }
