@@ -107,6 +107,7 @@ on_both_stores!(
     a_vendor_of_your_own_is_delivered_through_its_profile_once_per_job,
     the_store_keeps_the_contract_a_store_of_your_own_is_checked_by,
     a_deliver_of_your_own_sends_the_jobs_it_takes,
+    a_modulify_client_alone_runs_the_workers_of_modulify_jobs,
 );
 
 /// A pool whose lease is twice its calls' budget claims a pool's worth ahead. When its next
@@ -2876,4 +2877,43 @@ async fn a_deliver_of_your_own_sends_the_jobs_it_takes(backend: Backend) {
         executed, identities,
         "each order once, under its job's identity"
     );
+}
+
+/// A Modulify-only sender runs its workers on its Modulify client, no Hodoflow client needed:
+/// a lost answer, then the replay, the call run once.
+async fn a_modulify_client_alone_runs_the_workers_of_modulify_jobs(backend: Backend) {
+    let server = support::server().await;
+    server.inject(
+        Fault::execute_then_close()
+            .on("POST", "/v1/send_message")
+            .times(1),
+    );
+    let outbox = fresh(backend).await;
+    let prompt = r#"{"projectId":"site_1","prompt":"Hi."}"#;
+    outbox
+        .enqueue("notify-1", Target::modulify("send_message"), prompt)
+        .await
+        .unwrap();
+    let modulify = support::modulify_builder(&server)
+        .bearer_token(DEMO_MODULIFY_TOKEN)
+        .budget(Budget::new().max_elapsed(Duration::from_secs(5)))
+        .build()
+        .unwrap();
+
+    let report = outbox
+        .workers(modulify)
+        .lease(LEASE)
+        .run_until_idle()
+        .await
+        .unwrap();
+
+    assert_eq!(report.failed, 0, "{report:?}");
+    let job = outbox.job("notify-1").await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempts),
+        (JobState::Done, 2),
+        "lost, then replayed"
+    );
+    let ledger = server.ledger();
+    assert_eq!(ledger.modulify_executions(job.identity.as_str()), 1);
 }

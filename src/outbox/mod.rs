@@ -541,9 +541,15 @@ impl Outbox {
         self.store.requeue(event_id, self.clock.wall()).await
     }
 
-    /// Workers that deliver this outbox's jobs through `client`.
-    pub fn workers(&self, client: crate::HodoflowClient) -> WorkerBuilder {
-        WorkerBuilder::new(self.clone(), client)
+    /// Workers that deliver this outbox's jobs through `client`, a vendor's client (a
+    /// [`HodoflowClient`](crate::HodoflowClient), a [`ModulifyClient`](crate::ModulifyClient))
+    /// whose limits, retry budget and stats the workers share; more vendors' clients and your
+    /// own with [`WorkerBuilder::deliver`].
+    pub fn workers<C>(&self, client: C) -> WorkerBuilder
+    where
+        C: Deliver + AsRef<crate::RetryingClient> + 'static,
+    {
+        WorkerBuilder::new(self.clone(), client.as_ref().clone(), Arc::new(client))
     }
 }
 

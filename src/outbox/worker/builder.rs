@@ -18,7 +18,6 @@ use crate::core::error::{Error, Result};
 use crate::core::limit::shared::Fleet;
 use crate::core::limit::window::RouteLimit;
 use crate::profile::Profile;
-use crate::vendors::hodoflow::client::HodoflowClient;
 use crate::vendors::profile_outbox::ProfileJobs;
 
 use crate::vendors::target::Deliver;
@@ -35,8 +34,10 @@ use super::*;
 #[must_use]
 pub struct WorkerBuilder {
     pub(super) outbox: Outbox,
-    pub(super) client: HodoflowClient,
-    /// The deliverers given with `deliver` and `vendor`, in order.
+    /// The client whose limits, stats and budget the workers share: the first deliverer's.
+    pub(super) client: RetryingClient,
+    /// The deliverers: the one the workers were made with, then those given with `deliver`
+    /// and `vendor`, in order.
     pub(super) deliverers: Vec<Arc<dyn Deliver>>,
     pub(super) name: String,
     pub(super) concurrency: usize,
@@ -80,7 +81,7 @@ pub struct JobDone {
 }
 
 impl WorkerBuilder {
-    pub(crate) fn new(outbox: Outbox, client: HodoflowClient) -> Self {
+    pub(crate) fn new(outbox: Outbox, client: RetryingClient, first: Arc<dyn Deliver>) -> Self {
         let name = format!(
             "worker-{}-{}",
             std::process::id(),
@@ -89,7 +90,7 @@ impl WorkerBuilder {
         Self {
             outbox,
             client,
-            deliverers: Vec::new(),
+            deliverers: vec![first],
             name,
             concurrency: DEFAULT_CONCURRENCY,
             lease: DEFAULT_LEASE,
@@ -204,9 +205,9 @@ impl WorkerBuilder {
 
     /// Delivers the jobs `deliver` [delivers](Deliver::delivers) through it: Modulify's jobs
     /// through a [`ModulifyClient`](crate::ModulifyClient), a vendor of your own, or your own
-    /// way of sending a built-in kind. The workers ask their deliverers in order (the Hodoflow
-    /// client, then these in the order given) and the first that delivers a job's target
-    /// sends it.
+    /// way of sending a built-in kind. The workers ask their deliverers in order (the client
+    /// they were made with, then these in the order given) and the first that delivers a job's
+    /// target sends it.
     ///
     /// Default: none.
     pub fn deliver(mut self, deliver: impl Deliver + 'static) -> Self {
@@ -258,7 +259,7 @@ impl WorkerBuilder {
     }
 
     pub(super) fn build(self) -> Result<Arc<WorkerPool>> {
-        let budget = self.client.client().inner.policy.budget;
+        let budget = self.client.inner.policy.budget;
         if self.concurrency == 0 {
             return Err(Error::invalid_input(
                 "a worker needs a concurrency of at least 1",
@@ -294,7 +295,7 @@ impl WorkerBuilder {
             clock: Arc::clone(&self.outbox.clock),
             credential: self.credential,
             trigger_limit: self.trigger_limit,
-            client: self.client.client().clone(),
+            client: self.client.clone(),
             attempt_timeout: budget.attempt_timeout,
             paused: Mutex::new(std::collections::HashMap::new()),
             windows: Mutex::new(std::collections::HashMap::new()),
@@ -302,11 +303,7 @@ impl WorkerBuilder {
         Ok(Arc::new(WorkerPool {
             store: Arc::clone(&self.outbox.store),
             clock: Arc::clone(&self.outbox.clock),
-            deliverers: {
-                let mut deliverers: Vec<Arc<dyn Deliver>> = vec![Arc::new(self.client.clone())];
-                deliverers.extend(self.deliverers);
-                deliverers
-            },
+            deliverers: { self.deliverers },
             name: self.name,
             concurrency: self.concurrency,
             lease: self.lease,
