@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hodoflow_retry::profile::{Profile, ProfileBuilder, Reach, When};
 use hodoflow_retry::{
-    AttemptResult, Backoff, Budget, ErrorKind, IdempotencyKey, RetryingClient, Verdict,
+    Backoff, Budget, ErrorKind, IdempotencyKey, RetryingClient, Verdict, attempt::AttemptResult,
 };
 use http::Method;
 
@@ -108,7 +108,7 @@ pub async fn order(
 }
 
 /// What each attempt got: a status, or the transport's failure (`timeout`).
-pub fn seen(attempts: &[hodoflow_retry::Attempt]) -> Vec<String> {
+pub fn seen(attempts: &[hodoflow_retry::attempt::Attempt]) -> Vec<String> {
     attempts
         .iter()
         .map(|attempt| match (attempt.status(), attempt.result()) {

@@ -110,8 +110,6 @@ pub mod profile;
 mod proptests;
 mod vendors;
 
-pub use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
-pub use crate::core::attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
 pub use crate::core::auth::secret::Secret;
 pub use crate::core::backoff::Backoff;
 pub use crate::core::budget::Budget;
@@ -183,11 +181,19 @@ pub mod schedule {
     pub use crate::core::schedule::Schedule;
 }
 
+pub mod attempt {
+    //! What each attempt of a call did, as its outcome or error carries it
+    //! ([`Error::attempts`](crate::Error::attempts)): the status or transport failure, the
+    //! `x-request-id`, and the wait after it and why.
+    pub use crate::core::attempt::{Attempt, AttemptResult, TransportKind, WaitReason};
+}
+
 pub mod transport {
     //! The attempt transport a test plugs in instead of HTTP
-    //! ([`ClientBuilder::transport`](crate::ClientBuilder::transport)), and the [`Answer`] a
-    //! matrix reads.
+    //! ([`ClientBuilder::transport`](crate::ClientBuilder::transport)), the [`Answer`] a
+    //! matrix reads, and how much of it is read.
     pub use crate::core::answer::Answer;
+    pub use crate::core::answer_limit::DEFAULT_ANSWER_LIMIT;
     pub use crate::core::transport::{AttemptFuture, AttemptTransport, Outgoing};
 }
 

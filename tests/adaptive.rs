@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hodoflow_mock::Fault;
 use hodoflow_mock::{Limits, MockServer};
-use hodoflow_retry::{Error, HodoflowClient, WaitReason, webhook::Delivery};
+use hodoflow_retry::{Error, HodoflowClient, attempt::WaitReason, webhook::Delivery};
 use support::{EVENT, TRIGGER, WEBHOOKS, builder, delivery, demo, server_where};
 use tokio::sync::Barrier;
 

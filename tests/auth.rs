@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, ManualClock, MockServer};
 use hodoflow_retry::{
-    Budget, ErrorKind, WaitReason,
+    Budget, ErrorKind,
+    attempt::WaitReason,
     auth::{ClientCredentials, ExchangeFuture, TokenExchanger},
 };
 use support::{JSON_API, PROJECTS, client, client_with, key, project, server, statuses};

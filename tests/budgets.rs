@@ -6,7 +6,10 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{AttemptResult, Backoff, ErrorKind, TransportKind, WaitReason};
+use hodoflow_retry::{
+    Backoff, ErrorKind,
+    attempt::{AttemptResult, TransportKind, WaitReason},
+};
 use support::{
     JSON_API, PROJECTS, TRIGGER, WEBHOOKS, budget, client, client_with, delivery, key, project,
     server, statuses,

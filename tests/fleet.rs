@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
 use hodoflow_retry::{
-    Error, ErrorKind, HodoflowClient, WaitReason,
+    Error, ErrorKind, HodoflowClient,
+    attempt::WaitReason,
     limit::{RetryBudget, RouteLimit},
 };
 use support::{

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hodoflow_retry::{
-    Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey, WaitReason,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey,
+    attempt::WaitReason,
     auth::ClientCredentials,
     limit::{RateBudget, RetryBudget, RouteLimit},
 };

@@ -7,7 +7,8 @@ mod support;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, Fault, MockServer};
 use hodoflow_retry::{
-    AttemptResult, ErrorKind, HodoflowClient, TransportKind,
+    ErrorKind, HodoflowClient,
+    attempt::{AttemptResult, TransportKind},
     auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
     webhook::WebhookOutcome,
 };

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_MODULIFY_TOKEN, Fault, MockServer};
 use hodoflow_retry::{
-    Budget, ErrorKind, WaitReason,
+    Budget, ErrorKind,
+    attempt::WaitReason,
     auth::{ClientCredentials, TokenExchanger},
     limit::RetryBudget,
     middleware::{RetryMiddleware, RetryReport},

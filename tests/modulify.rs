@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_MODULIFY_TOKEN, Fault, MockServer, ToolSeed};
 use hodoflow_retry::{
-    Budget, ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient, WaitReason,
+    Budget, ErrorKind, IdempotencyKey, ModulifyClient, RetryingClient,
+    attempt::WaitReason,
     modulify::{Effect, MethodAnswer, ModulifyOutcome},
 };
 use http::{HeaderMap, HeaderValue};

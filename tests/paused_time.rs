@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hodoflow_retry::{
-    AttemptResult, Budget, DeliveryId, ErrorKind, HodoflowClient, IdempotencyKey, TransportKind,
-    WaitReason,
+    Budget, DeliveryId, ErrorKind, HodoflowClient, IdempotencyKey,
+    attempt::{AttemptResult, TransportKind, WaitReason},
     limit::RetryBudget,
     transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
     webhook::{Delivery, WebhookOutcome},

@@ -4,7 +4,7 @@
 mod support;
 
 use hodoflow_mock::{Fault, Scope};
-use hodoflow_retry::{ErrorKind, WaitReason};
+use hodoflow_retry::{ErrorKind, attempt::WaitReason};
 use serde_json::Value;
 use support::{
     PROJECTS, assert_nothing_sent, assert_stopped_at_once, client, key, project, server, statuses,

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use hodoflow_mock::Fault;
-use hodoflow_retry::{Backoff, ErrorKind, WaitReason, schedule::Schedule};
+use hodoflow_retry::{Backoff, ErrorKind, attempt::WaitReason, schedule::Schedule};
 use support::{PROJECTS, TOKEN, TRIGGER, WEBHOOKS, builder, delivery, demo, statuses};
 
 const MS: Duration = Duration::from_millis(1);

@@ -19,7 +19,8 @@ use hodoflow_mock::{
     SignatureVerdict, SignedRecord, TriggerSeed,
 };
 use hodoflow_retry::{
-    Budget, ErrorKind, HodoflowClient, TransportKind,
+    Budget, ErrorKind, HodoflowClient,
+    attempt::TransportKind,
     schedule::Schedule,
     transport::{Answer, AttemptFuture, AttemptTransport, Outgoing},
     webhook::{SigningSecret, WebhookOutcome},

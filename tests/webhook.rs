@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use hodoflow_mock::{DEMO_ORGANIZATION, Fault, Scope, TriggerSeed};
 use hodoflow_retry::{
-    Error, ErrorKind, HodoflowClient, WaitReason,
+    Error, ErrorKind, HodoflowClient,
+    attempt::WaitReason,
     webhook::{DEFAULT_WEBHOOK_BODY_LIMIT, DeliveryHeader, WebhookOutcome},
 };
 use http::{HeaderMap, HeaderValue};

@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use hodoflow_mock::{Fault, MockServer, Scope};
 use hodoflow_retry::{
-    AttemptResult, Backoff, Error, ErrorKind, HodoflowClient, IdempotencyKey, Response,
-    TransportKind,
+    Backoff, Error, ErrorKind, HodoflowClient, IdempotencyKey, Response,
+    attempt::{AttemptResult, TransportKind},
 };
 use http::{HeaderMap, HeaderValue, Method};
 use serde_json::Value;

@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use hodoflow_retry::{Profile, Surface, TransportKind, Verdict, transport::Answer};
+use hodoflow_retry::{Profile, Surface, Verdict, attempt::TransportKind, transport::Answer};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;

@@ -173,7 +173,7 @@ macro_rules! engine_setters {
             "anyway, and otherwise stops with ",
             "[`ErrorKind::AnswerTooLarge`](crate::ErrorKind::AnswerTooLarge). Webhook answers ",
             "are read up to 64 KiB, the token endpoint's too: both are a few fields.\n\n",
-            "Default: 8 MiB ([`DEFAULT_ANSWER_LIMIT`](crate::DEFAULT_ANSWER_LIMIT)). At least 1."
+            "Default: 8 MiB ([`DEFAULT_ANSWER_LIMIT`](crate::transport::DEFAULT_ANSWER_LIMIT)). At least 1."
         )]
         pub fn max_answer_bytes(mut self, bytes: usize) -> Self {
             self.options.answer_limit = bytes;

@@ -5,7 +5,7 @@
 //! would carry the bearer token elsewhere) and never retries by itself: reqwest 0.13 retries
 //! HTTP/2 refusals unless told not to, and such a retry would be a request the engine never
 //! counted, budgeted or recorded. The engine retries them instead, as
-//! [`TransportKind::Refused`](crate::TransportKind::Refused).
+//! [`TransportKind::Refused`](crate::attempt::TransportKind::Refused).
 
 use std::fmt;
 use std::future::Future;

@@ -79,7 +79,7 @@ impl fmt::Display for JobState {
 ///
 /// The workers store what the client kept of the server's words, already cleaned of every
 /// secret the client holds (`x-request-id` and the error code a message quotes, see
-/// [`Attempt::request_id`](crate::Attempt::request_id)), with their control and bidirectional
+/// [`Attempt::request_id`](crate::attempt::Attempt::request_id)), with their control and bidirectional
 /// formatting characters escaped: the request ID at most 256 bytes, the message at most 1,024.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LastError {

@@ -15,8 +15,8 @@ use hodoflow_mock::{
     MockServerBuilder, Scope,
 };
 use hodoflow_retry::{
-    Attempt, Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey,
-    ModulifyClient,
+    Backoff, Budget, DeliveryId, Error, ErrorKind, HodoflowClient, IdempotencyKey, ModulifyClient,
+    attempt::Attempt,
     auth::{AccessToken, ClientCredentials, ExchangeFuture, TokenExchanger},
     hodoflow::HodoflowBuilder,
     modulify::ModulifyBuilder,

@@ -53,7 +53,10 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use hodoflow_retry::{Attempt, AttemptResult, Error, ErrorKind};
+use hodoflow_retry::{
+    Error, ErrorKind,
+    attempt::{Attempt, AttemptResult},
+};
 use serde::Serialize;
 
 /// How the process ends.
