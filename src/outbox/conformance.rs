@@ -4,7 +4,9 @@
 //! Each rule runs on a store of its own, opened empty by the caller's function, and calls the
 //! store's methods directly with fixed times (no clock is read, nothing sleeps): what the
 //! workers and the status page rely on, in the store's words. [`check`] returns the number of
-//! rules held, or the first [`Violation`].
+//! rules held, or the first [`Violation`]. An event ID a store keeps is one
+//! [`Outbox::check`](super::Outbox::check) accepts: a store refuses any other as invalid input,
+//! a batch whole.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -103,6 +105,7 @@ where
     rules!(
         an_event_is_stored_once,
         a_batch_is_stored_in_order_repeats_changing_nothing,
+        a_batch_with_an_event_no_store_keeps_stores_nothing,
         a_claim_takes_each_due_job_once_oldest_first,
         a_record_is_written_only_under_its_claim,
         counts_and_due_read_every_job,
@@ -224,6 +227,20 @@ async fn a_batch_is_stored_in_order_repeats_changing_nothing(store: &dyn Store) 
     );
     let counts = store.counts().await.map_err(failed("counts"))?;
     ensure!(counts.pending == 3 && counts.total() == 3, "{counts:?}");
+    Ok(())
+}
+
+async fn a_batch_with_an_event_no_store_keeps_stores_nothing(store: &dyn Store) -> Held {
+    let batch = vec![job("fine", "x", at(0)), job("nul\0inside", "x", at(0))];
+    let refused = store.enqueue_many(batch).await;
+    ensure!(
+        refused.is_err_and(|error| error.kind() == ErrorKind::InvalidInput),
+        "a batch holding an event ID with a NUL is not refused as invalid input"
+    );
+    let stored = store.get("fine").await.map_err(failed("get"))?;
+    ensure!(stored.is_none(), "a refused batch stored its first job");
+    let counts = store.counts().await.map_err(failed("counts"))?;
+    ensure!(counts.total() == 0, "a refused batch left {counts:?}");
     Ok(())
 }
 
