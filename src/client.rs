@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::core::auth::secret::Secret;
 use crate::core::auth::{StaticToken, TokenCache, TokenExchanger};
+use crate::core::budget::Budget;
 use crate::core::endpoint;
 use crate::core::engine::Endpoint;
 use crate::core::engine_options::{EngineOptions, engine_setters};
@@ -336,6 +337,19 @@ impl RetryingClient {
                 why: why.describe(),
             })
             .collect()
+    }
+
+    /// Whom the client sends for, as every process of a fleet names it: its base URL, and for
+    /// a static token a short hash of it (two tokens have limits of their own). Never a secret;
+    /// a [`Fleet`](crate::limit::Fleet) names the scopes it shares by it.
+    pub fn endpoint(&self) -> &str {
+        &self.inner.engine.endpoint.name
+    }
+
+    /// The budget of each of its calls, unless a call sets its own: an outbox's lease must
+    /// outlast it.
+    pub fn budget(&self) -> Budget {
+        self.inner.policy.budget
     }
 }
 

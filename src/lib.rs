@@ -156,11 +156,23 @@ pub mod modulify {
 
 pub mod limit {
     //! The limits a client keeps beyond one call: the credential's rate budget, the adaptive
-    //! retry budget, a trigger's window and pacing, and the scope a server's signal closed.
+    //! retry budget, a trigger's window and pacing, the scope a server's signal closed, and the
+    //! [`Fleet`] through which the processes of a fleet share them.
+    pub use crate::core::limit::Refusal;
     pub use crate::core::limit::figures::{PacingSource, RouteLimit, RoutePacing};
     pub use crate::core::limit::gate::RateBudget;
     pub use crate::core::limit::retry_budget::{RetryBudget, RetryBudgetBuilder};
     pub use crate::core::limit::scope::ClosedScope;
+    pub use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture};
+    pub use crate::core::stats::Holding;
+}
+
+pub mod text {
+    //! Words from elsewhere (a server's, a database's, an error's) made safe to show or keep:
+    //! every control and bidirectional character escaped, then bounded in bytes without
+    //! splitting a character or a `<redacted>` marker. The outbox keeps a failed call's message
+    //! through them.
+    pub use crate::core::redact::{bound, escape};
 }
 
 pub mod auth {

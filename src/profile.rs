@@ -39,6 +39,7 @@
 //! (a `Copy` handle) around; do not build one per call.
 
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, Method, StatusCode};
@@ -50,6 +51,7 @@ use crate::core::call_options::{CallOptions, per_call_setters};
 use crate::core::classify;
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
+use crate::core::limit::ServiceKey;
 use crate::core::matrix::{Rule, Verdict, rule};
 use crate::core::profile::{KeyRules, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
 use crate::core::redact::BodyLen;
@@ -518,5 +520,33 @@ impl Request<'_> {
             key.map(|key| key.as_str().to_owned()),
         );
         Ok((request, self.options.policy))
+    }
+}
+
+impl RetryingClient {
+    /// Checks `path` as [`request`](Self::request) does before it sends anything: a single
+    /// leading `/`, no backslash or control character, no `.` or `..` segment in any encoding. For a sender that keeps
+    /// requests to send later (an outbox checks each before storing it).
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input`, saying what is wrong.
+    pub fn check_path(path: &str) -> Result<()> {
+        crate::core::request::normalize_path(path).map(drop)
+    }
+
+    /// How long the service `profile` speaks for (Hodoflow's webhook ingestion for
+    /// [`Surface::Webhook`](crate::Surface::Webhook), its JSON:API for writes, reads and
+    /// GraphQL, Modulify's API, a vendor of your own) has been down, from the onset of its
+    /// outage, as this client's retry budget tells from that service's own answers; `None`
+    /// while it is up. Once this passes one call's budget, a sender can stop starting calls to
+    /// that service (the CLI's `batch` and the outbox's workers do): none started now could
+    /// ride the outage out. Another service's outage never shows here.
+    pub fn service_down_for(&self, profile: impl Into<Profile>) -> Option<Duration> {
+        let engine = &self.inner.engine;
+        engine.limits.retry_budget.service_down_for(ServiceKey {
+            endpoint: engine.endpoint.id,
+            name: profile.into().table().scopes.service,
+        })
     }
 }

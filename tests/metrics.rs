@@ -230,7 +230,7 @@ async fn run(
         .unwrap();
     let text = Metrics::new()
         .client(&client)
-        .outbox(outbox)
+        .source(outbox.clone())
         .encode()
         .await
         .unwrap();
@@ -525,7 +525,7 @@ async fn the_oldest_due_job_s_age_is_how_long_it_has_been_due() {
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
     let clock = ManualClock::new(start);
     let outbox = fresh().await.with_clock(clock.clone());
-    let metrics = Metrics::new().outbox(&outbox);
+    let metrics = Metrics::new().source(outbox.clone());
     let age = |families: &HashMap<String, Family>| {
         families["hodoflow_outbox_oldest_due_job_age_seconds"]
             .sum("hodoflow_outbox_oldest_due_job_age_seconds", &[])
@@ -564,7 +564,7 @@ async fn the_oldest_due_job_s_age_is_how_long_it_has_been_due() {
 async fn jobs_a_call_may_have_run_are_counted_by_state() {
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
     let outbox = fresh().await.with_clock(ManualClock::new(start));
-    let metrics = Metrics::new().outbox(&outbox);
+    let metrics = Metrics::new().source(outbox.clone());
     for event in ["unanswered", "in-progress", "answered"] {
         outbox
             .enqueue(event, Target::webhook(DEMO_TRIGGER_TOKEN), "{}")

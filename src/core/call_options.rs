@@ -60,11 +60,11 @@ macro_rules! per_call_setters {
             self
         }
 
-        /// Shares the credential's pause and the route's window with other processes (the
-        /// outbox's workers).
-        #[cfg(feature = "outbox")]
-        #[allow(dead_code, reason = "a request the outbox does not deliver has no use for it")]
-        pub(crate) fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::limit::shared::Fleet>) -> Self {
+        /// Shares the credential's pause and the route's window with other processes through
+        /// `fleet` (an outbox's workers give every call their store's).
+        ///
+        /// Default: none; this process's limits alone.
+        pub fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::limit::shared::Fleet>) -> Self {
             self.options.policy.fleet = Some(fleet);
             self
         }

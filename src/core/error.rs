@@ -174,8 +174,19 @@ struct Quoted {
 const QUOTED_KEPT: usize = 4096;
 
 impl Error {
-    /// An error of `kind` whose `Display` is `message`.
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+    /// An error of `kind` whose `Display` is `message`, as the SDK's own are made: for what you
+    /// plug in (an outbox store, a deliverer of your own) ending as the
+    /// built-in parts do. [`is_retryable`](Self::is_retryable) and
+    /// [`may_have_run`](Self::may_have_run) follow the kind. Never put a secret in `message`.
+    ///
+    /// ```
+    /// use hodoflow_retry::{Error, ErrorKind};
+    ///
+    /// let error = Error::new(ErrorKind::PayloadTooLarge, "the body is over the job's limit");
+    /// assert_eq!(error.to_string(), "the body is over the job's limit");
+    /// assert!(!error.is_retryable());
+    /// ```
+    pub fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Self(Box::new(ErrorDetails {
             kind,
             message: message.into(),

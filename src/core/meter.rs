@@ -45,9 +45,11 @@ const METHODS: [Method; 9] = [
 /// OpenTelemetry's value for a method, or an error type, it does not know.
 pub(crate) const OTHER: &str = "_OTHER";
 
-/// A histogram of durations over fixed bucket boundaries, in seconds.
+/// A histogram of durations over fixed bucket boundaries, in seconds: counted with a few
+/// relaxed atomic additions, read at each scrape
+/// ([`Figures::histogram_seconds`](crate::metrics::Figures::histogram_seconds)).
 #[derive(Debug)]
-pub(crate) struct Histogram {
+pub struct Histogram {
     bounds: &'static [f64],
     /// One count per bucket (not cumulative), the last for values above every bound.
     buckets: Box<[AtomicU64]>,
@@ -66,8 +68,8 @@ pub(crate) struct HistogramSnapshot {
 }
 
 impl Histogram {
-    /// An empty histogram over `bounds`, increasing.
-    pub(crate) fn new(bounds: &'static [f64]) -> Self {
+    /// An empty histogram over `bounds`, in seconds, increasing (Prometheus's `le`).
+    pub fn new(bounds: &'static [f64]) -> Self {
         debug_assert!(bounds.windows(2).all(|pair| pair[0] < pair[1]));
         Self {
             bounds,
@@ -77,13 +79,21 @@ impl Histogram {
     }
 
     /// Counts one observation of `value`.
-    pub(crate) fn observe(&self, value: Duration) {
+    pub fn observe(&self, value: Duration) {
         let seconds = value.as_secs_f64();
         // The first bucket whose bound is at least the value (Prometheus's `le`).
         let bucket = self.bounds.partition_point(|bound| *bound < seconds);
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(value.as_nanos()).unwrap_or(u64::MAX);
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// How many observations it counted.
+    pub fn count(&self) -> u64 {
+        self.buckets
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// The buckets, count and sum now.

@@ -387,11 +387,11 @@ pub(crate) fn is_hidden(c: char) -> bool {
         | '\u{2028}' | '\u{2029}')
 }
 
-/// `text` as it is when no character of it is [hidden](is_hidden); otherwise each such
-/// character written as an escape (`\n`, `\r`, `\t`, `\x1b`, `\u{202e}`) and each backslash
+/// `text` as it is when no character of it is hidden (a control, a bidirectional override, a
+/// line or paragraph separator); otherwise each such character written as an escape (`\n`, `\r`, `\t`, `\x1b`, `\u{202e}`) and each backslash
 /// doubled, so what is shown reads back as the value, and no escape in it can be taken for
 /// another.
-pub(crate) fn escape(text: &str) -> Cow<'_, str> {
+pub fn escape(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_hidden) {
         return Cow::Borrowed(text);
     }
@@ -414,9 +414,9 @@ pub(crate) fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` cut to at most `limit` bytes on a character boundary, and before a [`REDACTED`] the
-/// cut would split.
-pub(crate) fn bound(text: &str, limit: usize) -> &str {
+/// `text` cut to at most `limit` bytes on a character boundary, and before a `<redacted>`
+/// marker the cut would split.
+pub fn bound(text: &str, limit: usize) -> &str {
     if text.len() <= limit {
         return text;
     }

@@ -197,9 +197,10 @@ struct HoldState {
     full_until: Option<Instant>,
 }
 
-/// One call held; it is no longer when this drops.
+/// One call held, counted in the client's [`Stats`]; it is no longer when this drops.
 #[derive(Debug)]
-pub(crate) struct Holding<'a>(&'a Hold);
+#[must_use = "the call is counted as held only while the guard lives"]
+pub struct Holding<'a>(&'a Hold);
 
 impl Hold {
     fn lock(&self) -> std::sync::MutexGuard<'_, HoldState> {
@@ -218,7 +219,6 @@ impl Hold {
     }
 
     /// A call was turned away, `by` a limit that stays closed for `wait`.
-    #[cfg(feature = "outbox")]
     pub(crate) fn turned_away(&self, by: Option<RoutePacing>, wait: Duration) {
         let mut state = self.lock();
         if by.is_some() {

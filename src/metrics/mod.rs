@@ -3,9 +3,9 @@
 //!
 //! [`Metrics`] reads, at each scrape, what a [`RetryingClient`] counted (calls, attempts by
 //! status class, retries by cause, 429s, the credential's gate, the retry budget, token
-//! exchanges, the duration of every attempt) and, with an [`Outbox`](crate::outbox::Outbox),
-//! what its store holds (jobs by state, the oldest due job) and what this process's workers and
-//! producers did (deliveries by outcome, enqueue durations, delivery latencies).
+//! exchanges, the duration of every attempt) and what each [`Source`] added to it reads: an
+//! outbox's store (jobs by state, the oldest due job) and what this process's workers and
+//! producers did (deliveries by outcome, enqueue durations, delivery latencies), or your own.
 //! [`Metrics::encode`] returns the exposition; serve it on `/metrics` with [`CONTENT_TYPE`].
 //! The metrics guide ([`crate::guide::metrics`], `docs/guide/metrics.md`) lists every family, its
 //! type and its labels.
@@ -67,10 +67,10 @@
 
 mod client;
 mod family;
-#[cfg(feature = "outbox")]
-mod outbox;
+mod source;
 
 use std::fmt;
+use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -80,16 +80,17 @@ use crate::client::RetryingClient;
 use crate::core::error::{Error, ErrorKind, Result};
 
 use client::ClientFigures;
-#[cfg(feature = "outbox")]
-use outbox::OutboxFigures;
+
+pub use crate::core::meter::Histogram;
+pub use source::{Figures, Source, SourceFuture};
 
 /// The media type of [`Metrics::encode`]'s body: OpenMetrics 1.0.0 text, which Prometheus
 /// asks for first and reads natively.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What one scrape reads: a client's figures and an outbox's.
+/// What one scrape reads: clients' figures, and those of each [`Source`] (an outbox's).
 ///
-/// Build it once, keep it beside the client and the outbox (it holds clones of their handles),
+/// Build it once, keep it beside the clients and sources (it holds clones of their handles),
 /// and call [`encode`](Self::encode) for each scrape.
 ///
 /// # Examples
@@ -103,7 +104,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// # ) -> hodoflow_retry::Result<()> {
 /// use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
 ///
-/// let metrics = Metrics::new().client(&client).outbox(&outbox);
+/// let metrics = Metrics::new().client(&client).source(outbox.clone());
 /// let workers = outbox.workers(client).spawn()?;
 /// // In the `/metrics` handler:
 /// let (body, content_type) = (metrics.encode().await?, CONTENT_TYPE);
@@ -116,12 +117,12 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 pub struct Metrics {
     /// Each client, with the `client` label's value when it was added by name.
     clients: Vec<(Option<String>, RetryingClient)>,
-    #[cfg(feature = "outbox")]
-    outbox: Option<crate::outbox::Outbox>,
+    /// Each source, in the order added.
+    sources: Vec<Arc<dyn Source>>,
 }
 
 impl Metrics {
-    /// Metrics of nothing yet: add a client and an outbox.
+    /// Metrics of nothing yet: add clients and sources.
     pub fn new() -> Self {
         Self::default()
     }
@@ -159,25 +160,23 @@ impl Metrics {
         self
     }
 
-    /// Reads `outbox`'s figures: the `hodoflow_outbox_*` families. Jobs by state and the oldest
-    /// due job are the store's, every process's; deliveries, enqueues and latencies are those
-    /// of this process's clones of `outbox` and the workers built from them.
+    /// Reads `source`'s figures too, after the clients': an outbox's (the `hodoflow_outbox_*`
+    /// families), or your own.
     ///
     /// Default: none.
-    #[cfg(feature = "outbox")]
-    pub fn outbox(mut self, outbox: &crate::outbox::Outbox) -> Self {
-        self.outbox = Some(outbox.clone());
+    pub fn source(mut self, source: impl Source + 'static) -> Self {
+        self.sources.push(Arc::new(source));
         self
     }
 
     /// The exposition now, in OpenMetrics text ([`CONTENT_TYPE`]): every family with its
-    /// `# HELP` and `# TYPE` lines, ending in `# EOF`. Reading an outbox runs two short queries
-    /// on its store (counts by state; the oldest due job, from the claim's index).
+    /// `# HELP` and `# TYPE` lines, ending in `# EOF`. Reading an outbox runs three short
+    /// queries on its store (counts by state, those a call may have run, the oldest due job).
     ///
     /// # Errors
     ///
-    /// The store's error, when an outbox's store cannot be read: the scrape fails rather than
-    /// showing a backlog it could not see.
+    /// A source's error (an outbox's store that cannot be read): the scrape fails rather than
+    /// showing figures it could not see.
     pub async fn encode(&self) -> Result<String> {
         let scrape = Scrape {
             clients: self
@@ -185,10 +184,12 @@ impl Metrics {
                 .iter()
                 .map(|(name, client)| ClientFigures::read(name.as_deref(), client))
                 .collect(),
-            #[cfg(feature = "outbox")]
-            outbox: match &self.outbox {
-                Some(outbox) => Some(OutboxFigures::read(outbox).await?),
-                None => None,
+            sources: {
+                let mut read = Vec::with_capacity(self.sources.len());
+                for source in &self.sources {
+                    read.push(source.read().await?);
+                }
+                read
             },
         };
         let mut registry = Registry::default();
@@ -208,8 +209,7 @@ impl Metrics {
 #[derive(Debug)]
 struct Scrape {
     clients: Vec<ClientFigures>,
-    #[cfg(feature = "outbox")]
-    outbox: Option<OutboxFigures>,
+    sources: Vec<Figures>,
 }
 
 impl Collector for Scrape {
@@ -217,9 +217,8 @@ impl Collector for Scrape {
         if !self.clients.is_empty() {
             client::encode(&self.clients, &mut out)?;
         }
-        #[cfg(feature = "outbox")]
-        if let Some(outbox) = &self.outbox {
-            outbox.encode(&mut out)?;
+        for figures in &self.sources {
+            figures.encode(&mut out)?;
         }
         Ok(())
     }

@@ -34,9 +34,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::core::error::ErrorKind;
-use crate::core::key::IdempotencyKey;
-use crate::vendors::target::Target;
+use crate::ErrorKind;
+use crate::IdempotencyKey;
+use crate::outbox::target::Target;
 
 use super::MAX_SCOPE;
 use super::job::{Job, JobState, NewJob, Pause, Record, Slot};

@@ -5,9 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::core::error::{Error, Result};
-use crate::core::key::IdempotencyKey;
-pub use crate::vendors::target::{Target, Trigger};
+use crate::IdempotencyKey;
+pub use crate::outbox::target::{Target, Trigger};
+use crate::{Error, Result};
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -175,7 +175,7 @@ impl fmt::Debug for Job {
             .field("id", &self.id)
             .field("event_id", &self.event_id)
             .field("target", &self.target)
-            .field("body", &crate::core::redact::BodyLen(self.body.len()))
+            .field("body", &crate::outbox::target::BodyLen(self.body.len()))
             .field("identity", &self.identity)
             .field("state", &self.state)
             .field("calls", &self.calls)
@@ -208,7 +208,7 @@ impl fmt::Debug for NewJob {
         f.debug_struct("NewJob")
             .field("event_id", &self.event_id)
             .field("target", &self.target)
-            .field("body", &crate::core::redact::BodyLen(self.body.len()))
+            .field("body", &crate::outbox::target::BodyLen(self.body.len()))
             .finish_non_exhaustive()
     }
 }

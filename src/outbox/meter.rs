@@ -1,6 +1,6 @@
 //! The outbox's live figures for the `metrics` feature: what this process's worker pools
 //! recorded, and how long its enqueues took. Every clone of an [`Outbox`](super::Outbox), and
-//! every pool built from one, counts into the same meter; `src/metrics/` reads it at scrape
+//! every pool built from one, counts into the same meter; `metrics.rs` reads it at scrape
 //! time, beside the store's own figures (jobs by state, the oldest due job).
 //!
 //! Counting costs a few relaxed atomic additions per recorded job and per enqueue call.
@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::core::meter::{Histogram, HistogramSnapshot};
+use crate::metrics::Histogram;
 
 use super::job::JobState;
 
@@ -115,13 +115,13 @@ impl OutboxMeter {
     }
 
     /// The durations of `how`'s calls.
-    pub(crate) fn enqueue_durations(&self, how: Enqueue) -> HistogramSnapshot {
-        self.enqueue[how as usize].snapshot()
+    pub(crate) fn enqueue_durations(&self, how: Enqueue) -> &Histogram {
+        &self.enqueue[how as usize]
     }
 
     /// The latencies, enqueue to `state` (final).
-    pub(crate) fn latencies(&self, state: JobState) -> HistogramSnapshot {
-        self.latency[index(state)].snapshot()
+    pub(crate) fn latencies(&self, state: JobState) -> &Histogram {
+        &self.latency[index(state)]
     }
 }
 
@@ -138,7 +138,7 @@ mod tests {
         meter.recorded(JobState::Pending, None);
         assert_eq!(meter.recorded_in(JobState::Accepted), 1);
         assert_eq!(meter.recorded_in(JobState::Pending), 2);
-        assert_eq!(meter.latencies(JobState::Accepted).count, 1);
-        assert_eq!(meter.latencies(JobState::Pending).count, 0);
+        assert_eq!(meter.latencies(JobState::Accepted).count(), 1);
+        assert_eq!(meter.latencies(JobState::Pending).count(), 0);
     }
 }

@@ -41,12 +41,16 @@
 //! Both apply their versioned migrations on open and pass the same test suite.
 
 pub mod conformance;
+mod deliver;
 mod job;
 #[cfg(feature = "metrics")]
 pub(crate) mod meter;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod page;
 mod schedule;
 mod store;
+mod target;
 mod wake;
 mod worker;
 
@@ -60,11 +64,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::core::error::{Error, Result};
-use crate::core::key::IdempotencyKey;
-use crate::core::runtime::{Clock, TokioClock};
+use crate::IdempotencyKey;
+use crate::clock::{Clock, TokioClock};
+use crate::{Error, Result};
 
-pub use crate::vendors::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent};
+pub use crate::outbox::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent};
 pub use job::{
     Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target, Trigger,
 };
@@ -86,7 +90,7 @@ pub(crate) use store::{check_scope, pause_reason, window_of, window_row};
 
 /// The largest body a job may hold: the webhook and JSON:API limit of Hodoflow and Modulify's
 /// (1,048,576 bytes; `docs/wire-contract.md`).
-pub const MAX_BODY: usize = crate::vendors::hodoflow::builder::DEFAULT_WEBHOOK_BODY_LIMIT;
+pub const MAX_BODY: usize = crate::webhook::DEFAULT_WEBHOOK_BODY_LIMIT;
 
 /// The longest event ID.
 pub const MAX_EVENT_ID: usize = 1024;
@@ -202,12 +206,9 @@ impl Outbox {
     /// # Errors
     ///
     /// `invalid_input` for a token that could never be sent (not one path segment).
-    pub fn add_trigger_token(
-        &self,
-        token: impl Into<crate::core::auth::secret::Secret>,
-    ) -> Result<()> {
+    pub fn add_trigger_token(&self, token: impl Into<crate::Secret>) -> Result<()> {
         let token = token.into();
-        crate::vendors::hodoflow::routes::check_trigger_token(token.expose())?;
+        crate::HodoflowClient::check_trigger_token(token.expose())?;
         self.triggers.add(token);
         Ok(())
     }
@@ -317,13 +318,13 @@ impl Outbox {
             now: self.clock.wall(),
         };
         #[cfg(feature = "metrics")]
-        let started = crate::core::runtime::now();
+        let started = tokio::time::Instant::now();
         let stored = self.store.enqueue(job).await?;
         #[cfg(feature = "metrics")]
         self.meter.enqueued(
             meter::Enqueue::One,
             usize::from(stored.1),
-            crate::core::runtime::now().saturating_duration_since(started),
+            tokio::time::Instant::now().saturating_duration_since(started),
         );
         Ok(stored)
     }
@@ -380,13 +381,13 @@ impl Outbox {
             return Ok(Vec::new());
         }
         #[cfg(feature = "metrics")]
-        let started = crate::core::runtime::now();
+        let started = tokio::time::Instant::now();
         let stored = self.store.enqueue_many(jobs).await?;
         #[cfg(feature = "metrics")]
         self.meter.enqueued(
             meter::Enqueue::Many,
             stored.iter().filter(|(_, now)| *now).count(),
-            crate::core::runtime::now().saturating_duration_since(started),
+            tokio::time::Instant::now().saturating_duration_since(started),
         );
         Ok(stored)
     }
@@ -606,9 +607,7 @@ pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
 
 /// The trigger tokens a process knows, by the references its jobs store.
 #[derive(Default)]
-pub(crate) struct Triggers(
-    std::sync::RwLock<std::collections::HashMap<uuid::Uuid, crate::core::auth::secret::Secret>>,
-);
+pub(crate) struct Triggers(std::sync::RwLock<std::collections::HashMap<uuid::Uuid, crate::Secret>>);
 
 impl std::fmt::Debug for Triggers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -618,7 +617,7 @@ impl std::fmt::Debug for Triggers {
 }
 
 impl Triggers {
-    fn add(&self, token: crate::core::auth::secret::Secret) {
+    fn add(&self, token: crate::Secret) {
         let reference = job::Trigger::reference_of(token.expose());
         self.0
             .write()
@@ -662,7 +661,7 @@ impl Triggers {
             Some(token) => Ok(Some(Target::Webhook {
                 trigger: trigger.resolved(token),
             })),
-            None => Err(crate::vendors::target::unresolved(trigger)),
+            None => Err(crate::outbox::target::unresolved(trigger)),
         }
     }
 }

@@ -24,7 +24,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::core::error::{Error, Result};
+use crate::{Error, Result};
 
 use super::job::{Job, JobState};
 

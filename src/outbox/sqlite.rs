@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::key::IdempotencyKey;
+use crate::IdempotencyKey;
+use crate::{Error, ErrorKind, Result};
 
 use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};

@@ -51,7 +51,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::core::error::{Error, Result};
+use crate::{Error, Result};
 
 use super::job::{Counts, Due, Job, JobState, NewJob, Pause, Record, Slot};
 use super::page::Cursor;

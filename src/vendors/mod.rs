@@ -31,10 +31,6 @@
 //! - `decide`'s tests are `decided.rs` here, beside the tables they walk: `core/` knows none.
 
 use std::fmt;
-use std::time::Duration;
-
-use crate::client::RetryingClient;
-use crate::core::limit::ServiceKey;
 
 #[cfg(test)]
 use crate::core::matrix::Rule;
@@ -47,10 +43,6 @@ mod decided;
 pub(crate) mod hodoflow;
 pub(crate) mod modulify;
 pub(crate) mod neutral;
-#[cfg(feature = "outbox")]
-pub(crate) mod profile_outbox;
-#[cfg(feature = "outbox")]
-pub(crate) mod target;
 
 #[cfg(test)]
 pub(crate) use classify::classify;
@@ -152,21 +144,5 @@ impl Surface {
 impl fmt::Display for Surface {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl RetryingClient {
-    /// How long the service behind `surface` (webhook ingestion for [`Surface::Webhook`], the
-    /// JSON:API for writes, reads and GraphQL, Modulify's API) has been down, from the onset of
-    /// its outage, as this client's retry budget tells from that service's own answers; `None`
-    /// while it is up. Once this passes one call's budget, a sender can stop starting calls to
-    /// that surface (the CLI's `batch` and the outbox's workers do): none started now could ride
-    /// the outage out. Another surface's outage never shows here.
-    pub fn service_down_for(&self, surface: Surface) -> Option<Duration> {
-        let engine = &self.inner.engine;
-        engine.limits.retry_budget.service_down_for(ServiceKey {
-            endpoint: engine.endpoint.id,
-            name: surface.profile().scopes.service,
-        })
     }
 }

@@ -94,9 +94,11 @@ impl Ask<'_> {
     }
 }
 
-/// Why an attempt was not sent: nothing was, for it.
+/// Why an attempt was not sent: nothing was, for it. A [`Fleet`](crate::limit::Fleet) returns
+/// one when its wait would pass the call's budget; the call ends with
+/// [`ErrorKind::BudgetExhausted`](crate::ErrorKind::BudgetExhausted), not sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     /// [`ErrorKind::BudgetExhausted`] for a wait past the call's budget,
     /// [`ErrorKind::RetryBudgetExhausted`] for the retry budget's refusal.
     pub(crate) kind: ErrorKind,
@@ -109,7 +111,7 @@ pub(crate) struct Refusal {
 
 impl Refusal {
     /// A wait past the call's budget: `call budget exhausted: {why}`.
-    pub(crate) fn past_budget(why: impl std::fmt::Display) -> Self {
+    pub fn past_budget(why: impl std::fmt::Display) -> Self {
         Self {
             kind: ErrorKind::BudgetExhausted,
             message: format!("{}: {why}", ErrorKind::BudgetExhausted.describe()),
@@ -117,8 +119,10 @@ impl Refusal {
         }
     }
 
-    /// The refusal, with how long until its scope opens again.
-    pub(crate) fn with_retry_after(mut self, wait: Duration) -> Self {
+    /// The refusal, with how long until its scope opens again: the earliest the same request
+    /// could go (an outbox puts its job off until then).
+    #[must_use]
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
         self.retry_after = Some(wait);
         self
     }
@@ -181,7 +185,7 @@ impl Limiters {
     /// within `ask.queue_wait`, before its budget starts.
     pub(crate) async fn queue(&self, ask: &Ask<'_>) -> Result<Queued, Refusal> {
         let slot = self.windows.admit(ask).await?;
-        let shared = SharedLimits.admit(ask).await?;
+        let shared = SharedLimits(&self.windows).admit(ask).await?;
         Ok(Queued { slot, shared })
     }
 
@@ -200,7 +204,7 @@ impl Limiters {
         self.gate.admit(ask).await?;
         let shared = match shared {
             Some(shared) => Some(shared),
-            None => SharedLimits.admit(ask).await?,
+            None => SharedLimits(&self.windows).admit(ask).await?,
         };
         Ok(Permits {
             ticket,
@@ -224,7 +228,9 @@ impl Limiter for Limiters {
         self.windows.heard(permits.slot, ask, signal).await;
         self.gate.heard((), ask, signal).await;
         self.rates.heard(permits.sent_at, ask, signal).await;
-        SharedLimits.heard(permits.shared, ask, signal).await;
+        SharedLimits(&self.windows)
+            .heard(permits.shared, ask, signal)
+            .await;
         self.retry_budget.heard(permits.ticket, ask, signal).await;
     }
 }

@@ -2,52 +2,129 @@
 //! windows, through a store.
 //!
 //! In one process the client's own limiters hold every call (`gate.rs`, `window.rs`). Workers
-//! in many processes share them through the database they already share (the outbox's store):
-//! before each attempt the engine asks a [`Fleet`] for the attempt's scope, and tells it what
-//! the server said, each scope under the same name in every process (its endpoint's name, and
-//! for a route a name derived from its key, never the key). What a server stated of a route's
-//! window travels with the window, so a worker that starts later paces as the fleet does. The
-//! outbox implements [`Fleet`]; nothing below the outbox knows a store.
+//! in many processes share them through the database they already share (an outbox's store):
+//! before each attempt of a call given a [`Fleet`] the engine asks it for the attempt's scope,
+//! and tells it what the server said, each scope under the same name in every process (its
+//! endpoint's name, and for a route a name derived from its key, never the key). What a server
+//! stated of a route's window travels with the window, so a worker that starts later paces as
+//! the fleet does. The trait is public so that a store outside this crate can implement it;
+//! nothing in this crate knows a store.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::core::limit::figures::RouteLimit;
-use crate::core::limit::scope::{Closing, Scope, Signal};
+use crate::core::limit::figures::{RouteLimit, RoutePacing};
+use crate::core::limit::scope::{Scope, Signal};
+use crate::core::limit::window::Windows;
 use crate::core::limit::{Ask, Limiter, Refusal};
 use crate::core::runtime;
+use crate::core::stats::{Counters, Holding};
 
 /// The future of a [`Fleet`] method.
-pub(crate) type FleetFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub type FleetFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Whom a shared limit is asked for: the scope of one attempt, named as every process names it.
-#[derive(Debug, Clone, Copy)]
-#[cfg_attr(
-    not(feature = "outbox"),
-    allow(dead_code, reason = "read by the outbox's store")
-)]
-pub(crate) struct FleetAsk<'a> {
-    /// The client's endpoint as the fleet names it (a base URL; never a secret).
-    pub(crate) endpoint: &'a str,
-    /// The service the attempt's answers speak for, as its vendor's profile names it: with the
-    /// endpoint, whose limits these are (one vendor's never hold another's).
-    pub(crate) service: &'static str,
-    /// The scope the attempt sits in.
-    pub(crate) scope: Scope,
-    /// The route's key (a route's token), for the fleet to derive the route's name from.
-    pub(crate) route: Option<&'a str>,
+/// Whom a shared limit is asked for: the scope of one attempt, named as every process names it,
+/// and where the client counts the attempt's waits.
+#[derive(Clone, Copy)]
+pub struct FleetAsk<'a> {
+    endpoint: &'a str,
+    service: &'static str,
+    scope: Scope,
+    route: Option<&'a str>,
+    pacing: Option<RoutePacing>,
+    counters: &'a Counters,
 }
 
-/// Limits shared by the workers of many processes.
-pub(crate) trait Fleet: Send + Sync + fmt::Debug {
+impl fmt::Debug for FleetAsk<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetAsk")
+            .field("endpoint", &self.endpoint)
+            .field("service", &self.service)
+            .field("scope", &self.scope.label())
+            .field("pacing", &self.pacing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> FleetAsk<'a> {
+    /// Whom the client sends for, as every process names it: its base URL, and for a static
+    /// token a short hash of it ([`RetryingClient::endpoint`](crate::RetryingClient::endpoint)).
+    /// Never a secret.
+    pub fn endpoint(&self) -> &'a str {
+        self.endpoint
+    }
+
+    /// The service the attempt's answers speak for, as its vendor's profile names it: with the
+    /// endpoint, whose limits these are (one vendor's never hold another's).
+    pub fn service(&self) -> &'static str {
+        self.service
+    }
+
+    /// The key of the attempt's route, when it has a window of its own (a token in its
+    /// URL, say). A secret: derive a name from it (a hash), never store or show it.
+    pub fn route(&self) -> Option<&'a str> {
+        self.route
+    }
+
+    /// Whether the scope asked for is the route's own (a route's window or pause) rather than
+    /// the credential's: name it by the route, not only by the endpoint.
+    pub fn in_route_scope(&self) -> bool {
+        matches!(self.scope, Scope::Route(_))
+    }
+
+    /// The scope as a person reads it (`the credential`, a route's noun and a short hash of its key): never a secret.
+    pub fn scope_label(&self) -> String {
+        self.scope.label()
+    }
+
+    /// The route's window as this client knows it: what the server stated, or the vendor's
+    /// documented default; `None` for a route without a window, or none at all.
+    pub fn pacing(&self) -> Option<RoutePacing> {
+        self.pacing
+    }
+
+    /// Counts the attempt as held by its closed scope in the client's
+    /// [`Stats`](crate::Stats) until the returned guard drops.
+    pub fn hold_closed(&self) -> Holding<'a> {
+        match self.scope {
+            Scope::Route(_) => self.counters.route_hold.begin(None),
+            _ => self.counters.gate_hold.begin(None),
+        }
+    }
+
+    /// Counts the attempt as held by its route's full window, `pacing`, until the returned
+    /// guard drops.
+    pub fn hold_in_window(&self, pacing: RoutePacing) -> Holding<'a> {
+        self.counters.route_hold.begin(Some(pacing))
+    }
+
+    /// The attempt was turned away by its route's full window, `pacing`, which frees in
+    /// `wait`: the client's [`Stats`](crate::Stats) say so.
+    pub fn turned_away(&self, pacing: RoutePacing, wait: Duration) {
+        self.counters.route_hold.turned_away(Some(pacing), wait);
+    }
+}
+
+/// Limits shared by the calls of many processes: the scopes a server closed and the routes'
+/// windows, kept where every process reads them. Given to a call with its `fleet` setter (an
+/// outbox's workers give theirs to every call they make).
+///
+/// Every method is asked within the call's budget: a store that does not answer ends the call
+/// when its time does, and one that fails should let the attempt go (degrading to this
+/// process's own limits), never hang.
+pub trait Fleet: Send + Sync + fmt::Debug {
     /// Before an attempt: waits while its scope is closed and, for a route with a window, for a
     /// slot of the shared window, at most `max_wait`. The slot, if one was taken, goes back
     /// with [`answered`](Self::answered).
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] when the wait would pass `max_wait`: the attempt is not sent.
     fn admit<'a>(
         &'a self,
-        shared: FleetAsk<'a>,
+        ask: FleetAsk<'a>,
         max_wait: Duration,
     ) -> FleetFuture<'a, Result<Option<i64>, Refusal>>;
 
@@ -55,36 +132,43 @@ pub(crate) trait Fleet: Send + Sync + fmt::Debug {
     /// its route; `learned` is what the answer stated of the window.
     fn answered<'a>(
         &'a self,
-        shared: FleetAsk<'a>,
+        ask: FleetAsk<'a>,
         slot: i64,
         learned: Option<RouteLimit>,
     ) -> FleetFuture<'a, ()>;
 
-    /// The server closed a scope: every worker holds it.
-    fn close<'a>(&'a self, shared: FleetAsk<'a>, closing: Closing) -> FleetFuture<'a, ()>;
+    /// The server closed the scope of `ask` for `pause`, because of `why` (a few words, never
+    /// a secret): every process holds it.
+    fn close<'a>(&'a self, ask: FleetAsk<'a>, pause: Duration, why: &'a str)
+    -> FleetFuture<'a, ()>;
 }
 
 /// A slot of a shared window, by the store's ID.
 #[derive(Debug)]
 pub(crate) struct SharedSlot(i64);
 
-/// The fleet's limits as a [`Limiter`]: asked only for an outbox worker's calls.
+/// The fleet's limits as a [`Limiter`], with the client's windows (what it knows of a route's
+/// pacing): asked only for the calls given a [`Fleet`].
 #[derive(Debug)]
-pub(crate) struct SharedLimits;
+pub(crate) struct SharedLimits<'w>(pub(crate) &'w Windows);
 
-impl Ask<'_> {
-    /// The attempt as the fleet names it.
-    fn shared(&self) -> FleetAsk<'_> {
+impl SharedLimits<'_> {
+    /// The attempt of `ask` as the fleet names it, in `scope`.
+    fn ask<'a>(&self, ask: &'a Ask<'_>, scope: Scope) -> FleetAsk<'a> {
         FleetAsk {
-            endpoint: self.endpoint,
-            service: self.service.name,
-            scope: self.scope,
-            route: self.route_name,
+            endpoint: ask.endpoint,
+            service: ask.service.name,
+            scope,
+            route: ask.route_name,
+            pacing: ask
+                .route
+                .and_then(|route| self.0.learned_or_documented(route)),
+            counters: ask.counters,
         }
     }
 }
 
-impl Limiter for SharedLimits {
+impl Limiter for SharedLimits<'_> {
     type Permit = Option<SharedSlot>;
 
     /// Waits for the fleet's closed scope and shared window, within the time left; a store
@@ -94,7 +178,7 @@ impl Limiter for SharedLimits {
             return Ok(None);
         };
         let max_wait = ask.max_wait();
-        match runtime::timeout(max_wait, fleet.admit(ask.shared(), max_wait)).await {
+        match runtime::timeout(max_wait, fleet.admit(self.ask(ask, ask.scope), max_wait)).await {
             Some(admitted) => admitted.map(|slot| slot.map(SharedSlot)),
             None => Err(Refusal::past_budget(format!(
                 "the fleet's store did not answer for the shared limits of {} within the {:.1}s this call has left to wait",
@@ -112,11 +196,14 @@ impl Limiter for SharedLimits {
         };
         if let Some(SharedSlot(slot)) = slot {
             fleet
-                .answered(ask.shared(), slot, signal.window.limit)
+                .answered(self.ask(ask, ask.scope), slot, signal.window.limit)
                 .await;
         }
         if let Some(closing) = signal.closes {
-            fleet.close(ask.shared(), closing).await;
+            let why = closing.why.describe();
+            fleet
+                .close(self.ask(ask, closing.scope), closing.pause, &why)
+                .await;
         }
     }
 }

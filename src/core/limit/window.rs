@@ -236,7 +236,6 @@ impl Windows {
 
     /// The server's figures for `route`, or the vendor's default when it has sent none:
     /// the limit of a route the caller set none for, here or in an outbox's shared window.
-    #[cfg(any(feature = "outbox", test))]
     pub(crate) fn learned_or_documented(&self, route: RouteKey) -> Option<RoutePacing> {
         self.learned_or_told(&self.lock(), route)
     }

@@ -17,7 +17,6 @@ use tokio_postgres::AsyncMessage;
 
 use tokio_postgres::{Config, NoTls};
 
-use crate::core::runtime;
 use crate::outbox::wake::Waker;
 
 /// The channel the triggers of schema version 3 notify.
@@ -45,7 +44,7 @@ pub(super) async fn listen(
             _ = closed.changed() => return,
         }
         tokio::select! {
-            () = runtime::sleep(wait) => {}
+            () = tokio::time::sleep(wait) => {}
             _ = closed.changed() => return,
         }
         wait = wait.saturating_mul(2).min(RECONNECT_MAX);
@@ -55,15 +54,18 @@ pub(super) async fn listen(
 /// One connection's life: connect, `LISTEN`, wake on every notification until it breaks.
 /// Whether it listened.
 async fn listen_once(config: &Config, connect_timeout: Duration, waker: &Waker) -> bool {
-    let (client, mut connection) = match runtime::timeout(connect_timeout, config.connect(NoTls))
-        .await
+    let (client, mut connection) = match tokio::time::timeout(
+        connect_timeout,
+        config.connect(NoTls),
+    )
+    .await
     {
-        Some(Ok(pair)) => pair,
-        Some(Err(error)) => {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(error)) => {
             tracing::warn!(error = %error, "the outbox's wake-up listener could not connect; idle workers poll until it does");
             return false;
         }
-        None => {
+        Err(_) => {
             tracing::warn!(
                 timeout_ms = connect_timeout.as_millis() as u64,
                 "the outbox's wake-up listener could not connect in time; idle workers poll until it does"

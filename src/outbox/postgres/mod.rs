@@ -53,10 +53,8 @@ use tokio::sync::watch;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, Row};
 
-use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::key::IdempotencyKey;
-use crate::core::redact::Cleaner;
-use crate::core::runtime;
+use crate::IdempotencyKey;
+use crate::{Error, ErrorKind, Result};
 
 mod listen;
 mod pool;
@@ -450,14 +448,17 @@ impl PostgresStore {
     pub async fn connect_with(url: &str, timeouts: StoreTimeouts) -> Result<Self> {
         let config: Config = url.parse().map_err(|error: tokio_postgres::Error| {
             // The parser's messages name an option, never its value; cleaned of the password
-            // anyway, and only the parser's words, never this message's own.
-            let cleaner = Cleaner::new(url_password(url).as_deref());
-            Error::new(
-                ErrorKind::InvalidInput,
-                "invalid input: the outbox database URL: ",
-            )
-            .quoting(&error.to_string(), MAX_PARSER_QUOTE)
-            .cleaned(&cleaner)
+            // anyway, escaped and bounded.
+            let said = error.to_string();
+            let said = match url_password(url) {
+                Some(password) if password.len() >= 4 => said.replace(&password, "<redacted>"),
+                _ => said,
+            };
+            let said = crate::text::escape(&said);
+            Error::invalid_input(format!(
+                "the outbox database URL: {}",
+                crate::text::bound(&said, MAX_PARSER_QUOTE)
+            ))
         })?;
         let pool = ConnectionPool::new(config, timeouts.connect);
         let store = Self {
@@ -473,9 +474,9 @@ impl PostgresStore {
     /// `work`, a store operation, bounded by the statement timeout.
     async fn bounded<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
         let limit = self.timeouts.statement;
-        match runtime::timeout(limit, work).await {
-            Some(result) => result,
-            None => {
+        match tokio::time::timeout(limit, work).await {
+            Ok(result) => result,
+            Err(_) => {
                 self.pool.discard();
                 Err(store_message(format!(
                     "the database at {} did not answer within {limit:?} (the store's statement timeout)",

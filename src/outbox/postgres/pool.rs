@@ -16,8 +16,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
-use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::runtime;
+use crate::{Error, ErrorKind, Result};
 
 use super::{store_error, store_message};
 
@@ -118,9 +117,9 @@ impl ConnectionPool {
 
     async fn open(&self) -> Result<Conn> {
         let limit = self.connect_timeout;
-        let connected = runtime::timeout(limit, self.config.connect(NoTls))
+        let connected = tokio::time::timeout(limit, self.config.connect(NoTls))
             .await
-            .ok_or_else(|| {
+            .map_err(|_| {
                 Error::new(
                     ErrorKind::Transport,
                     format!(

@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::client::RetryingClient;
-use crate::core::error::{Error, Result};
-use crate::core::limit::shared::Fleet;
-use crate::core::limit::window::RouteLimit;
-use crate::profile::Profile;
-use crate::vendors::profile_outbox::ProfileJobs;
+use crate::Profile;
+use crate::RetryingClient;
+use crate::limit::Fleet;
+use crate::limit::RouteLimit;
+use crate::outbox::deliver::profile::ProfileJobs;
+use crate::{Error, Result};
 
-use crate::vendors::target::Deliver;
+use crate::outbox::target::Deliver;
 
 use crate::outbox::Outbox;
 use crate::outbox::job::JobState;
@@ -259,7 +259,7 @@ impl WorkerBuilder {
     }
 
     pub(super) fn build(self) -> Result<Arc<WorkerPool>> {
-        let budget = self.client.inner.policy.budget;
+        let budget = self.client.budget();
         if self.concurrency == 0 {
             return Err(Error::invalid_input(
                 "a worker needs a concurrency of at least 1",
@@ -295,7 +295,7 @@ impl WorkerBuilder {
             clock: Arc::clone(&self.outbox.clock),
             credential: self.credential,
             trigger_limit: self.trigger_limit,
-            client: self.client.clone(),
+            endpoint: self.client.endpoint().to_owned(),
             attempt_timeout: budget.attempt_timeout,
             paused: Mutex::new(std::collections::HashMap::new()),
             windows: Mutex::new(std::collections::HashMap::new()),

@@ -11,15 +11,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::client::RetryingClient;
-use crate::core::error::Result;
-use crate::core::limit::Refusal;
-use crate::core::limit::scope::{Closing, Scope};
-use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture};
-use crate::core::limit::window::{PacingSource, RouteLimit, RoutePacing};
-use crate::core::runtime::{self, Clock};
-use crate::core::stats::Holding;
-use crate::vendors::hodoflow::routes::trigger_key;
+use crate::Result;
+use crate::clock::Clock;
+use crate::limit::{
+    Fleet, FleetAsk, FleetFuture, Holding, PacingSource, Refusal, RouteLimit, RoutePacing,
+};
 
 use crate::outbox::job::Slot;
 use crate::outbox::store::Store;
@@ -40,8 +36,9 @@ pub(super) struct StoreFleet {
     pub(super) credential: Option<String>,
     /// As [`WorkerBuilder`] holds it.
     pub(super) trigger_limit: Option<Option<RouteLimit>>,
-    /// The webhook client: the server's figures it learned, and where waits are counted.
-    pub(super) client: RetryingClient,
+    /// The main client's endpoint ([`RetryingClient::endpoint`](crate::RetryingClient::endpoint)),
+    /// which [`credential`](Self::credential) renames.
+    pub(super) endpoint: String,
     /// With the window, how long a slot stays busy before its answer comes.
     pub(super) attempt_timeout: Duration,
     /// The pauses last read, by scope, and when: each trusted for [`PAUSE_READ_EVERY`].
@@ -54,16 +51,16 @@ impl StoreFleet {
     /// The name of `scope` of an attempt, as every worker of the store names it. An endpoint
     /// too long for a store's scope ([`MAX_SCOPE`](crate::outbox::MAX_SCOPE)) is named by a
     /// hash of it instead.
-    pub(super) fn scope_name(&self, ask: FleetAsk<'_>, scope: Scope) -> String {
+    pub(super) fn scope_name(&self, ask: FleetAsk<'_>, in_route: bool) -> String {
         let endpoint = match &self.credential {
-            Some(name) if *ask.endpoint == *self.client.inner.engine.endpoint.name => name.as_str(),
-            _ => ask.endpoint,
+            Some(name) if ask.endpoint() == self.endpoint => name.as_str(),
+            _ => ask.endpoint(),
         };
-        let name = |endpoint: &str| match (scope, ask.route) {
-            (Scope::Route(_), Some(token)) => {
-                format!("{} {endpoint} trigger {}", ask.service, trigger_id(token))
+        let name = |endpoint: &str| match (in_route, ask.route()) {
+            (true, Some(token)) => {
+                format!("{} {endpoint} trigger {}", ask.service(), trigger_id(token))
             }
-            _ => format!("{} {endpoint}", ask.service),
+            _ => format!("{} {endpoint}", ask.service()),
         };
         let named = name(endpoint);
         if named.len() <= crate::outbox::MAX_SCOPE {
@@ -73,29 +70,24 @@ impl StoreFleet {
         name(&format!("endpoint {hashed}"))
     }
 
-    /// The shared window `window` of the trigger with `token`, and where its limit came from;
+    /// The shared window `window` of the trigger of `ask`, and where its limit came from;
     /// `None` when the caller turned shared windows off. The server's figures this process
     /// learned win; else those another worker learned and left in the store (read at most
     /// every [`PAUSE_READ_EVERY`]), so a worker that starts later paces as the fleet does; else
     /// the vendor's documented default.
-    pub(super) async fn pacing(&self, token: &str, window: &str) -> Option<RoutePacing> {
+    pub(super) async fn pacing(&self, ask: FleetAsk<'_>, window: &str) -> Option<RoutePacing> {
         if let Some(limit) = self.trigger_limit {
             return limit.map(|limit| RoutePacing::new(limit, PacingSource::Caller));
         }
-        let here = self
-            .client
-            .inner
-            .engine
-            .limits
-            .windows
-            .learned_or_documented(trigger_key(token))?;
+        let here = ask.pacing()?;
         if here.source != PacingSource::Documented {
             return Some(here);
         }
         let cached = self.lock_windows().get(window).copied();
         let stated = match cached {
             Some((read, stated))
-                if runtime::now().saturating_duration_since(read) < PAUSE_READ_EVERY =>
+                if tokio::time::Instant::now().saturating_duration_since(read)
+                    < PAUSE_READ_EVERY =>
             {
                 stated
             }
@@ -113,7 +105,7 @@ impl StoreFleet {
                 if windows.len() >= KEEP_PAUSES_READ {
                     windows.clear();
                 }
-                windows.insert(window.to_owned(), (runtime::now(), stated));
+                windows.insert(window.to_owned(), (tokio::time::Instant::now(), stated));
                 stated
             }
         };
@@ -139,7 +131,7 @@ impl StoreFleet {
     ) -> Result<Option<SystemTime>> {
         let cached = self.lock_paused().get(scope).copied();
         if let Some((read, until)) = cached
-            && runtime::now().saturating_duration_since(read) < PAUSE_READ_EVERY
+            && tokio::time::Instant::now().saturating_duration_since(read) < PAUSE_READ_EVERY
         {
             return Ok(until.filter(|until| *until > now));
         }
@@ -153,7 +145,7 @@ impl StoreFleet {
         if !paused.contains_key(scope) && paused.len() >= KEEP_PAUSES_READ {
             paused.clear();
         }
-        paused.insert(scope.to_owned(), (runtime::now(), until));
+        paused.insert(scope.to_owned(), (tokio::time::Instant::now(), until));
     }
 
     fn lock_paused(
@@ -176,10 +168,10 @@ impl Fleet for StoreFleet {
         max_wait: Duration,
     ) -> FleetFuture<'a, std::result::Result<Option<i64>, Refusal>> {
         Box::pin(async move {
-            let started = runtime::now();
-            let scope = self.scope_name(ask, ask.scope);
+            let started = tokio::time::Instant::now();
+            let scope = self.scope_name(ask, ask.in_route_scope());
             let wait_or_refuse = async |wait: Duration, what: &str| {
-                let waited = runtime::now().saturating_duration_since(started);
+                let waited = tokio::time::Instant::now().saturating_duration_since(started);
                 if waited.saturating_add(wait) > max_wait {
                     return Err(Refusal::past_budget(format!(
                         "{what} for {:.1}s, past the {:.1}s this call has left to wait",
@@ -188,11 +180,10 @@ impl Fleet for StoreFleet {
                     ))
                     .with_retry_after(wait));
                 }
-                runtime::sleep(wait).await;
+                tokio::time::sleep(wait).await;
                 Ok(())
             };
             // Counted from the first wait until this returns, for the client's stats.
-            let counters = &self.client.inner.engine.counters;
             let (mut at_gate, mut in_window): (Option<Holding<'_>>, Option<Holding<'_>>) =
                 (None, None);
             loop {
@@ -200,12 +191,8 @@ impl Fleet for StoreFleet {
                 match self.paused_until(&scope, now).await {
                     Ok(Some(until)) => {
                         let wait = until.duration_since(now).unwrap_or(Duration::ZERO);
-                        let hold = match ask.scope {
-                            Scope::Route(_) => &counters.route_hold,
-                            _ => &counters.gate_hold,
-                        };
-                        at_gate.get_or_insert_with(|| hold.begin(None));
-                        let what = format!("the fleet holds {} closed", ask.scope.label());
+                        at_gate.get_or_insert_with(|| ask.hold_closed());
+                        let what = format!("the fleet holds {} closed", ask.scope_label());
                         wait_or_refuse(wait.max(Duration::from_millis(1)), &what).await?;
                         continue;
                     }
@@ -214,11 +201,11 @@ impl Fleet for StoreFleet {
                         tracing::warn!(error = %error, "a shared pause could not be read; sending");
                     }
                 }
-                let Some(token) = ask.route else {
+                if ask.route().is_none() {
                     return Ok(None);
-                };
-                let window = self.scope_name(ask, Scope::Route(trigger_key(token)));
-                let Some(pacing) = self.pacing(token, &window).await else {
+                }
+                let window = self.scope_name(ask, true);
+                let Some(pacing) = self.pacing(ask, &window).await else {
                     return Ok(None);
                 };
                 let hold = pacing.limit.per().saturating_add(self.attempt_timeout);
@@ -234,10 +221,10 @@ impl Fleet for StoreFleet {
                         // one window, and give up only when the call's time is out.
                         let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
                         let step = wait.min(pacing.limit.per()).max(Duration::from_millis(1));
-                        in_window.get_or_insert_with(|| counters.route_hold.begin(Some(pacing)));
+                        in_window.get_or_insert_with(|| ask.hold_in_window(pacing));
                         let what = "the trigger's shared window is full";
                         if let Err(refusal) = wait_or_refuse(step, what).await {
-                            counters.route_hold.turned_away(Some(pacing), wait);
+                            ask.turned_away(pacing, wait);
                             return Err(refusal.with_retry_after(wait));
                         }
                     }
@@ -258,10 +245,10 @@ impl Fleet for StoreFleet {
     ) -> FleetFuture<'a, ()> {
         Box::pin(async move {
             let now = self.clock.wall();
-            let Some(token) = ask.route else {
+            if ask.route().is_none() {
                 return;
-            };
-            let window = self.scope_name(ask, Scope::Route(trigger_key(token)));
+            }
+            let window = self.scope_name(ask, true);
             // What the server stated of the window travels with its slots, for every worker.
             if let Some(limit) = learned {
                 match self
@@ -271,7 +258,7 @@ impl Fleet for StoreFleet {
                 {
                     Ok(()) => {
                         self.lock_windows()
-                            .insert(window.clone(), (runtime::now(), Some(limit)));
+                            .insert(window.clone(), (tokio::time::Instant::now(), Some(limit)));
                     }
                     Err(error) => {
                         tracing::warn!(error = %error, "a shared window's figures could not be written");
@@ -279,7 +266,7 @@ impl Fleet for StoreFleet {
                 }
             }
             let per = self
-                .pacing(token, &window)
+                .pacing(ask, &window)
                 .await
                 .map_or(Duration::ZERO, |pacing| pacing.limit.per());
             let until = now.checked_add(per).unwrap_or(now);
@@ -289,17 +276,21 @@ impl Fleet for StoreFleet {
         })
     }
 
-    fn close<'a>(&'a self, ask: FleetAsk<'a>, closing: Closing) -> FleetFuture<'a, ()> {
+    fn close<'a>(
+        &'a self,
+        ask: FleetAsk<'a>,
+        pause: Duration,
+        why: &'a str,
+    ) -> FleetFuture<'a, ()> {
         Box::pin(async move {
-            let scope = self.scope_name(ask, closing.scope);
+            let scope = self.scope_name(ask, ask.in_route_scope());
             let now = self.clock.wall();
-            let until = now.checked_add(closing.pause).unwrap_or(now);
+            let until = now.checked_add(pause).unwrap_or(now);
             {
                 let known = self.lock_paused().get(&scope).and_then(|(_, until)| *until);
                 self.remember(&scope, known.max(Some(until)));
             }
-            let why = closing.why.describe();
-            if let Err(error) = self.store.pause(&scope, until, &why, now).await {
+            if let Err(error) = self.store.pause(&scope, until, why, now).await {
                 tracing::warn!(error = %error, "a shared pause could not be written");
             }
         })

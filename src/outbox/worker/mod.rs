@@ -15,7 +15,7 @@
 //! failed.
 
 //! One file per idea: `builder.rs` (the configuration), `pool.rs` (the loop that claims,
-//! delivers through each vendor's `Deliver`, `vendors/target.rs`, and records), `fleet.rs` (the
+//! delivers through each vendor's `Deliver`, `../target.rs`, and records), `fleet.rs` (the
 //! store-backed pause and windows); the handle of running workers is here.
 
 mod builder;
@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::core::error::{Error, Result};
+use crate::{Error, Result};
 
 use builder::OnFinished;
 pub use builder::{JobDone, WorkerBuilder};

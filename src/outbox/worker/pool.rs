@@ -10,18 +10,17 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::core::budget::Budget;
-use crate::core::error::{Error, Result};
-use crate::core::limit::shared::Fleet;
+use crate::Budget;
+use crate::limit::Fleet;
+use crate::{Error, Result};
 
-use crate::core::runtime::Clock;
+use crate::clock::Clock;
 use crate::outbox::job::{Job, JobState, LastError, Record, Target};
 use crate::outbox::schedule::{LongSchedule, horizon_end, may_send};
 use crate::outbox::store::{Store, StoreFuture};
 
 use super::*;
-use crate::core::runtime;
-use crate::vendors::target::{Deliver, Delivered, JobCall, Sent};
+use crate::outbox::target::{Deliver, Delivered, JobCall, Sent};
 
 #[derive(Debug)]
 pub(super) struct WorkerPool {
@@ -200,7 +199,7 @@ impl WorkerPool {
                                 }
                             } else if let Some(wakeups) = &wakeups {
                                 let wait = self.idle_wait(wakeups.every_process()).await;
-                                resting = Some(Box::pin(runtime::sleep(wait)));
+                                resting = Some(Box::pin(tokio::time::sleep(wait)));
                             }
                         }
                         Ok(jobs) => {
@@ -219,7 +218,7 @@ impl WorkerPool {
                                 .min(CLAIM_RETRY_MAX);
                             tracing::error!(error = %error, wait_ms = wait.as_millis() as u64, "claiming jobs failed; trying again");
                             tokio::select! {
-                                _ = runtime::sleep(wait) => {}
+                                _ = tokio::time::sleep(wait) => {}
                                 changed = stopped.changed() => orphaned = changed.is_err(),
                             }
                         }
@@ -229,7 +228,7 @@ impl WorkerPool {
                 () = async { wakeups.as_mut().expect("set while resting").changed().await }, if resting.is_some() && wakeups.is_some() => resting = None,
                 _ = deliveries.join_next(), if !deliveries.is_empty() => resting = None,
                 changed = stopped.changed(), if !stopping => orphaned = changed.is_err(),
-                _ = runtime::sleep(self.poll), if claiming.is_none() && resting.is_none() && deliveries.is_empty() => {}
+                _ = tokio::time::sleep(self.poll), if claiming.is_none() && resting.is_none() && deliveries.is_empty() => {}
             }
         };
         while deliveries.join_next().await.is_some() {}
@@ -548,8 +547,8 @@ fn last_error(error: &Error) -> LastError {
 
 /// `text` as a job keeps it: controls escaped, at most `limit` bytes.
 fn kept(text: &str, limit: usize) -> String {
-    let escaped = crate::core::redact::escape(text);
-    crate::core::redact::bound(&escaped, limit).to_owned()
+    let escaped = crate::text::escape(text);
+    crate::text::bound(&escaped, limit).to_owned()
 }
 
 /// Counts a delivery that may send while it lives, a panic included.

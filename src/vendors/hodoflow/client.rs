@@ -10,6 +10,7 @@ use http::Method;
 
 use crate::client::RetryingClient;
 use crate::core::auth::secret::Secret;
+use crate::core::error::Result;
 use crate::core::key::IdempotencyKey;
 use crate::core::limit::scope::ClosedScope;
 use crate::core::limit::window::RoutePacing;
@@ -52,6 +53,27 @@ pub struct HodoflowClient {
 }
 
 impl HodoflowClient {
+    /// Checks a JSON:API write as [`write`](Self::write) does before it sends anything: an
+    /// unsafe method (POST, PUT, PATCH, DELETE) and a path under `/api/json/`. For a sender
+    /// that keeps writes to send later (an outbox checks each before storing it).
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input`, saying what is wrong.
+    pub fn check_write(method: &Method, path: &str) -> Result<()> {
+        crate::vendors::hodoflow::requests::check_write(method, path)
+    }
+
+    /// Checks a trigger's token as [`deliver`](Self::deliver) does before it sends anything:
+    /// one non-empty URL path segment.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input`; the message never quotes the token, a secret.
+    pub fn check_trigger_token(token: &str) -> Result<()> {
+        crate::vendors::hodoflow::routes::check_trigger_token(token)
+    }
+
     pub(crate) fn new(client: RetryingClient, settings: Settings) -> Self {
         Self {
             client,

@@ -6,8 +6,6 @@ pub(crate) mod call;
 pub(crate) mod client;
 pub(crate) mod limits;
 pub(crate) mod oauth;
-#[cfg(feature = "outbox")]
-pub(crate) mod outbox;
 pub(crate) mod outcome;
 pub(crate) mod requests;
 pub(crate) mod routes;

@@ -115,6 +115,17 @@ impl ModulifyClient {
         &self.client
     }
 
+    /// Checks a method's name as [`call`](Self::call) does before it sends anything: one URL
+    /// path segment of letters, digits, `_`, `-`, `.` and `~`. For a sender that keeps calls to
+    /// make later (an outbox checks each before storing it).
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input`, saying what a name may hold.
+    pub fn check_method(method: &str) -> Result<()> {
+        check_method(method)
+    }
+
     /// A call of `method`, `POST /v1/<method>`, with `body` sent byte for byte on every attempt.
     pub fn call(&self, method: &str, body: impl Into<Bytes>) -> MethodCall<'_> {
         MethodCall {

@@ -3,7 +3,5 @@
 
 pub(crate) mod builder;
 pub(crate) mod client;
-#[cfg(feature = "outbox")]
-pub(crate) mod outbox;
 pub(crate) mod requests;
 pub(crate) mod tables;

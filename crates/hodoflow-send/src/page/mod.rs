@@ -180,7 +180,7 @@ impl Admin {
         client: Option<hodoflow_retry::HodoflowClient>,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let mut metrics = hodoflow_retry::metrics::Metrics::new().outbox(&outbox);
+        let mut metrics = hodoflow_retry::metrics::Metrics::new().source(outbox.clone());
         if let Some(client) = &client {
             metrics = metrics.client(client);
         }
@@ -875,7 +875,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let outbox = Outbox::sqlite(dir.join("outbox.db")).await.unwrap();
         let app = App {
-            metrics: hodoflow_retry::metrics::Metrics::new().outbox(&outbox),
+            metrics: hodoflow_retry::metrics::Metrics::new().source(outbox.clone()),
             outbox,
             open: false,
             token: Some(Secret::new("gate-token-0123456789")),

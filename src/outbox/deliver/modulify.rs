@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::core::error::Error;
-use crate::vendors::Surface;
-use crate::vendors::modulify::client::ModulifyClient;
-use crate::vendors::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target};
+use crate::Error;
+use crate::ModulifyClient;
+use crate::Surface;
+use crate::outbox::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target};
 
 impl Deliver for ModulifyClient {
     fn delivers(&self, target: &Target) -> bool {

@@ -4,11 +4,10 @@
 
 use std::time::Duration;
 
-use crate::client::RetryingClient;
-use crate::core::error::Error;
-use crate::core::limit::ServiceKey;
-use crate::profile::Profile;
-use crate::vendors::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target};
+use crate::Error;
+use crate::Profile;
+use crate::RetryingClient;
+use crate::outbox::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target};
 
 /// The workers' client and profile for the jobs of one vendor of your own.
 #[derive(Debug)]
@@ -24,11 +23,7 @@ impl Deliver for ProfileJobs {
     }
 
     fn down_for(&self, _: &Target) -> Option<Duration> {
-        let engine = &self.client.inner.engine;
-        engine.limits.retry_budget.service_down_for(ServiceKey {
-            endpoint: engine.endpoint.id,
-            name: self.profile.table().scopes.service,
-        })
+        self.client.service_down_for(self.profile)
     }
 
     fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a> {

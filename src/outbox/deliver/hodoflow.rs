@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use crate::core::error::Error;
-use crate::core::key::DeliveryId;
-use crate::vendors::Surface;
-use crate::vendors::hodoflow::client::HodoflowClient;
-use crate::vendors::hodoflow::outcome::WebhookOutcome;
-use crate::vendors::target::{
-    Deliver, DeliverFuture, Delivered, JobCall, Sent, Target, unresolved,
-};
+use crate::DeliveryId;
+use crate::Error;
+use crate::HodoflowClient;
+use crate::Surface;
+use crate::outbox::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent, Target, unresolved};
+use crate::webhook::WebhookOutcome;
 
 impl Deliver for HodoflowClient {
     fn delivers(&self, target: &Target) -> bool {

@@ -1,7 +1,7 @@
 //! What an outbox job addresses: one variant per kind of request a vendor takes, its checks
 //! before anything is stored, and how it is stored and shown. The outbox stores and schedules
 //! jobs of any target; which vendor's client delivers one is the vendor's [`Deliver`]
-//! (`vendors/<name>/outbox.rs`).
+//! (`deliver/<vendor>.rs`).
 
 use std::fmt;
 use std::future::Future;
@@ -11,17 +11,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Method;
 
-use crate::client::RetryingClient;
-use crate::core::auth::secret::Secret;
-use crate::core::error::{Error, Result};
-use crate::core::key::IdempotencyKey;
-use crate::core::limit::shared::Fleet;
-use crate::core::request::normalize_path;
+use crate::IdempotencyKey;
+use crate::RetryingClient;
+use crate::Secret;
+use crate::limit::Fleet;
 use crate::profile::{Profile, Request};
-use crate::vendors::hodoflow::requests::check_write;
-use crate::vendors::hodoflow::routes::check_trigger_token;
-use crate::vendors::hodoflow::routes::redact_path;
-use crate::vendors::modulify::client::check_method;
+use crate::{Error, Result};
+use crate::{HodoflowClient, ModulifyClient};
 
 /// A webhook job's trigger: its reference, derived from its token and never the token, and
 /// the token where this process knows it.
@@ -147,7 +143,7 @@ impl fmt::Debug for Target {
             Self::Write { method, path } => f
                 .debug_struct("Write")
                 .field("method", method)
-                .field("path", &redact_path(path))
+                .field("path", &strip_query(path))
                 .finish(),
             Self::Modulify { method } => {
                 f.debug_struct("Modulify").field("method", method).finish()
@@ -169,9 +165,10 @@ impl fmt::Debug for Target {
 /// The names a job's kind already has: a vendor of your own takes another.
 const BUILT_IN_KINDS: [&str; 3] = ["webhook", "write", "modulify"];
 
-/// `path` without its query, which may hold anything: how a route is shown.
+/// `path` without its query and fragment, which may hold anything: how a route is shown (a
+/// write's path is under `/api/json/`, never a trigger's).
 fn strip_query(path: &str) -> &str {
-    path.split_once('?').map_or(path, |(path, _)| path)
+    path.split(['?', '#']).next().unwrap_or_default()
 }
 
 /// An `invalid_input` error unless `vendor` is a name a job may store as its kind: 1 to 40
@@ -301,7 +298,7 @@ impl Target {
         match self {
             Self::Webhook { .. } => "POST /api/v1/webhooks/<redacted>".to_owned(),
             Self::Write { method, path } => {
-                format!("{method} {}", redact_path(path))
+                format!("{method} {}", strip_query(path))
             }
             Self::Modulify { method } => format!("POST /v1/{method}"),
             Self::Route {
@@ -319,16 +316,16 @@ impl Target {
     pub(crate) fn check(&self) -> Result<()> {
         match self {
             Self::Webhook { trigger } => match &trigger.token {
-                Some(token) => check_trigger_token(token.expose()),
+                Some(token) => HodoflowClient::check_trigger_token(token.expose()),
                 None => Err(Error::invalid_input(
                     "a webhook job needs its trigger's token when it is stored",
                 )),
             },
-            Self::Write { method, path } => check_write(method, path),
-            Self::Modulify { method } => check_method(method),
+            Self::Write { method, path } => HodoflowClient::check_write(method, path),
+            Self::Modulify { method } => ModulifyClient::check_method(method),
             Self::Route { vendor, path, .. } => {
                 check_vendor(vendor)?;
-                normalize_path(path).map(drop)
+                RetryingClient::check_path(path)
             }
         }
     }
@@ -385,7 +382,7 @@ impl fmt::Debug for JobCall<'_> {
         f.debug_struct("JobCall")
             .field("target", self.target)
             .field("identity", self.identity)
-            .field("body", &crate::core::redact::BodyLen(self.body.len()))
+            .field("body", &BodyLen(self.body.len()))
             .finish_non_exhaustive()
     }
 }
@@ -454,4 +451,13 @@ pub trait Deliver: Send + Sync + fmt::Debug {
 
     /// One call of `job` (one whose target this client [`delivers`](Self::delivers)).
     fn deliver<'a>(&'a self, job: JobCall<'a>) -> DeliverFuture<'a>;
+}
+
+/// A body in a `Debug` view: its length, never its bytes.
+pub(crate) struct BodyLen(pub(crate) usize);
+
+impl fmt::Debug for BodyLen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} bytes>", self.0)
+    }
 }
