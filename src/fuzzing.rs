@@ -30,38 +30,6 @@ pub fn rate_limit_trigger_window(
     )
 }
 
-/// The target of a stored job row (`outbox/job.rs`): its kind, method and route columns.
-///
-/// # Errors
-///
-/// When the row names an unknown kind or an invalid method.
-#[cfg(feature = "outbox")]
-pub fn stored_target(
-    kind: &str,
-    method: &str,
-    route: &str,
-) -> crate::Result<crate::outbox::Target> {
-    crate::outbox::Target::from_row(kind, method, route)
-}
-
-/// The method and route columns a target is stored as.
-#[cfg(feature = "outbox")]
-pub fn target_row(target: &crate::outbox::Target) -> (String, String) {
-    target.to_row()
-}
-
-/// The time of a stored milliseconds column.
-#[cfg(feature = "outbox")]
-pub fn stored_time(millis: i64) -> std::time::SystemTime {
-    crate::outbox::from_millis(millis)
-}
-
-/// The milliseconds column a time is stored as.
-#[cfg(feature = "outbox")]
-pub fn time_column(time: std::time::SystemTime) -> i64 {
-    crate::outbox::millis(time)
-}
-
 /// Reads the token endpoint's answer `body` with `status`, received now
 /// (`vendors/hodoflow/oauth.rs`), as `ClientCredentials` does.
 ///

@@ -13,7 +13,7 @@
 //! | [`exchanger`] | a token source of your own |
 //! | [`budgets`] | attempts, time and waits per call; which scope a server's signal closes |
 //! | [`fleet`] | the retry budget, per-trigger pacing and the figures a sender reports |
-//! | `outbox` | events that survive crashes and long outages (feature `outbox-sqlite`) |
+//! | `outbox` | events that survive crashes and long outages: the `hodoflow-outbox` crate's guide |
 //! | `metrics` | the OpenMetrics exposition and tracing (feature `metrics`) |
 //! | `middleware` | `RetryMiddleware` in a reqwest-middleware stack (feature `middleware`) |
 //! | [`retry_matrix`] | which answer is retried, per surface and vendor |
@@ -31,7 +31,6 @@ macro_rules! guide {
         #[doc = "[exchanger]: crate::guide::exchanger"]
         #[doc = "[budgets]: crate::guide::budgets"]
         #[doc = "[fleet]: crate::guide::fleet"]
-        #[cfg_attr(feature = "outbox-sqlite", doc = "[outbox]: crate::guide::outbox")]
         #[cfg_attr(feature = "metrics", doc = "[metrics]: crate::guide::metrics")]
         #[cfg_attr(feature = "middleware", doc = "[middleware]: crate::guide::middleware")]
         #[doc = "[retry-matrix]: crate::guide::retry_matrix"]
@@ -48,11 +47,6 @@ guide!(modulify, "modulify.md");
 guide!(exchanger, "exchanger.md");
 guide!(budgets, "budgets.md");
 guide!(fleet, "fleet.md");
-guide!(
-    #[cfg(feature = "outbox-sqlite")]
-    outbox,
-    "outbox.md"
-);
 guide!(
     #[cfg(feature = "metrics")]
     metrics,

@@ -14,13 +14,12 @@
 //! your own.
 //!
 //! Hodoflow's API is [`HodoflowClient`]'s; the same engine ([`RetryingClient`]) serves Modulify's
-//! method API through [`ModulifyClient`], and, with features,
-//! a durable outbox (`outbox-sqlite`, `outbox-postgres`), an OpenMetrics exposition (`metrics`)
-//! and a reqwest-middleware adapter (`middleware`).
+//! method API through [`ModulifyClient`], and, with features, an OpenMetrics exposition
+//! (`metrics`) and a reqwest-middleware adapter (`middleware`). The durable outbox is the
+//! `hodoflow-outbox` crate, built on this one's public API.
 //!
 //! The [`guide`] has a page per job (webhooks, signing, writes, Modulify, your own token
-//! exchanger, budgets and scopes, fleet safety, the outbox, metrics, the middleware, the retry
-//! matrix), each with examples that run against the embedded contract server.
+//! exchanger, budgets and scopes, fleet safety, metrics, the middleware, the retry matrix), each with examples that run against the embedded contract server.
 //!
 //! # Examples
 //!
@@ -95,16 +94,6 @@ pub mod guide;
 pub mod metrics;
 #[cfg(feature = "middleware")]
 pub mod middleware;
-#[cfg(feature = "outbox")]
-#[cfg_attr(
-    not(any(feature = "outbox-sqlite", feature = "outbox-postgres")),
-    allow(
-        dead_code,
-        unused_imports,
-        reason = "the helpers the stores share serve a backend: `outbox` alone builds the core (as the fuzz targets do)"
-    )
-)]
-pub mod outbox;
 pub mod profile;
 #[cfg(test)]
 mod proptests;

@@ -107,10 +107,6 @@ const TIME: &[&str] = &[
 /// Modules compiled for tests only, which may read the clock as they like.
 const TEST_ONLY: &[&str] = &["proptests", "vendors/decided.rs", "fuzzing.rs"];
 
-/// The outbox: built on the SDK's public API alone (checked below), it waits on tokio's timer
-/// itself, as a crate of its own would (the same clock, paused in tests).
-const ON_THE_PUBLIC_API: &str = "outbox/";
-
 #[test]
 fn only_the_runtime_reads_the_clock_or_sleeps() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -123,9 +119,7 @@ fn only_the_runtime_reads_the_clock_or_sleeps() {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        if relative == "core/runtime.rs"
-            || relative.starts_with(ON_THE_PUBLIC_API)
-            || TEST_ONLY.iter().any(|test| relative.starts_with(test))
+        if relative == "core/runtime.rs" || TEST_ONLY.iter().any(|test| relative.starts_with(test))
         {
             continue;
         }
@@ -407,95 +401,22 @@ fn circles(
     walk.found
 }
 
-/// The paths in `code` that reach the SDK other than through its public API (`listed`) or the
-/// outbox itself: `core::limit::shared::Fleet`, `vendors::{`.
-fn past_the_public_api(code: &str, listed: &BTreeSet<String>) -> Vec<String> {
-    // `crate::{Error, Result}`: each name of a group at the root, as a path of its own.
-    let grouped = code.split("crate::{").skip(1).flat_map(|group| {
-        let names = group.split('}').next().unwrap_or_default();
-        names
-            .split(',')
-            .map(|name| name.trim().to_owned())
-            .collect::<Vec<_>>()
-    });
-    paths_after_crate(code)
-        .into_iter()
-        .filter(|path| !path.starts_with('{'))
-        .chain(grouped.filter(|name| !name.is_empty()))
-        .filter(|path| {
-            let path = path.trim_end_matches(['{', ':']);
-            let segments: Vec<&str> = path.split("::").collect();
-            let public = (1..=segments.len()).any(|length| {
-                listed.contains(&format!(
-                    "hodoflow_retry::{}",
-                    segments[..length].join("::")
-                ))
-            });
-            !(path.starts_with("outbox") || public || matches!(path, "Result" | "Error"))
-        })
-        .collect()
-}
-
-/// The listed public API, `hodoflow_retry::…` paths.
-fn listed_api() -> BTreeSet<String> {
-    let listing = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/public-api.txt");
-    fs::read_to_string(listing)
-        .expect("docs/public-api.txt")
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The outbox is built on the SDK's public API only, as a crate of its own would be: a store,
-/// a vendor's deliveries and the workers' shared limits are written with what any user has.
-#[test]
-fn the_outbox_reaches_the_sdk_through_its_public_api_only() {
-    let listed = listed_api();
-    let outbox = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src")
-        .join("outbox");
-    let mut files = Vec::new();
-    collect(&outbox, &mut files);
-    assert!(files.len() > 15, "read src/outbox/: {files:?}");
-    let mut found = Vec::new();
-    for file in &files {
-        let text = fs::read_to_string(file).expect("a source file");
-        for path in past_the_public_api(without_tests(&text), &listed) {
-            found.push(format!("{}: crate::{path}", file.display()));
-        }
-    }
-    assert!(
-        found.is_empty(),
-        "the outbox reaches past the SDK's public API:\n{}",
-        found.join("\n")
-    );
-}
-
-#[test]
-fn the_public_api_check_sees_a_private_path() {
-    let listed = listed_api();
-    let code = "use crate::core::limit::shared::Fleet;\nuse crate::limit::Fleet;\nuse crate::outbox::job::Job;\nuse crate::{Error, core::budget::Budget};\nlet e = crate::Error::invalid_input(\"x\");";
-    assert_eq!(
-        past_the_public_api(code, &listed),
-        ["core::limit::shared::Fleet", "core::budget::Budget"]
-    );
-}
-
-/// The public API, one path a line: `docs/public-api.txt`. Every change to what the crate
-/// exports (`pub use` and `pub` items of `lib.rs` and of its public modules) changes this test's
+/// The public API of the SDK and the outbox, one path a line: `docs/public-api.txt`. Every
+/// change to what either crate exports (`pub use` and `pub` items of `lib.rs` and of its public
+/// modules) changes this test's
 /// answer, so it is made on purpose, with the listing, in the same change.
 #[test]
 fn the_public_api_is_the_checked_in_listing() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut exported = BTreeSet::new();
     public_items(&root.join("src"), "lib.rs", "hodoflow_retry", &mut exported);
+    let outbox = root.join("crates/hodoflow-outbox/src");
+    public_items(&outbox, "lib.rs", "hodoflow_outbox", &mut exported);
     assert!(
         exported.contains("hodoflow_retry::HodoflowClient")
-            && exported.contains("hodoflow_retry::outbox::Outbox")
+            && exported.contains("hodoflow_outbox::Outbox")
             && exported.contains("hodoflow_retry::metrics::Metrics"),
-        "read the exports of src/: {exported:?}"
+        "read the exports of src/ and the outbox's: {exported:?}"
     );
     let listing = root.join("docs/public-api.txt");
     let text = fs::read_to_string(&listing).unwrap_or_default();

@@ -1,4 +1,4 @@
-//! Fuzzes the decoding of a stored outbox job (`src/outbox/job.rs`, feature `outbox`): the
+//! Fuzzes the decoding of a stored outbox job (`crates/hodoflow-outbox/src/job.rs`): the
 //! columns a store reads back (kind, method, route, identity, state, times) are decoded without
 //! a panic, what decodes is stored again as it was, and a job's `Debug` shows neither its
 //! trigger token nor its body, whatever the row holds. (`Job` is `#[non_exhaustive]`; the
@@ -11,9 +11,9 @@
 use std::time::UNIX_EPOCH;
 
 use bytes::Bytes;
+use hodoflow_outbox::fuzzing::{stored_target, stored_time, target_row, time_column};
+use hodoflow_outbox::{JobState, NewJob, Target};
 use hodoflow_retry::IdempotencyKey;
-use hodoflow_retry::fuzzing::{stored_target, stored_time, target_row, time_column};
-use hodoflow_retry::outbox::{JobState, NewJob, Target};
 use libfuzzer_sys::fuzz_target;
 
 /// What every body of this target holds, so its `Debug` can be searched for it.

@@ -193,6 +193,18 @@ impl Budget {
         self
     }
 
+    /// The longest a call runs, every wait included: the one set with
+    /// [`max_elapsed`](Self::max_elapsed). An outbox's lease must outlast it.
+    pub fn call_time(&self) -> Duration {
+        self.max_elapsed
+    }
+
+    /// The longest one attempt runs: the one set with
+    /// [`attempt_timeout`](Self::attempt_timeout).
+    pub fn attempt_time(&self) -> Duration {
+        self.attempt_timeout
+    }
+
     /// The least time an attempt needs, as it applies: the one set with
     /// [`min_attempt_time`](Self::min_attempt_time), else the default rule; never more than
     /// the attempt timeout.

@@ -12,7 +12,7 @@
 //!   sources (without any, the build fails), and in a middleware it replaces the request's own
 //!   `Authorization` (without one, that header is sent as it is): each builder writes its own.
 //! - The client's `schedule`, `seed` and route pacing have no middleware counterpart.
-//! - The outbox's `WorkerBuilder` (`src/outbox/worker/builder.rs`) configures workers around a
+//! - The outbox's `WorkerBuilder` (the `hodoflow-outbox` crate) configures workers around a
 //!   client that is already built, not an engine: its `poll_interval` is how often a worker
 //!   claims jobs (the client's is how often `follow_run` polls), its `schedule` takes a
 //!   `LongSchedule` of waits between calls (the client's, a [`Schedule`](crate::schedule::Schedule) of waits

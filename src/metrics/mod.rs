@@ -95,20 +95,33 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 ///
 /// # Examples
 ///
-/// With an outbox, as a sender serving `/metrics` would:
+/// With figures of your own beside the client's (an outbox is such a [`Source`]: add it with
+/// `.source(outbox.clone())`), as a sender serving `/metrics` would:
 ///
 /// ```no_run
-/// # async fn example(
-/// #     client: hodoflow_retry::HodoflowClient,
-/// #     outbox: hodoflow_retry::outbox::Outbox,
-/// # ) -> hodoflow_retry::Result<()> {
-/// use hodoflow_retry::metrics::{CONTENT_TYPE, Metrics};
+/// use std::sync::atomic::{AtomicU64, Ordering};
 ///
-/// let metrics = Metrics::new().client(&client).source(outbox.clone());
-/// let workers = outbox.workers(client).spawn()?;
+/// use hodoflow_retry::metrics::{CONTENT_TYPE, Figures, Metrics, Source, SourceFuture};
+///
+/// /// Events this sender took in: a counter of its own.
+/// #[derive(Debug, Default)]
+/// struct Intake(AtomicU64);
+///
+/// impl Source for &'static Intake {
+///     fn read(&self) -> SourceFuture<'_> {
+///         let taken = self.0.load(Ordering::Relaxed);
+///         Box::pin(async move {
+///             Ok(Figures::new().counter("sender_events", "Events taken in.", [(vec![], taken)]))
+///         })
+///     }
+/// }
+///
+/// # async fn example(client: hodoflow_retry::HodoflowClient) -> hodoflow_retry::Result<()> {
+/// static INTAKE: Intake = Intake(AtomicU64::new(0));
+/// let metrics = Metrics::new().client(&client).source(&INTAKE);
 /// // In the `/metrics` handler:
 /// let (body, content_type) = (metrics.encode().await?, CONTENT_TYPE);
-/// # let _ = (body, content_type, workers);
+/// # let _ = (body, content_type);
 /// # Ok(())
 /// # }
 /// ```

@@ -22,9 +22,10 @@
 //!   visible ASCII, a documented public contract that both vendors accept; the profile's
 //!   `KeyRules` are checked again at send time, where a vendor with a stricter rule would refuse
 //!   a key.
-//! - The outbox's `Target` and the `Deliver` trait are `target.rs` here, not in `outbox/`: a
-//!   vendor's delivery (`<vendor>/outbox.rs`) needs the target, and the target's checks are the
-//!   vendors' rules, so the outbox imports the vendors and no vendor imports the outbox.
+//! - The outbox (the `hodoflow-outbox` crate) knows the vendors through their public clients
+//!   only: each vendor's checks of a request it keeps to send later are public associated
+//!   functions (`HodoflowClient::check_write`, `ModulifyClient::check_method`), so no vendor
+//!   knows the outbox.
 //! - `RouteLimit` (one `{requests, per}`) is `core/limit/figures.rs`, apart from the
 //!   trigger's limiter (`core/limit/window.rs`): the `RateLimit` parser and the stats read it,
 //!   and the limiter reads them.

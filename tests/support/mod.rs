@@ -8,6 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod echo;
 pub mod hostile;
 
 use hodoflow_mock::{

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hodoflow_mock::DEMO_TRIGGER_TOKEN;
-use hodoflow_retry::outbox::Target;
+use hodoflow_outbox::Target;
 use serde_json::{Value, json};
 
 use crate::Result;

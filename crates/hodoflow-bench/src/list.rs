@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use hodoflow_mock::DEMO_TRIGGER_TOKEN;
-use hodoflow_retry::outbox::{Cursor, JobState, Outbox, Record, Target};
+use hodoflow_outbox::{Cursor, JobState, Outbox, Record, Target};
 use serde_json::{Value, json};
 
 use crate::Result;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::{DEMO_TRIGGER_TOKEN, MockServer};
-use hodoflow_retry::outbox::{Outbox, Target};
+use hodoflow_outbox::{Outbox, Target};
 use hodoflow_retry::{Backoff, DeliveryId, HodoflowClient, IdempotencyKey, limit::RetryBudget};
 use serde_json::{Value, json};
 

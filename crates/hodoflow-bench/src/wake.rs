@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hodoflow_mock::DEMO_TRIGGER_TOKEN;
-use hodoflow_retry::outbox::{JobState, Outbox, Target};
+use hodoflow_outbox::{JobState, Outbox, Target};
 use serde_json::{Value, json};
 
 use crate::Result;
@@ -37,7 +37,7 @@ const SAFETY_POLL: Duration = Duration::from_secs(30);
 const IDLE_WINDOW: Duration = Duration::from_secs(31);
 
 /// Waits until the job of `event` is accepted; at most 10 s.
-async fn accepted(outbox: &Outbox, event: &str) -> Result<hodoflow_retry::outbox::Job> {
+async fn accepted(outbox: &Outbox, event: &str) -> Result<hodoflow_outbox::Job> {
     let started = Instant::now();
     loop {
         if let Some(job) = outbox.job(event).await?

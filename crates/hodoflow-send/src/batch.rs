@@ -60,7 +60,7 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hodoflow_retry::outbox::{Outbox, Target};
+use hodoflow_outbox::{Outbox, Target};
 use hodoflow_retry::{HodoflowClient, Surface};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;

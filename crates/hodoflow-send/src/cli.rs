@@ -473,13 +473,13 @@ pub(crate) enum OutboxCommand {
         /// Only jobs in this state: pending, in_flight, accepted, duplicate, done, failed or
         /// needs_reconciliation. [default: every state]
         #[arg(long, value_name = "S", value_parser = parse_state)]
-        state: Option<hodoflow_retry::outbox::JobState>,
+        state: Option<hodoflow_outbox::JobState>,
         /// The most jobs printed.
         #[arg(long, value_name = "N", default_value_t = 100)]
         limit: usize,
         /// Start after this cursor, as the page before printed it.
         #[arg(long, value_name = "CURSOR", value_parser = parse_cursor)]
-        after: Option<hodoflow_retry::outbox::Cursor>,
+        after: Option<hodoflow_outbox::Cursor>,
     },
     /// Make one failed, pending or needs-reconciliation job pending and due now; exit 1 when
     /// there is no such job, or when it was delivered or is in flight.
@@ -569,7 +569,7 @@ impl AdminOptions {
 }
 
 /// Parses a cursor a listing printed.
-fn parse_cursor(text: &str) -> Result<hodoflow_retry::outbox::Cursor, String> {
+fn parse_cursor(text: &str) -> Result<hodoflow_outbox::Cursor, String> {
     text.parse()
         .map_err(|e: hodoflow_retry::Error| e.to_string())
 }
@@ -605,8 +605,8 @@ pub(crate) struct Enqueue {
 }
 
 /// Parses a job state's name.
-fn parse_state(text: &str) -> Result<hodoflow_retry::outbox::JobState, String> {
-    use hodoflow_retry::outbox::JobState;
+fn parse_state(text: &str) -> Result<hodoflow_outbox::JobState, String> {
+    use hodoflow_outbox::JobState;
     JobState::parse(text.trim()).ok_or_else(|| {
         let names: Vec<&str> = JobState::ALL.iter().map(|state| state.as_str()).collect();
         format!("'{text}' is not a state: one of {}", names.join(", "))

@@ -16,7 +16,7 @@ use std::time::Duration;
 pub(crate) const MAX_CALL: Duration = hodoflow_retry::Budget::MAX;
 
 /// The longest of any other `DUR`: 7 days.
-pub(crate) const MAX_ANY: Duration = hodoflow_retry::outbox::MAX_LEASE;
+pub(crate) const MAX_ANY: Duration = hodoflow_outbox::MAX_LEASE;
 
 /// Parses a `DUR` of a call's budget: [`parse`], at most [`MAX_CALL`].
 ///

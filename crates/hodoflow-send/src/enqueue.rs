@@ -13,7 +13,7 @@
 //! An event already stored with another job (body or target) keeps the stored one, and
 //! standard error names it. Nothing printed holds a trigger token or a body.
 
-use hodoflow_retry::outbox::{Outbox, Target};
+use hodoflow_outbox::{Outbox, Target};
 use serde::Serialize;
 
 use crate::job_file::{FileJob, JobFile};

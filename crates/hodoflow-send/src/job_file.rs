@@ -27,8 +27,8 @@
 
 use std::collections::HashMap;
 
+use hodoflow_outbox::{Outbox, Target};
 use hodoflow_retry::Secret;
-use hodoflow_retry::outbox::{Outbox, Target};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;

@@ -20,7 +20,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hodoflow_retry::outbox::{Job, JobState, LastError, Target};
+use hodoflow_outbox::{Job, JobState, LastError, Target};
 use serde::Serialize;
 
 /// One job, as shown.

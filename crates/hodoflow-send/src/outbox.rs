@@ -29,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hodoflow_retry::outbox::{Counts, Cursor, Job, JobState, Outbox, Target};
+use hodoflow_outbox::{Counts, Cursor, Job, JobState, Outbox, Target};
 use hodoflow_retry::{ErrorKind, Secret};
 use tokio::task::JoinSet;
 
@@ -139,7 +139,7 @@ fn looks_like_libpq(spec: &str) -> bool {
 
 #[cfg(feature = "postgres")]
 async fn postgres(url: &str, timeout: std::time::Duration) -> Result<Outbox, Report> {
-    let timeouts = hodoflow_retry::outbox::StoreTimeouts::new()
+    let timeouts = hodoflow_outbox::StoreTimeouts::new()
         .connect(timeout)
         .statement(timeout);
     Outbox::postgres_with(url, timeouts)

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use hodoflow_retry::outbox::Pause;
+use hodoflow_outbox::Pause;
 use serde::Serialize;
 
 use crate::job_line::rfc3339;

@@ -1,7 +1,7 @@
 //! A worker pool of an outbox, run from the command line: until a signal, until the outbox is
 //! idle, or until the events of one batch are settled.
 //!
-//! The SDK's [`Workers`](hodoflow_retry::outbox::Workers) claim, deliver and record; this module
+//! The SDK's [`Workers`](hodoflow_outbox::Workers) claim, deliver and record; this module
 //! watches the store beside them, every [`TICK`]:
 //!
 //! - **When to stop.** Idle means no pending job is due and no job is in flight, under this
@@ -27,8 +27,8 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hodoflow_outbox::{Outbox, RunReport};
 use hodoflow_retry::HodoflowClient;
-use hodoflow_retry::outbox::{Outbox, RunReport};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::job_line::JobLine;
@@ -267,7 +267,7 @@ fn progress_line() -> ProgressBar {
 
 /// `pending 12, in flight 16, accepted 970, duplicate 3, failed 0, to reconcile 0 | here:
 /// claimed 990, 1012 attempts`: short enough for one line of a terminal.
-fn progress_text(counts: &hodoflow_retry::outbox::Counts, report: &RunReport) -> String {
+fn progress_text(counts: &hodoflow_outbox::Counts, report: &RunReport) -> String {
     format!(
         "pending {}, in flight {}, accepted {}, duplicate {}, done {}, failed {}, to reconcile {} \
          | here: claimed {}, {} attempts",
@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn the_progress_line_names_every_state_and_this_pool() {
-        let mut counts = hodoflow_retry::outbox::Counts::default();
+        let mut counts = hodoflow_outbox::Counts::default();
         counts.pending = 12;
         counts.needs_reconciliation = 2;
         let text = progress_text(&counts, &RunReport::default());

@@ -1,7 +1,7 @@
 //! What `outbox retry` and the status page's retry button share: requeue one job, unless it
 //! was delivered or is in flight under a live lease, and say why not.
 
-use hodoflow_retry::outbox::{Job, JobState, Outbox};
+use hodoflow_outbox::{Job, JobState, Outbox};
 
 use crate::job_line::delivered;
 
@@ -9,7 +9,7 @@ use crate::job_line::delivered;
 /// `MAX_LEASE` (7 days) from now, written before leases were bounded. It is taken as expired:
 /// requeued by `outbox retry`, claimed again by a worker.
 fn wedged(job: &Job) -> bool {
-    let latest = std::time::SystemTime::now().checked_add(hodoflow_retry::outbox::MAX_LEASE);
+    let latest = std::time::SystemTime::now().checked_add(hodoflow_outbox::MAX_LEASE);
     matches!((job.lease_until, latest), (Some(until), Some(latest)) if until > latest)
 }
 

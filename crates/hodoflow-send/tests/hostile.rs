@@ -1002,14 +1002,12 @@ fn a_wedged_outbox_recovers_through_retry_and_the_worker() {
     let outbox = dir.join("o.db").display().to_string();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let stored = hodoflow_retry::outbox::Outbox::sqlite(&outbox)
-            .await
-            .unwrap();
+        let stored = hodoflow_outbox::Outbox::sqlite(&outbox).await.unwrap();
         for event in ["wedged-1", "wedged-2"] {
             stored
                 .enqueue(
                     event,
-                    hodoflow_retry::outbox::Target::webhook(support::TRIGGER),
+                    hodoflow_outbox::Target::webhook(support::TRIGGER),
                     "{}",
                 )
                 .await

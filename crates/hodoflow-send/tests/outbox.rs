@@ -399,7 +399,7 @@ fn status_list_and_retry_show_jobs_without_a_token_and_requeue_a_failed_one() {
 /// workers write them), the job marked by a real call whose connection closed unanswered.
 #[test]
 fn status_lists_every_paused_scope_and_list_says_which_job_may_have_run() {
-    use hodoflow_retry::outbox::Outbox;
+    use hodoflow_outbox::Outbox;
     use std::time::SystemTime;
 
     let contract = Contract::start();
@@ -695,7 +695,7 @@ mod multi_worker {
     use super::*;
 
     use hodoflow_mock::Limits;
-    use hodoflow_retry::outbox::{Outbox, Target};
+    use hodoflow_outbox::{Outbox, Target};
 
     /// Ten full windows of jobs: the four workers meet at the limit window after window.
     const JOBS: usize = 1_000;

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hodoflow_mock::Fault;
-use hodoflow_retry::outbox::{JobState, LastError, Outbox, Record, Target};
+use hodoflow_outbox::{JobState, LastError, Outbox, Record, Target};
 
 use support::page::{Running, assert_security_headers, get, host, http, post};
 use support::{Contract, HangGuard, TRIGGER, TempDir, TempFile, WEBHOOKS, derived, run};

@@ -97,8 +97,13 @@ impl IdempotencyKey {
         }
     }
 
-    /// Refuses a key no request may carry: one derived from a blank operation ID.
-    pub(crate) fn check_sendable(&self) -> Result<()> {
+    /// Refuses a key no request may carry: one derived from a blank operation ID. Sending
+    /// checks it; a sender that keeps keys to send later (an outbox) checks it before storing.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input`, saying so.
+    pub fn check_sendable(&self) -> Result<()> {
         if self.blank_operation {
             return Err(Error::invalid_input(
                 "the operation ID is empty or blank: it would give every such operation one key; nothing was sent",

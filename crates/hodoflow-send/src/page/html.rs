@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use hodoflow_retry::outbox::{Counts, Cursor, Job, JobState, Pause};
+use hodoflow_outbox::{Counts, Cursor, Job, JobState, Pause};
 
 use crate::job_line::rfc3339;
 use crate::pause_line::left;
@@ -354,7 +354,7 @@ pub(crate) fn job(job: &Job, viewer: &Viewer, notice: Option<&str>) -> String {
 
 /// What kind of target a job has, without its route or token.
 fn target_kind(job: &Job) -> &'static str {
-    use hodoflow_retry::outbox::Target;
+    use hodoflow_outbox::Target;
     match &job.target {
         Target::Webhook { .. } => "webhook delivery",
         Target::Modulify { .. } => "Modulify call",
