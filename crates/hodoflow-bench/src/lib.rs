@@ -31,8 +31,11 @@
 //!     target/release/hodoflow-bench count --holder sdk --url http://127.0.0.1:PORT --requests 2100
 //! ```
 //!
-//! Without valgrind `overhead` reports its rates and `"counted": false` for the instructions;
-//! `--smoke` runs the child natively, uncounted.
+//! `--smoke` counts too, at 10 and 40 requests, so a smoke run (and its test, which `.ci/run`
+//! runs with valgrind installed) prints the instructions per delivery of each side and their
+//! ratio: a regression of the happy path's cost shows in review without a full run. Without
+//! valgrind `overhead` reports its rates and `"counted": false` for the instructions, and the
+//! smoke run's child runs natively, uncounted.
 //!
 //! # Examples
 //!
