@@ -11,7 +11,10 @@
 #
 # Alone, for a local run of the PostgreSQL tests:
 #
-#   bash -c '. .ci/postgres.sh && start_postgres && cargo test --features outbox-postgres --test outbox_postgres'
+#   bash -c '. .ci/postgres.sh && start_postgres && cargo test -p hodoflow-outbox --features postgres --test outbox_postgres'
+
+# shellcheck source=.ci/apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 postgres_bin_dir() {
   local dir
@@ -21,14 +24,7 @@ postgres_bin_dir() {
 
 install_postgres() {
   postgres_bin_dir >/dev/null && return 0
-  echo "== installing PostgreSQL (apt-get install postgresql)"
-  local sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "PostgreSQL is not installed, and installing it needs root (or sudo)" >&2; return 1; }
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  apt_install PostgreSQL postgresql || return 1
   postgres_bin_dir >/dev/null || { echo "apt-get installed postgresql, but no /usr/lib/postgresql/*/bin/pg_ctl" >&2; return 1; }
 }
 
