@@ -105,7 +105,9 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// The job of `event_id`.
     fn get(&self, event_id: &str) -> StoreFuture<'_, Option<Job>>;
 
-    /// How many jobs are in each state.
+    /// How many jobs are in each state. Read on every status page load and metrics scrape:
+    /// keep the counts as jobs change rather than count the jobs (the built-in stores keep
+    /// them with triggers), so a read costs the same with a million jobs as with ten.
     fn counts(&self) -> StoreFuture<'_, Counts>;
 
     /// How many jobs in each state a call may have run ([`Job::may_have_run`]): one read of a

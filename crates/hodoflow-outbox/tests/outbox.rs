@@ -2629,8 +2629,8 @@ async fn a_store_of_the_previous_schema_migrates_in_place(backend: Backend) {
         Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
     };
     let latest = match backend {
-        Backend::Sqlite => vec![1, 2, 3],
-        Backend::Postgres => vec![1, 2, 3, 4, 5],
+        Backend::Sqlite => vec![1, 2, 3, 4],
+        Backend::Postgres => vec![1, 2, 3, 4, 5, 6],
     };
     assert_eq!(versions, latest, "migrated once, in place");
 
@@ -2640,7 +2640,9 @@ async fn a_store_of_the_previous_schema_migrates_in_place(backend: Backend) {
     assert_eq!(failed.state, JobState::Failed);
     assert_eq!(failed.last_error.as_ref().and_then(|e| e.status), Some(404));
     assert!(!failed.may_have_run);
-    assert_eq!(outbox.counts().await.unwrap().total(), 2);
+    // The counts kept from now on start from the jobs stored before.
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!((counts.total(), counts.failed, counts.pending), (2, 1, 1));
     assert_eq!(outbox.may_have_run_counts().await.unwrap().total(), 0);
     assert_eq!(
         outbox.pauses().await.unwrap(),

@@ -160,6 +160,58 @@ const MIGRATIONS: &[&str] = &[
         learned_at BIGINT NOT NULL
     );
 ",
+    // Jobs by state, kept as they change (the status page and the metrics read them without a
+    // scan). Many workers change jobs at once, so no shared row is updated as they do: each
+    // statement appends its net change per state to `outbox_count_deltas` (statement triggers
+    // over the transition tables: one row per state a statement touched, no lock another
+    // writer waits for), and a reader folds the deltas into `outbox_counts`. The triggers go
+    // first: creating them locks out writers until the counts below are read and committed.
+    "
+    CREATE TABLE outbox_counts (
+        state        TEXT NOT NULL,
+        may_have_run BOOLEAN NOT NULL,
+        jobs         BIGINT NOT NULL,
+        PRIMARY KEY (state, may_have_run)
+    );
+    CREATE TABLE outbox_count_deltas (
+        id           BIGSERIAL PRIMARY KEY,
+        state        TEXT NOT NULL,
+        may_have_run BOOLEAN NOT NULL,
+        jobs         BIGINT NOT NULL
+    );
+    CREATE FUNCTION outbox_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO outbox_count_deltas (state, may_have_run, jobs)
+            SELECT state, may_have_run, COUNT(*) FROM new_jobs GROUP BY 1, 2;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION outbox_count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO outbox_count_deltas (state, may_have_run, jobs)
+            SELECT state, may_have_run, SUM(n)
+            FROM (SELECT state, may_have_run, -1 AS n FROM old_jobs
+                  UNION ALL SELECT state, may_have_run, 1 FROM new_jobs) AS changed
+            GROUP BY 1, 2 HAVING SUM(n) <> 0;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION outbox_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO outbox_count_deltas (state, may_have_run, jobs)
+            SELECT state, may_have_run, -COUNT(*) FROM old_jobs GROUP BY 1, 2;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER outbox_count_insert AFTER INSERT ON outbox_jobs
+        REFERENCING NEW TABLE AS new_jobs
+        FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_inserted();
+    CREATE TRIGGER outbox_count_update AFTER UPDATE ON outbox_jobs
+        REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+        FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_updated();
+    CREATE TRIGGER outbox_count_delete AFTER DELETE ON outbox_jobs
+        REFERENCING OLD TABLE AS old_jobs
+        FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_deleted();
+    INSERT INTO outbox_counts (state, may_have_run, jobs)
+        SELECT state, may_have_run, COUNT(*) FROM outbox_jobs GROUP BY 1, 2;
+",
 ];
 
 const ENQUEUE: &str = "
@@ -225,12 +277,28 @@ const RECORD_MANY: &str = "
     WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'in_flight'
     RETURNING j.id, j.claim";
 
-const COUNTS: &str = "SELECT state, COUNT(*) FROM outbox_jobs GROUP BY state";
+const COUNTS: &str = "
+    SELECT state, SUM(jobs)::BIGINT
+    FROM (SELECT state, jobs FROM outbox_counts
+          UNION ALL SELECT state, jobs FROM outbox_count_deltas) AS kept
+    GROUP BY state";
 
-/// The jobs a call may have run, by state: one read of the partial index
-/// `outbox_jobs_may_have_run`.
-const MAY_HAVE_RUN_COUNTS: &str =
-    "SELECT state, COUNT(*) FROM outbox_jobs WHERE may_have_run GROUP BY state";
+/// Folds the deltas the triggers appended into `outbox_counts`, before a read of the counts:
+/// the rows this statement sees go, their sums are added. A delta committed meanwhile stays for
+/// the next fold; two folds at once never move one row twice (the second skips what the first
+/// deleted).
+const FOLD_COUNTS: &str = "
+    WITH moved AS (DELETE FROM outbox_count_deltas RETURNING state, may_have_run, jobs)
+    INSERT INTO outbox_counts AS kept (state, may_have_run, jobs)
+    SELECT state, may_have_run, SUM(jobs)::BIGINT FROM moved GROUP BY 1, 2
+    ON CONFLICT (state, may_have_run) DO UPDATE SET jobs = kept.jobs + EXCLUDED.jobs";
+
+/// The jobs a call may have run, by state: as [`COUNTS`], of the jobs marked.
+const MAY_HAVE_RUN_COUNTS: &str = "
+    SELECT state, SUM(jobs)::BIGINT
+    FROM (SELECT state, jobs FROM outbox_counts WHERE may_have_run
+          UNION ALL SELECT state, jobs FROM outbox_count_deltas WHERE may_have_run) AS kept
+    GROUP BY state";
 
 /// `$1` now: the pending jobs due, the jobs in flight, the next due time; each a range of an
 /// index (`outbox_jobs_page` on `(state, next_at, id)` for the counts, `outbox_jobs_claimable`
@@ -553,6 +621,7 @@ impl PostgresStore {
 
     /// The counts of a statement's rows of state and count.
     async fn counts_by_state(&self, sql: &'static str) -> Result<Counts> {
+        self.query(FOLD_COUNTS, &[]).await?;
         let mut counts = Counts::default();
         for row in self.query(sql, &[]).await? {
             let name: &str = row.try_get(0).map_err(store_error)?;
