@@ -87,9 +87,11 @@ const MIGRATIONS: &[&str] = &[
     );
 "#,
     // Jobs by state, kept as they change (the status page and the metrics read them without
-    // a scan): one row per state and mark, made for every state first, so the triggers only
-    // add and take away. SQLite writes one transaction at a time, so a shared row holds no
-    // one up.
+    // a scan): one row per state and mark, made for every state first, so the counting only
+    // adds and takes away. SQLite writes one transaction at a time, so a shared row holds no
+    // one up. A new job is counted by `enqueue_many`, once per batch (`COUNT_ENQUEUED`): a
+    // trigger per inserted row cost two thirds of the enqueue rate. A change of state is
+    // counted by the triggers.
     r#"
     CREATE TABLE outbox_counts (
         state        TEXT NOT NULL,
@@ -109,10 +111,6 @@ const MIGRATIONS: &[&str] = &[
         SELECT COUNT(*) FROM outbox_jobs
         WHERE outbox_jobs.state = outbox_counts.state
           AND (outbox_jobs.may_have_run != 0) = outbox_counts.may_have_run);
-    CREATE TRIGGER outbox_counts_insert AFTER INSERT ON outbox_jobs BEGIN
-        UPDATE outbox_counts SET jobs = jobs + 1
-        WHERE state = NEW.state AND may_have_run = (NEW.may_have_run != 0);
-    END;
     CREATE TRIGGER outbox_counts_update AFTER UPDATE OF state, may_have_run ON outbox_jobs
         WHEN OLD.state IS NOT NEW.state OR (OLD.may_have_run != 0) IS NOT (NEW.may_have_run != 0)
     BEGIN
@@ -486,6 +484,11 @@ const INSERT: &str = "INSERT INTO outbox_jobs (event_id, kind, method, route, bo
     state, next_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7) \
     ON CONFLICT (event_id) DO NOTHING";
 
+/// `?1` jobs just stored, all pending and unmarked: added to their count in the same
+/// transaction.
+const COUNT_ENQUEUED: &str =
+    "UPDATE outbox_counts SET jobs = jobs + ?1 WHERE state = 'pending' AND may_have_run = 0";
+
 impl Store for SqliteStore {
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
         let one = self.enqueue_many(vec![job]);
@@ -526,6 +529,13 @@ impl Store for SqliteStore {
                     let row = select.query_row(params![job.event_id], job_of)?;
                     stored.push((row, inserted == 1));
                 }
+            }
+            let added = stored.iter().filter(|(_, new)| *new).count();
+            if added > 0 {
+                transaction.execute(
+                    COUNT_ENQUEUED,
+                    params![i64::try_from(added).unwrap_or(i64::MAX)],
+                )?;
             }
             transaction.commit()?;
             Ok(stored)
