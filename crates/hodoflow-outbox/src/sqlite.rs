@@ -19,7 +19,7 @@ use hodoflow_retry::{Error, ErrorKind, Result};
 
 use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
 use super::page::{Cursor, page_of, walk};
-use super::store::{Store, StoreFuture};
+use super::store::{Store, StoreFuture, second_of};
 use super::wake::{Waker, Wakeups};
 use super::{
     check_record, check_scope, claim_bounds, from_millis, millis, pause_reason, stored_millis,
@@ -122,6 +122,42 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER outbox_counts_delete AFTER DELETE ON outbox_jobs BEGIN
         UPDATE outbox_counts SET jobs = jobs - 1
         WHERE state = OLD.state AND may_have_run = (OLD.may_have_run != 0);
+    END;
+    -- The backlog chart's history, by second (a time's second is its milliseconds rounded
+    -- up): jobs created, and jobs finished (final with a finish time). The backlog at a whole
+    -- second is the jobs not finished now, less those created after it, plus those finished
+    -- after it: an hour is 3,600 rows at most, however many jobs. New jobs are counted by
+    -- `enqueue_many` (`BACKLOG_ENQUEUED`), finishes by the triggers.
+    CREATE TABLE outbox_backlog (
+        second   INTEGER PRIMARY KEY,
+        entered  INTEGER NOT NULL,
+        finished INTEGER NOT NULL
+    );
+    INSERT INTO outbox_backlog (second, entered, finished)
+        SELECT second, SUM(entered), SUM(finished)
+        FROM (SELECT (created_at + 999) / 1000 AS second, 1 AS entered, 0 AS finished
+              FROM outbox_jobs
+              UNION ALL
+              SELECT (finished_at + 999) / 1000, 0, 1 FROM outbox_jobs
+              WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NOT NULL)
+        GROUP BY second;
+    CREATE INDEX outbox_jobs_final_unfinished ON outbox_jobs (id)
+        WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NULL;
+    CREATE TRIGGER outbox_backlog_update AFTER UPDATE OF state, finished_at ON outbox_jobs BEGIN
+        UPDATE outbox_backlog SET finished = finished - 1
+        WHERE second = (OLD.finished_at + 999) / 1000
+          AND OLD.state NOT IN ('pending', 'in_flight') AND OLD.finished_at IS NOT NULL;
+        INSERT INTO outbox_backlog (second, entered, finished)
+            SELECT (NEW.finished_at + 999) / 1000, 0, 1
+            WHERE NEW.state NOT IN ('pending', 'in_flight') AND NEW.finished_at IS NOT NULL
+            ON CONFLICT (second) DO UPDATE SET finished = finished + 1;
+    END;
+    CREATE TRIGGER outbox_backlog_delete AFTER DELETE ON outbox_jobs BEGIN
+        UPDATE outbox_backlog SET entered = entered - 1
+        WHERE second = (OLD.created_at + 999) / 1000;
+        UPDATE outbox_backlog SET finished = finished - 1
+        WHERE second = (OLD.finished_at + 999) / 1000
+          AND OLD.state NOT IN ('pending', 'in_flight') AND OLD.finished_at IS NOT NULL;
     END;
 "#,
 ];
@@ -489,6 +525,21 @@ const INSERT: &str = "INSERT INTO outbox_jobs (event_id, kind, method, route, bo
 const COUNT_ENQUEUED: &str =
     "UPDATE outbox_counts SET jobs = jobs + ?1 WHERE state = 'pending' AND may_have_run = 0";
 
+/// `?1` a second, `?2` jobs created in it just now: added to the backlog's history.
+const BACKLOG_ENQUEUED: &str = "INSERT INTO outbox_backlog (second, entered, finished) \
+    VALUES (?1, ?2, 0) ON CONFLICT (second) DO UPDATE SET entered = entered + excluded.entered";
+
+/// `?1` a second: the backlog's history after it.
+const BACKLOG_AFTER: &str =
+    "SELECT second, entered, finished FROM outbox_backlog WHERE second > ?1";
+
+/// The jobs not finished now: pending and in flight, from the kept counts, and any final job
+/// without a finish time (none, unless a store of an old schema kept one), from its index.
+const NOT_FINISHED: &str = "SELECT \
+    (SELECT COALESCE(SUM(jobs), 0) FROM outbox_counts WHERE state IN ('pending', 'in_flight')) \
+    + (SELECT COUNT(*) FROM outbox_jobs \
+       WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NULL)";
+
 impl Store for SqliteStore {
     fn enqueue(&self, job: NewJob) -> StoreFuture<'_, (Job, bool)> {
         let one = self.enqueue_many(vec![job]);
@@ -536,6 +587,16 @@ impl Store for SqliteStore {
                     COUNT_ENQUEUED,
                     params![i64::try_from(added).unwrap_or(i64::MAX)],
                 )?;
+                let mut by_second = std::collections::BTreeMap::<i64, i64>::new();
+                for (job, _) in stored.iter().filter(|(_, new)| *new) {
+                    *by_second
+                        .entry(second_of(millis(job.created_at)))
+                        .or_default() += 1;
+                }
+                let mut entered = transaction.prepare_cached(BACKLOG_ENQUEUED)?;
+                for (second, jobs) in by_second {
+                    entered.execute(params![second, jobs])?;
+                }
             }
             transaction.commit()?;
             Ok(stored)
@@ -876,13 +937,18 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, Vec<u64>> {
         let (from, step) = (millis(from), super::store::backlog_step(step));
         self.run(move |connection| {
-            let mut statement = connection.prepare(super::store::BACKLOG)?;
-            let rows = statement
-                .query_map(params![from, step], |row| {
+            let transaction = connection.transaction()?;
+            let now: i64 = transaction.query_row(NOT_FINISHED, [], |row| row.get(0))?;
+            let rows = transaction
+                .prepare_cached(BACKLOG_AFTER)?
+                .query_map(params![from.div_euclid(1000)], |row| {
                     Ok((row.get(0)?, row.get(1)?, row.get(2)?))
                 })?
                 .collect::<rusqlite::Result<Vec<(i64, i64, i64)>>>()?;
-            Ok(super::store::backlog_counts(rows, points))
+            transaction.commit()?;
+            Ok(super::store::backlog_from_history(
+                now, rows, from, step, points,
+            ))
         })
     }
 }

@@ -213,8 +213,10 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// The backlog over time, for a status page's chart: how many jobs were not final (created,
     /// and not yet finished) at each of `points` times `from`, `from + step`, `from + 2·step`,
-    /// …, read from `created_at` and `finished_at` in one statement (a job requeued by an
-    /// operator counts from its creation, as it is not final now). `step` is at least 1 ms.
+    /// … (a job requeued by an operator counts from its creation, as it is not final now).
+    /// `step` is at least 1 ms. Exact at whole seconds; the built-in stores keep the jobs
+    /// created and finished by second as they change, so an hour's chart reads 3,600 rows at
+    /// most, however many jobs there are.
     fn backlog(&self, from: SystemTime, step: Duration, points: usize)
     -> StoreFuture<'_, Vec<u64>>;
 }
@@ -263,51 +265,55 @@ pub(crate) fn window_of(requests: i64, per_ms: i64) -> (u32, Duration) {
     )
 }
 
-/// The statement of [`Store::backlog`], the same in both backends (`?1`/`$1`: `from` in stored
-/// milliseconds, `?2`/`$2`: the step in milliseconds). Each row: the index of the first point at
-/// or after a job's creation (0 if before `from`), of the first point at or after its end (-1
-/// while it is not final), and how many jobs share both. Only jobs not final at `from` or later
-/// are read: pending and in flight through the `(state, next_at)` index, the others by their
-/// finish time.
-pub(crate) const BACKLOG: &str = "\
-    SELECT CASE WHEN created_at <= $1 THEN 0 ELSE (created_at - $1 + $2 - 1) / $2 END, \
-           CASE WHEN state IN ('pending', 'in_flight') OR finished_at IS NULL THEN -1 \
-                ELSE (finished_at - $1 + $2 - 1) / $2 END, \
-           COUNT(*) \
-    FROM outbox_jobs WHERE state IN ('pending', 'in_flight') OR finished_at > $1 \
-    GROUP BY 1, 2";
+/// The second a time in milliseconds falls in, for the backlog's history: rounded up, so a
+/// job created (or finished) at or before a whole second counts at that second.
+pub(crate) fn second_of(millis: i64) -> i64 {
+    millis.saturating_add(999).div_euclid(1000)
+}
+
+/// The backlog at `points` times from `from` every `step` (milliseconds), from the jobs not
+/// finished now and the history after `from`'s second, `(second, entered, finished)`: at a
+/// time, the jobs not finished now, less those created after it, plus those finished after
+/// it. Exact at whole seconds; within the second otherwise.
+pub(crate) fn backlog_from_history(
+    not_finished: i64,
+    rows: impl IntoIterator<Item = (i64, i64, i64)>,
+    from: i64,
+    step: i64,
+    points: usize,
+) -> Vec<u64> {
+    let mut rows: Vec<(i64, i64, i64)> = rows.into_iter().collect();
+    // Newest first: walking the points from the last, each takes the rows after it.
+    rows.sort_unstable_by_key(|row| std::cmp::Reverse(row.0));
+    let mut counts = vec![0_u64; points];
+    let (mut at, mut backlog) = (0, not_finished);
+    for (index, count) in counts.iter_mut().enumerate().rev() {
+        let point = i64::try_from(index)
+            .ok()
+            .and_then(|index| index.checked_mul(step))
+            .and_then(|offset| from.checked_add(offset))
+            .unwrap_or(i64::MAX);
+        let second = point.div_euclid(1000);
+        while let Some(&(row, entered, finished)) = rows.get(at) {
+            if row <= second {
+                break;
+            }
+            backlog = backlog - entered + finished;
+            at += 1;
+        }
+        *count = u64::try_from(backlog).unwrap_or(0);
+    }
+    counts
+}
 
 /// The step of [`Store::backlog`] in milliseconds: 1 at least.
 pub(crate) fn backlog_step(step: Duration) -> i64 {
     i64::try_from(step.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
-/// Folds the rows of [`BACKLOG`] into `points` counts: a job created by point `created` and
-/// finished by point `finished` (-1: not final) is counted at the points in between.
-pub(crate) fn backlog_counts(
-    rows: impl IntoIterator<Item = (i64, i64, i64)>,
-    points: usize,
-) -> Vec<u64> {
-    let mut counts = vec![0_u64; points];
-    for (created, finished, jobs) in rows {
-        let first = usize::try_from(created.max(0))
-            .unwrap_or(usize::MAX)
-            .min(points);
-        let end = if finished < 0 {
-            points
-        } else {
-            usize::try_from(finished).unwrap_or(usize::MAX).min(points)
-        };
-        for count in counts.iter_mut().take(end).skip(first) {
-            *count += u64::try_from(jobs).unwrap_or(0);
-        }
-    }
-    counts
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{backlog_counts, check_scope, pause_reason, window_row};
+    use super::{backlog_from_history, check_scope, pause_reason, second_of, window_row};
     use hodoflow_retry::ErrorKind;
 
     #[test]
@@ -335,11 +341,22 @@ mod tests {
     }
 
     #[test]
-    fn a_job_counts_from_its_creation_until_its_end() {
-        // Created before the first point and still open; created by point 2, ended by point 4;
-        // created and ended between two points (never seen); ended past the last point.
-        let rows = [(0, -1, 2), (2, 4, 1), (3, 3, 5), (1, 99, 1)];
-        assert_eq!(backlog_counts(rows, 6), vec![2, 3, 4, 4, 3, 3]);
-        assert_eq!(backlog_counts([], 3), vec![0, 0, 0]);
+    fn the_backlog_at_a_time_is_now_less_the_jobs_created_after_plus_those_finished_after() {
+        // Seconds 11..=13: 2 created at 11, 1 finished at 12, 3 created and 1 finished at 13;
+        // 5 jobs not finished now. At 10 s: 5 - 5 + 2 = 2; at 11 s: 5 - 3 + 2 = 4; at 12 s:
+        // 5 - 3 + 1 = 3; at 13 s and after: 5.
+        let rows = [(11, 2, 0), (12, 0, 1), (13, 3, 1)];
+        assert_eq!(
+            backlog_from_history(5, rows, 10_000, 1_000, 5),
+            vec![2, 4, 3, 5, 5]
+        );
+        // Between whole seconds a point reads its second's history.
+        assert_eq!(backlog_from_history(5, rows, 10_500, 1_000, 2), vec![2, 4]);
+        assert_eq!(backlog_from_history(0, [], 0, 1, 3), vec![0, 0, 0]);
+        // A time counts at its second rounded up: at or before a whole second, at it.
+        assert_eq!(
+            (second_of(11_000), second_of(10_001), second_of(0)),
+            (11, 11, 0)
+        );
     }
 }

@@ -179,10 +179,27 @@ const MIGRATIONS: &[&str] = &[
         may_have_run BOOLEAN NOT NULL,
         jobs         BIGINT NOT NULL
     );
+    -- The backlog chart's history by second (milliseconds rounded up), kept the same way:
+    -- jobs created, jobs finished (final with a finish time). See store.rs.
+    CREATE TABLE outbox_backlog (
+        second   BIGINT PRIMARY KEY,
+        entered  BIGINT NOT NULL,
+        finished BIGINT NOT NULL
+    );
+    CREATE TABLE outbox_backlog_deltas (
+        id       BIGSERIAL PRIMARY KEY,
+        second   BIGINT NOT NULL,
+        entered  BIGINT NOT NULL,
+        finished BIGINT NOT NULL
+    );
+    CREATE INDEX outbox_jobs_final_unfinished ON outbox_jobs (id)
+        WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NULL;
     CREATE FUNCTION outbox_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO outbox_count_deltas (state, may_have_run, jobs)
             SELECT state, may_have_run, COUNT(*) FROM new_jobs GROUP BY 1, 2;
+        INSERT INTO outbox_backlog_deltas (second, entered, finished)
+            SELECT (created_at + 999) / 1000, COUNT(*), 0 FROM new_jobs GROUP BY 1;
         RETURN NULL;
     END $$;
     CREATE FUNCTION outbox_count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -192,12 +209,30 @@ const MIGRATIONS: &[&str] = &[
             FROM (SELECT state, may_have_run, -1 AS n FROM old_jobs
                   UNION ALL SELECT state, may_have_run, 1 FROM new_jobs) AS changed
             GROUP BY 1, 2 HAVING SUM(n) <> 0;
+        INSERT INTO outbox_backlog_deltas (second, entered, finished)
+            SELECT second, 0, SUM(n)
+            FROM (SELECT (finished_at + 999) / 1000 AS second, -1 AS n FROM old_jobs
+                  WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NOT NULL
+                  UNION ALL
+                  SELECT (finished_at + 999) / 1000, 1 FROM new_jobs
+                  WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NOT NULL)
+                AS changed
+            GROUP BY 1 HAVING SUM(n) <> 0;
         RETURN NULL;
     END $$;
     CREATE FUNCTION outbox_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO outbox_count_deltas (state, may_have_run, jobs)
             SELECT state, may_have_run, -COUNT(*) FROM old_jobs GROUP BY 1, 2;
+        INSERT INTO outbox_backlog_deltas (second, entered, finished)
+            SELECT second, SUM(entered), SUM(finished)
+            FROM (SELECT (created_at + 999) / 1000 AS second, -1 AS entered, 0 AS finished
+                  FROM old_jobs
+                  UNION ALL
+                  SELECT (finished_at + 999) / 1000, 0, -1 FROM old_jobs
+                  WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NOT NULL)
+                AS gone
+            GROUP BY 1;
         RETURN NULL;
     END $$;
     CREATE TRIGGER outbox_count_insert AFTER INSERT ON outbox_jobs
@@ -211,6 +246,14 @@ const MIGRATIONS: &[&str] = &[
         FOR EACH STATEMENT EXECUTE FUNCTION outbox_count_deleted();
     INSERT INTO outbox_counts (state, may_have_run, jobs)
         SELECT state, may_have_run, COUNT(*) FROM outbox_jobs GROUP BY 1, 2;
+    INSERT INTO outbox_backlog (second, entered, finished)
+        SELECT second, SUM(entered), SUM(finished)
+        FROM (SELECT (created_at + 999) / 1000 AS second, 1 AS entered, 0 AS finished
+              FROM outbox_jobs
+              UNION ALL
+              SELECT (finished_at + 999) / 1000, 0, 1 FROM outbox_jobs
+              WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NOT NULL) AS history
+        GROUP BY 1;
 ",
 ];
 
@@ -292,6 +335,33 @@ const FOLD_COUNTS: &str = "
     INSERT INTO outbox_counts AS kept (state, may_have_run, jobs)
     SELECT state, may_have_run, SUM(jobs)::BIGINT FROM moved GROUP BY 1, 2
     ON CONFLICT (state, may_have_run) DO UPDATE SET jobs = kept.jobs + EXCLUDED.jobs";
+
+/// Folds the backlog's deltas into `outbox_backlog`, as [`FOLD_COUNTS`] does the counts'.
+const FOLD_BACKLOG: &str = "
+    WITH moved AS (DELETE FROM outbox_backlog_deltas RETURNING second, entered, finished)
+    INSERT INTO outbox_backlog AS kept (second, entered, finished)
+    SELECT second, SUM(entered)::BIGINT, SUM(finished)::BIGINT FROM moved GROUP BY 1
+    ON CONFLICT (second) DO UPDATE
+    SET entered = kept.entered + EXCLUDED.entered, finished = kept.finished + EXCLUDED.finished";
+
+/// `$1` a second: the backlog's history after it.
+const BACKLOG_AFTER: &str = "
+    SELECT second, SUM(entered)::BIGINT, SUM(finished)::BIGINT
+    FROM (SELECT second, entered, finished FROM outbox_backlog WHERE second > $1
+          UNION ALL
+          SELECT second, entered, finished FROM outbox_backlog_deltas WHERE second > $1) AS kept
+    GROUP BY second";
+
+/// The jobs not finished now: pending and in flight, from the kept counts, and any final job
+/// without a finish time (none, unless a store of an old schema kept one), from its index.
+const NOT_FINISHED: &str = "
+    SELECT ((SELECT COALESCE(SUM(jobs), 0)
+             FROM (SELECT jobs FROM outbox_counts WHERE state IN ('pending', 'in_flight')
+                   UNION ALL
+                   SELECT jobs FROM outbox_count_deltas WHERE state IN ('pending', 'in_flight'))
+                 AS kept)
+          + (SELECT COUNT(*) FROM outbox_jobs
+             WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NULL))::BIGINT";
 
 /// The jobs a call may have run, by state: as [`COUNTS`], of the jobs marked.
 const MAY_HAVE_RUN_COUNTS: &str = "
@@ -1110,13 +1180,21 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<u64>> {
         let (from, step) = (millis(from), super::store::backlog_step(step));
         self.boxed(async move {
-            let rows = self.query(super::store::BACKLOG, &[&from, &step]).await?;
-            let mut counted = Vec::with_capacity(rows.len());
+            self.query(FOLD_BACKLOG, &[]).await?;
+            let rows = self.query(NOT_FINISHED, &[]).await?;
+            let now: i64 = match rows.first() {
+                Some(row) => row.try_get(0).map_err(store_error)?,
+                None => 0,
+            };
+            let rows = self.query(BACKLOG_AFTER, &[&from.div_euclid(1000)]).await?;
+            let mut history = Vec::with_capacity(rows.len());
             for row in &rows {
                 let get = |at: usize| -> Result<i64> { row.try_get(at).map_err(store_error) };
-                counted.push((get(0)?, get(1)?, get(2)?));
+                history.push((get(0)?, get(1)?, get(2)?));
             }
-            Ok(super::store::backlog_counts(counted, points))
+            Ok(super::store::backlog_from_history(
+                now, history, from, step, points,
+            ))
         })
     }
 }
