@@ -150,7 +150,7 @@ pub mod limit {
     pub use crate::core::limit::Refusal;
     pub use crate::core::limit::figures::{PacingSource, RouteLimit, RoutePacing};
     pub use crate::core::limit::gate::RateBudget;
-    pub use crate::core::limit::retry_budget::{RetryBudget, RetryBudgetBuilder};
+    pub use crate::core::limit::retry_budget::{Admissions, RetryBudget, RetryBudgetBuilder};
     pub use crate::core::limit::scope::ClosedScope;
     pub use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture};
     pub use crate::core::stats::Holding;

@@ -67,11 +67,54 @@ pub struct Figures {
     pub metastable: bool,
     /// Wall-clock seconds the run took.
     pub wall_s: f64,
+    /// The SDK's attempts by the rule of its retry budget that let each go, summed over the
+    /// senders; `None` for a peer, or in the lines of runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_by: Option<SentBy>,
+}
+
+/// The SDK's attempts by the retry budget's rule that let each go, summed over the fleet (see
+/// `hodoflow_retry::limit::Admissions`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SentBy {
+    /// First attempts of a service not held down.
+    pub first: u64,
+    /// Retries paid from a bucket.
+    pub paid: u64,
+    /// Retries on the floor of retries a second, the bucket short.
+    pub floor: u64,
+    /// Retries paced by the server's `Retry-After`.
+    pub paced: u64,
+    /// Probes of a service held down.
+    pub probes: u64,
+    /// Held attempts the ramp released.
+    pub released: u64,
+    /// Passes of a held or waiting attempt that ended in waiting again.
+    pub wakeups: u64,
+}
+
+impl SentBy {
+    /// Adds one sender's admissions.
+    pub(crate) fn add(&mut self, admissions: hodoflow_retry::limit::Admissions) {
+        self.first += admissions.first;
+        self.paid += admissions.paid;
+        self.floor += admissions.floor;
+        self.paced += admissions.paced;
+        self.probes += admissions.probes;
+        self.released += admissions.released;
+        self.wakeups += admissions.wakeups;
+    }
 }
 
 impl Figures {
     /// The figures of `series`, a run of `policy` in `scenario`.
-    pub(crate) fn of(scenario: &Scenario, policy: Policy, series: &Series, wall_s: f64) -> Self {
+    pub(crate) fn of(
+        scenario: &Scenario,
+        policy: Policy,
+        series: &Series,
+        wall_s: f64,
+        sent_by: Option<SentBy>,
+    ) -> Self {
         let (start, end) = scenario.trigger.window();
         let (start, end) = (start.floor() as usize, end.ceil() as usize);
         let ratio = |from: usize, to: usize| {
@@ -115,6 +158,7 @@ impl Figures {
             recovery_s,
             metastable: recovery_s.is_none_or(|s| s > METASTABLE_AFTER as u64),
             wall_s,
+            sent_by,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
-use crate::figures::Figures;
+use crate::figures::{Figures, SentBy};
 use crate::policy::Policy;
 use crate::recorder::{Recorder, Series};
 use crate::scenario::Scenario;
@@ -55,7 +55,7 @@ pub fn run(scenario: &Scenario, policy: Policy) -> Run {
         .expect("a current_thread runtime builds");
     let seconds = scenario.duration.as_secs() as usize;
     let recorder = Recorder::new(seconds);
-    runtime.block_on(async {
+    let sent_by = runtime.block_on(async {
         let clock = Clock::start();
         let server = Server::new(scenario, recorder.clone(), clock);
         let end = scenario.duration.as_secs_f64();
@@ -70,13 +70,28 @@ pub fn run(scenario: &Scenario, policy: Policy) -> Run {
                     .concurrency()
                     .map(|k| Arc::new(Semaphore::new(k))),
             })
-            .collect();
+            .collect::<Vec<Slot>>();
+        let budgets: Vec<_> = senders.iter().map(|slot| slot.sender.clone()).collect();
         drive(scenario, senders, recorder.clone(), clock).await;
         recorder.close();
+        budgets
+            .iter()
+            .filter_map(|sender| sender.admissions())
+            .fold(None, |sum: Option<SentBy>, admissions| {
+                let mut sum = sum.unwrap_or_default();
+                sum.add(admissions);
+                Some(sum)
+            })
     });
     drop(runtime);
     let series = recorder.series();
-    let figures = Figures::of(scenario, policy, &series, wall.elapsed().as_secs_f64());
+    let figures = Figures::of(
+        scenario,
+        policy,
+        &series,
+        wall.elapsed().as_secs_f64(),
+        sent_by,
+    );
     Run {
         figures,
         series,

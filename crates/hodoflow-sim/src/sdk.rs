@@ -107,6 +107,7 @@ fn answer(reply: Reply) -> Answer {
 #[derive(Debug)]
 pub(crate) struct SdkSender {
     client: HodoflowClient,
+    retry_budget: RetryBudget,
 }
 
 impl SdkSender {
@@ -139,11 +140,14 @@ impl SdkSender {
                 recorder,
                 clock,
             })
-            .retry_budget(retry_budget)
+            .retry_budget(retry_budget.clone())
             .seed(seed)
             .build()
             .expect("the simulated client builds");
-        SdkSender { client }
+        SdkSender {
+            client,
+            retry_budget,
+        }
     }
 
     async fn call(&self, event: u64) -> bool {
@@ -161,5 +165,9 @@ impl SdkSender {
 impl Deliver for SdkSender {
     fn deliver(&self, event: u64) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(self.call(event))
+    }
+
+    fn admissions(&self) -> Option<hodoflow_retry::limit::Admissions> {
+        Some(self.retry_budget.admissions())
     }
 }

@@ -22,6 +22,11 @@ use crate::server::Clock;
 pub(crate) trait Deliver: Send + Sync + std::fmt::Debug + 'static {
     /// Delivers event `event`.
     fn deliver(&self, event: u64) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+
+    /// What its retry budget let go, by rule: the SDK's senders only.
+    fn admissions(&self) -> Option<hodoflow_retry::limit::Admissions> {
+        None
+    }
 }
 
 /// A sender and its shape's slots (`None`: no limit).

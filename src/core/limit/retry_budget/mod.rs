@@ -103,12 +103,68 @@ use crate::core::runtime::{self, Clock, TokioClock};
 
 use bucket::Bucket;
 use history::Counts;
-use throttle::{STALE_AFTER, Service, Throttle, probe_interval};
+use throttle::{Ramp, STALE_AFTER, Service, Throttle, probe_interval};
 
-/// The longest a waiter sleeps before it looks again, should a wake-up have been missed.
-const RECHECK: Duration = Duration::from_millis(250);
+/// The shortest wait: the timer's resolution.
+const SHORTEST_WAIT: Duration = Duration::from_millis(1);
 /// Services kept at most per budget; past this, calm ones with nothing in flight are forgotten.
 const KEEP_SERVICES: usize = 1024;
+
+/// The attempts a [`RetryBudget`] let go since it was built, by the rule that let each go, and
+/// how often a held or waiting attempt woke only to wait again. Read with
+/// [`RetryBudget::admissions`]; a sender's extra load in an outage is the sum of all but
+/// `first`, and these tell which rule sent it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Admissions {
+    /// First attempts, and the attempt after a token re-exchange, sent while their service was
+    /// not held down.
+    pub first: u64,
+    /// Retries paid from the bucket.
+    pub paid: u64,
+    /// Retries sent on the floor ([`RetryBudget::MIN_RETRIES_PER_SEC`]) with the bucket short.
+    pub floor: u64,
+    /// Retries the server paced with a `Retry-After` of at least
+    /// [`RetryBudget::FREE_AFTER_RETRY_AFTER`]: free.
+    pub paced: u64,
+    /// Attempts sent as the probe of a service held down.
+    pub probes: u64,
+    /// Held attempts the ramp released after an accepted probe.
+    pub released: u64,
+    /// Passes of a held or waiting attempt that ended in waiting again.
+    pub wakeups: u64,
+}
+
+/// The counters behind [`Admissions`].
+#[derive(Debug, Default)]
+struct Counters {
+    first: AtomicU64,
+    paid: AtomicU64,
+    floor: AtomicU64,
+    paced: AtomicU64,
+    probes: AtomicU64,
+    released: AtomicU64,
+    wakeups: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> Admissions {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Admissions {
+            first: read(&self.first),
+            paid: read(&self.paid),
+            floor: read(&self.floor),
+            paced: read(&self.paced),
+            probes: read(&self.probes),
+            released: read(&self.released),
+            wakeups: read(&self.wakeups),
+        }
+    }
+}
 
 /// What the calls of a client may send while a service fails: a retry bucket, and per service
 /// an SRE throttle that holds every attempt while that service is down. The design, each
@@ -234,6 +290,14 @@ impl RetryBudget {
             .map_or(0, |shared| shared.local_rejections.load(Ordering::Relaxed))
     }
 
+    /// The attempts this budget let go so far, by the rule that let each go. All zero when
+    /// disabled.
+    pub fn admissions(&self) -> Admissions {
+        self.bucket
+            .as_ref()
+            .map_or_else(Admissions::default, |shared| shared.counters.read())
+    }
+
     /// How long the service down the longest has been down, from the onset of its outage, as
     /// this budget's answers tell: `None` while every service is up or the budget is disabled.
     /// [`RetryingClient::service_down_for`](crate::RetryingClient::service_down_for) asks for
@@ -296,7 +360,13 @@ impl RetryBudget {
                 bucket.tokens -= cost;
                 shared.full.store(false, Ordering::Release);
             }
-            return Ok(shared.ticket(service, cost, None));
+            let counters = &shared.counters;
+            Counters::add(match (paced, cost) {
+                (true, _) => &counters.paced,
+                (false, 0) => &counters.first,
+                (false, _) => &counters.paid,
+            });
+            return Ok(shared.ticket(service, cost, None, None));
         }
         let ask = Asked {
             cost,
@@ -433,6 +503,8 @@ struct Admitted {
     service: Arc<Service>,
     cost: u32,
     probe: Option<u64>,
+    /// The ramp that released it, if one did: its answer lets the ramp's next step begin.
+    ramp: Option<Instant>,
     at: Instant,
 }
 
@@ -454,6 +526,13 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         if let Some(admitted) = self.admitted.take() {
             admitted.shared.left_flight(&admitted.service);
+            if let Some(from) = admitted.ramp {
+                // Dropped unanswered: the ramp's step waits for no answer of it.
+                let last = admitted.service.lock().ramp_answered(from);
+                if last {
+                    admitted.service.news.notify_waiters();
+                }
+            }
         }
     }
 }
@@ -702,6 +781,7 @@ impl RetryBudgetBuilder {
                 in_flight: AtomicU64::new(0),
                 waiting: AtomicU64::new(0),
                 local_rejections: AtomicU64::new(0),
+                counters: Counters::default(),
                 tokens_back: Notify::new(),
             })),
         })
@@ -727,6 +807,7 @@ struct BudgetState {
     /// Calls waiting for a token or a probe.
     waiting: AtomicU64,
     local_rejections: AtomicU64,
+    counters: Counters,
     /// Tokens came back, or no attempt is left in flight.
     tokens_back: Notify,
 }
@@ -812,7 +893,13 @@ impl BudgetState {
             .collect()
     }
 
-    fn ticket(self: &Arc<Self>, service: Arc<Service>, cost: u32, probe: Option<u64>) -> Ticket {
+    fn ticket(
+        self: &Arc<Self>,
+        service: Arc<Service>,
+        cost: u32,
+        probe: Option<u64>,
+        ramp: Option<Instant>,
+    ) -> Ticket {
         service.in_flight.fetch_add(1, Ordering::AcqRel);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         Ticket {
@@ -821,6 +908,7 @@ impl BudgetState {
                 service,
                 cost,
                 probe,
+                ramp,
                 at: self.clock.now(),
             }),
         }
@@ -842,7 +930,10 @@ impl BudgetState {
         ask: Asked,
     ) -> std::result::Result<Ticket, Refusal> {
         let started = self.clock.now();
-        let mut hold = Hold::default();
+        let mut hold = Holding {
+            service: &service,
+            hold: Hold::default(),
+        };
         let mut waiting = None;
         loop {
             let news = service.news.notified();
@@ -854,7 +945,7 @@ impl BudgetState {
                 .waiting
                 .load(Ordering::Relaxed)
                 .saturating_sub(u64::from(waiting.is_some()));
-            let wait = match self.step(&service, ask, started, &mut hold, waiting_too) {
+            let wait = match self.step(&service, ask, started, &mut hold.hold, waiting_too) {
                 Step::Go(ticket) => return Ok(ticket),
                 Step::Refuse(refusal) => {
                     self.local_rejections.fetch_add(1, Ordering::Relaxed);
@@ -864,13 +955,28 @@ impl BudgetState {
                 }
                 Step::Wait(wait) => wait,
             };
+            if waiting.is_some() {
+                Counters::add(&self.counters.wakeups);
+            }
             waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
-            // Biased, so a seeded run takes the same branch every time.
+            // Only an attempt that may go as the probe listens for the probe's turn; a turn
+            // given while none listened is kept for the next that does.
+            let turn = hold.hold.turn.then(|| service.turn.notified());
+            tokio::pin!(turn);
+            let turn = async {
+                match turn.as_mut().as_pin_mut() {
+                    Some(turn) => turn.await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Biased, so a seeded run takes the same branch every time. No timer of its own:
+            // a wait ends at the next time this attempt's standing can change, or at news.
             tokio::select! {
                 biased;
                 () = &mut news => {}
                 () = &mut back => {}
-                () = runtime::sleep(wait.min(RECHECK)) => {}
+                () = turn => {}
+                () = runtime::sleep(wait) => {}
             }
         }
     }
@@ -885,6 +991,7 @@ impl BudgetState {
         // Other calls waiting here besides this one.
         waiting_too: u64,
     ) -> Step {
+        hold.turn = false;
         let mut throttle = service.lock();
         let now = self.clock.now();
         let waited = now.saturating_duration_since(started);
@@ -894,7 +1001,9 @@ impl BudgetState {
             if left.is_zero() {
                 Step::Refuse(Refusal::NoTime { waited })
             } else {
-                Step::Wait(wait.min(left))
+                // Never a wait of nothing, which would look again at the same instant (and
+                // under paused time, never let the clock move).
+                Step::Wait(wait.max(SHORTEST_WAIT).min(left))
             }
         };
         // First attempts that arrive in the first probe interval of an outage still go: they
@@ -916,14 +1025,24 @@ impl BudgetState {
                     throttle.probes.sent_at = Some(now);
                     let probe = throttle.probes.sent;
                     drop(throttle);
-                    return Step::Go(self.ticket(Arc::clone(service), 0, Some(probe)));
+                    Counters::add(&self.counters.probes);
+                    return Step::Go(self.ticket(Arc::clone(service), 0, Some(probe), None));
                 }
                 Held::Refuse(refusal) => return Step::Refuse(refusal),
                 Held::Wait(until) => return wait(until),
             }
         }
+        // Let through: the next probe's timing passes on to an attempt still held.
+        let pass_turn = std::mem::take(&mut hold.prober);
+        if pass_turn {
+            throttle.prober = false;
+        }
         drop(throttle);
+        if pass_turn {
+            service.turn.notify_one();
+        }
         let mut cost = ask.cost;
+        let mut on_floor = false;
         let mut bucket = self.bucket();
         if cost > 0 && bucket.tokens < cost {
             // The floor: a few retries a second go whatever the bucket holds, so a client with
@@ -934,8 +1053,16 @@ impl BudgetState {
             };
             let in_flight = self.in_flight.load(Ordering::Acquire) != 0;
             match floor {
-                Ok(()) => cost = 0,
-                Err(_) if in_flight => return wait(left),
+                Ok(()) => {
+                    cost = 0;
+                    on_floor = true;
+                }
+                // An answer in flight may bring tokens back (its success wakes one waiter),
+                // and the floor or the refill may give one by time.
+                Err(refill) if in_flight => {
+                    let refill_every = self.config.refill_every.unwrap_or(Duration::MAX);
+                    return wait(refill.min(refill_every));
+                }
                 Err(_) if !self.config.adaptive => {
                     let left = bucket.tokens;
                     return Step::Refuse(Refusal::Tokens { left, cost });
@@ -956,7 +1083,17 @@ impl BudgetState {
             self.full.store(false, Ordering::Release);
         }
         drop(bucket);
-        Step::Go(self.ticket(Arc::clone(service), cost, None))
+        let counters = &self.counters;
+        Counters::add(if on_floor {
+            &counters.floor
+        } else if hold.holding {
+            &counters.released
+        } else if ask.cost > 0 {
+            &counters.paid
+        } else {
+            &counters.first
+        });
+        Step::Go(self.ticket(Arc::clone(service), cost, None, hold.ramp.take()))
     }
 
     /// One pass of an attempt held while its service is down: released by the ramp, sent as the
@@ -987,6 +1124,10 @@ impl BudgetState {
                 let share = RetryBudget::RAMP_FIRST_SHARE * f64::from(1u32 << step);
                 if throttle.rng.random_bool(share.clamp(0.0, 1.0)) {
                     hold.released = true;
+                    if let Some(ramp) = throttle.ramp.as_mut() {
+                        ramp.pending += 1;
+                        hold.ramp = Some(ramp.from);
+                    }
                     return Held::Released;
                 }
             }
@@ -1001,7 +1142,7 @@ impl BudgetState {
         let down_for = throttle.down_for(now);
         let outlived = down_for >= limits.rides_out
             && throttle.newest_probe_refused(now)
-            && throttle.ramp_from.is_none();
+            && throttle.ramp.is_none();
         let refuse = || {
             Held::Refuse(Refusal::Outlived {
                 down_for,
@@ -1026,6 +1167,12 @@ impl BudgetState {
             !ask.final_retry || held_left.is_zero() || free_probe_at.is_some_and(|at| waited >= at);
         if may_probe && nothing_in_flight && (now >= throttle.probes.next_at || throttle.stale(now))
         {
+            if hold.prober {
+                // The next probe's timing passes to another held attempt, woken by this
+                // probe's answer (the last attempt in flight answered).
+                throttle.prober = false;
+                hold.prober = false;
+            }
             return Held::Probe;
         }
         if outlived {
@@ -1035,8 +1182,7 @@ impl BudgetState {
         // when its turn comes (above), at the probes' pace for the outage's age, and is refused
         // only when its time runs out first: a wave that began holding together spends one
         // request a probe interval, not one each.
-        if held_left.is_zero() {
-            let due_at = throttle.probes.next_at;
+        let mut until = if held_left.is_zero() {
             let due_left = limits.due.saturating_sub(waited);
             if due_left.is_zero() {
                 return Held::Refuse(Refusal::Down {
@@ -1044,32 +1190,53 @@ impl BudgetState {
                     held: waited,
                 });
             }
-            let until = due_at.saturating_duration_since(now);
-            let until = if until.is_zero() {
-                RetryBudget::PROBE_INTERVAL
-            } else {
-                until
-            };
-            return Held::Wait(until.min(due_left));
+            due_left
+        } else {
+            held_left
+        };
+        // Each held attempt sleeps until the next time its own standing can change, so a wave
+        // held together is woken once per release, not on a timer:
+        // - one attempt that may go as the probe times the next probe (and the evidence going
+        //   stale); the others that may listen for the probe's turn, given when it leaves
+        //   without probing or when the last attempt in flight is answered;
+        let mut soonest = |at: Instant| {
+            let after = at.saturating_duration_since(now);
+            if !after.is_zero() {
+                until = until.min(after);
+            }
+        };
+        hold.turn = may_probe;
+        if may_probe && !throttle.prober {
+            throttle.prober = true;
+            hold.prober = true;
         }
-        // Until the next probe time or the ramp's next step, or until the attempts in flight
-        // are answered (the last answer wakes the waiters), or the evidence goes stale.
-        let mut until = throttle.probes.next_at.saturating_duration_since(now);
-        if let Some(at) = throttle.last_answer {
-            until = until.min((at + STALE_AFTER).saturating_duration_since(now));
+        if hold.prober {
+            soonest(throttle.probes.next_at);
+            if let Some(at) = throttle.last_answer {
+                soonest(at + STALE_AFTER);
+            }
         }
-        if let Some(from) = throttle.ramp_from {
-            let steps = hold.drawn.map_or(0, |drawn| drawn + 1);
-            let next_step = from + RetryBudget::PROBE_INTERVAL * steps;
-            until = until.min(next_step.saturating_duration_since(now));
+        // - the ramp's next step, when every held attempt draws again (woken by the accepted
+        //   probe that starts the ramp, and by the last answer of a step that came late);
+        if let Some(ramp) = throttle.ramp {
+            soonest(ramp.step_at + RetryBudget::PROBE_INTERVAL);
         }
+        // - a final retry's next paced probe;
         if let Some(at) = free_probe_at.filter(|at| waited < *at) {
-            until = until.min(at - waited);
+            soonest(now + (at - waited));
         }
-        if until.is_zero() {
-            until = RECHECK;
+        // - the moment the outage outlives this call's budget, after which a refused probe
+        //   wakes it to be refused.
+        if let Some(since) = throttle.down_since {
+            let outlive_at = since + limits.rides_out;
+            soonest(outlive_at);
+            throttle.outlive_at = Some(
+                throttle
+                    .outlive_at
+                    .map_or(outlive_at, |at| at.min(outlive_at)),
+            );
         }
-        Held::Wait(until.min(held_left))
+        Held::Wait(until)
     }
 
     /// The answer to the attempt of `ticket`: counted in its service's ratio; a probe's result,
@@ -1096,7 +1263,9 @@ impl BudgetState {
                 .is_none_or(|(newest, _, _)| newest < number)
         {
             throttle.probes.result = Some((number, accepted, now));
-            news = true;
+            // A refusal concerns the held attempts only once the outage may have outlived one
+            // of their budgets; an acceptance starts the ramp (below), which wakes them all.
+            news |= !accepted && throttle.outlive_at.is_some_and(|at| now >= at);
         }
         let down = throttle.down(now);
         news |= down != was_down;
@@ -1111,23 +1280,33 @@ impl BudgetState {
             (true, None) => Some(throttle.refusing_since.unwrap_or(now)),
             (false, _) => None,
         };
-        match throttle.ramp_from {
+        if let Some(from) = admitted.ramp
+            && throttle.ramp_answered(from)
+        {
+            // The step's last answer: if it came after the step's interval, the held attempts
+            // draw again now, not at a timer.
+            news |= throttle.ramp.is_some_and(|ramp| {
+                now.saturating_duration_since(ramp.step_at) >= RetryBudget::PROBE_INTERVAL
+            });
+        }
+        match throttle.ramp {
             // An accepted probe while down starts the ramp.
             None if down && accepted && admitted.probe.is_some() => {
-                throttle.ramp_from = Some(now);
+                throttle.ramp = Some(Ramp::new(now));
                 throttle.ramp_counts = Counts::default();
+                news = true;
             }
             // The attempts sent during the ramp found the service down again: back to holding.
             // One refusal among them is not that: calls whose own first attempt fails (a herd
             // of them, each retry accepted) would end every ramp and hold the rest for good.
-            Some(from) if admitted.at >= from => {
+            Some(ramp) if admitted.at >= ramp.from => {
                 throttle.ramp_counts.count(accepted);
                 if throttle.ramp_counts.ratio() >= RetryBudget::DOWN_AT {
-                    throttle.ramp_from = None;
+                    throttle.ramp = None;
                     news = true;
                 }
             }
-            Some(_) if !down => throttle.ramp_from = None,
+            Some(_) if !down => throttle.ramp = None,
             _ => {}
         }
         drop(throttle);
@@ -1165,6 +1344,36 @@ struct Hold {
     released: bool,
     /// The ramp step at which it last drew.
     drawn: Option<u32>,
+    /// It times the service's next probe.
+    prober: bool,
+    /// It may go as the probe, so it listens for the probe's turn.
+    turn: bool,
+    /// The ramp that released it, until its attempt is sent.
+    ramp: Option<Instant>,
+}
+
+/// An admission's [`Hold`], which gives up the timing of the next probe when the admission
+/// ends, however it ends (sent, refused, released, or its call dropped).
+struct Holding<'a> {
+    service: &'a Service,
+    hold: Hold,
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        if let Some(from) = self.hold.ramp.take() {
+            // Released and never sent: the ramp's step waits for no answer of it.
+            let last = self.service.lock().ramp_answered(from);
+            if last {
+                self.service.news.notify_waiters();
+            }
+        }
+        if self.hold.prober {
+            self.service.lock().prober = false;
+            // Another held attempt that may probe takes the timing over.
+            self.service.turn.notify_one();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1526,11 +1735,12 @@ mod tests {
     async fn once_the_outage_outlives_the_call_budget_a_call_is_refused_on_the_newest_probe() {
         let budget = RetryBudget::new();
         let call = Duration::from_secs(3);
+        // The outage is measured from its first refusal.
+        let outage = Instant::now();
         answer(&budget, 30, DOWN).await;
         tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
         // Probes keep failing for longer than the call's budget; then a call that cannot go
         // as the probe is refused at once.
-        let outage = Instant::now();
         let refused = loop {
             let asked = Instant::now();
             match budget.admit(Admission::First, limits(call, call)).await {
@@ -1538,7 +1748,11 @@ mod tests {
                 Err(refusal) => break (asked.elapsed(), refusal),
             }
         };
-        assert!(outage.elapsed() >= call, "{:?}", outage.elapsed());
+        assert!(
+            outage.elapsed() >= call,
+            "{:?} {refused:?}",
+            outage.elapsed()
+        );
         assert!(
             matches!(refused.1, Refusal::Outlived { down_for, budget } if down_for >= call && budget == call),
             "{refused:?}"

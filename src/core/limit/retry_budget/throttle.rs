@@ -32,8 +32,13 @@ pub(super) struct Service {
     pub(super) calm: AtomicBool,
     /// Attempts of this service admitted and not yet answered.
     pub(super) in_flight: AtomicU64,
-    /// A probe's result, the service going down or up, or no attempt left in flight.
+    /// What concerns every held attempt: the ramp began or ended, the service went down or
+    /// up, or a refused probe says an outage outlived a held call's budget. Woken all at once.
     pub(super) news: Notify,
+    /// The probe's turn, woken one at a time: the held attempt timing the next probe left
+    /// without it, or the last attempt in flight was answered. Only attempts that may go as
+    /// the probe listen.
+    pub(super) turn: Notify,
 }
 
 impl Service {
@@ -49,10 +54,12 @@ impl Service {
                     result: None,
                 },
                 down_since: None,
+                prober: false,
+                outlive_at: None,
                 declared_at: None,
                 refusing_since: None,
                 last_answer: None,
-                ramp_from: None,
+                ramp: None,
                 ramp_counts: Counts::default(),
                 rng: match seed {
                     Some(seed) => SmallRng::seed_from_u64(seed),
@@ -62,6 +69,7 @@ impl Service {
             calm: AtomicBool::new(true),
             in_flight: AtomicU64::new(0),
             news: Notify::new(),
+            turn: Notify::new(),
         }
     }
 
@@ -74,8 +82,9 @@ impl Service {
     /// An admitted attempt was answered or dropped.
     pub(super) fn left_flight(&self, waiting: bool) {
         if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && waiting {
-            // Held attempts wait while an attempt in flight may still bring news.
-            self.news.notify_waiters();
+            // A probe waits for nothing to be in flight: one held attempt that may go as the
+            // probe looks again, not every held attempt.
+            self.turn.notify_one();
         }
     }
 }
@@ -98,6 +107,12 @@ pub(super) struct Throttle {
     /// that took it down, so an outage is measured from its onset, not from when the ratio
     /// crossed [`RetryBudget::DOWN_AT`].
     pub(super) down_since: Option<Instant>,
+    /// Whether a held attempt is timing the next probe: it sleeps until the probe is due, and
+    /// the other held attempts sleep until their own next release.
+    pub(super) prober: bool,
+    /// The earliest time at which the outage outlives the budget of a held retry: from then
+    /// on, a refused probe wakes the held attempts so those it outlived are refused.
+    pub(super) outlive_at: Option<Instant>,
     /// When the ratio crossed [`RetryBudget::DOWN_AT`]: first attempts that left with the burst
     /// whose answers declared the outage still go for one probe interval after it.
     pub(super) declared_at: Option<Instant>,
@@ -105,12 +120,36 @@ pub(super) struct Throttle {
     pub(super) refusing_since: Option<Instant>,
     /// When the newest answer came.
     pub(super) last_answer: Option<Instant>,
-    /// Since when an accepted probe has been releasing the held attempts, share by share.
-    pub(super) ramp_from: Option<Instant>,
+    /// The ramp an accepted probe began: releasing the held attempts, share by share.
+    pub(super) ramp: Option<Ramp>,
     /// The answers to the attempts sent during the ramp.
     pub(super) ramp_counts: Counts,
     /// The ramp's draws.
     pub(super) rng: SmallRng,
+}
+
+/// The ramp after an accepted probe.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ramp {
+    /// When the accepted probe began it: the ramp's identity, for the answers of its attempts.
+    pub(super) from: Instant,
+    /// Its step: each releases a larger share of the held attempts.
+    pub(super) step: u32,
+    /// When the step began.
+    pub(super) step_at: Instant,
+    /// Attempts it released in this step not yet answered.
+    pub(super) pending: u64,
+}
+
+impl Ramp {
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            from: now,
+            step: 0,
+            step_at: now,
+            pending: 0,
+        }
+    }
 }
 
 /// The probes sent while the service is down, and the latest one's result.
@@ -151,12 +190,31 @@ impl Throttle {
         })
     }
 
-    /// The ramp's step now (0 at the accepted probe, one more each probe interval), if it runs.
-    pub(super) fn ramp_step(&self, now: Instant) -> Option<u32> {
-        let from = self.ramp_from?;
-        let steps =
-            now.saturating_duration_since(from).as_nanos() / RetryBudget::PROBE_INTERVAL.as_nanos();
-        Some(u32::try_from(steps).unwrap_or(u32::MAX))
+    /// The ramp's step now, if it runs: 0 at the accepted probe, one more once a probe interval
+    /// has passed since the step began *and* every attempt the step released was answered. A
+    /// client learns from its own answers before it releases more, so a client with few calls
+    /// and slow answers ramps no faster than its answers come back.
+    pub(super) fn ramp_step(&mut self, now: Instant) -> Option<u32> {
+        let ramp = self.ramp.as_mut()?;
+        if ramp.pending == 0
+            && now.saturating_duration_since(ramp.step_at) >= RetryBudget::PROBE_INTERVAL
+        {
+            ramp.step += 1;
+            ramp.step_at = now;
+        }
+        Some(ramp.step)
+    }
+
+    /// An attempt the ramp that began at `from` released was answered or dropped: whether that
+    /// was the last of its step, which may let the next step begin.
+    pub(super) fn ramp_answered(&mut self, from: Instant) -> bool {
+        match self.ramp.as_mut() {
+            Some(ramp) if ramp.from == from && ramp.pending > 0 => {
+                ramp.pending -= 1;
+                ramp.pending == 0
+            }
+            _ => false,
+        }
     }
 
     /// The ramp released everyone: the service is up, and the outage's history is forgotten, so
@@ -164,8 +222,9 @@ impl Throttle {
     pub(super) fn declare_up(&mut self, now: Instant) {
         self.history = History::new(now);
         self.down_since = None;
+        self.outlive_at = None;
         self.declared_at = None;
-        self.ramp_from = None;
+        self.ramp = None;
     }
 
     /// Counts an answer (`accepted` or not) that came at `now`.
