@@ -14,6 +14,10 @@ pub(super) struct Bucket {
     /// The instant up to which the refill has been counted.
     refilled_at: Instant,
     pub(super) floor: Floor,
+    /// The client's own calls, for the share of them the bucket and the floor may spend.
+    pub(super) pace: Pace,
+    /// Tokens spent so far, net of refunds.
+    spent: u64,
 }
 
 impl Bucket {
@@ -26,7 +30,19 @@ impl Bucket {
                 retries: f64::from(per_sec),
                 at: now,
             },
+            pace: Pace::new(now),
+            spent: 0,
         }
+    }
+
+    /// The tokens the client may still spend now of its share: its calls since the pace's older
+    /// mark (10 to 20 seconds ago, `calls` counted so far) earn one each, at least `least`,
+    /// less what it spent since, net of refunds. A client with little traffic spends little,
+    /// so a fleet of small clients spends together what one client of their summed traffic
+    /// would.
+    pub(super) fn share_left(&mut self, now: Instant, calls: u64, least: u32) -> u64 {
+        let (earned, spent) = self.pace.since_older(now, calls, self.spent);
+        earned.max(u64::from(least)).saturating_sub(spent)
     }
 
     /// Adds one token per `every` since the last refill, up to `capacity`. Time spent full is
@@ -45,6 +61,17 @@ impl Bucket {
             self.refilled_at = self.refilled_at.checked_add(counted).unwrap_or(now);
         }
     }
+
+    /// Takes `cost` tokens.
+    pub(super) fn spend(&mut self, cost: u32) {
+        self.tokens -= cost;
+        self.spent += u64::from(cost);
+    }
+
+    /// Retries that spent `tokens` succeeded: they no longer count against the share.
+    pub(super) fn refund(&mut self, tokens: u32) {
+        self.spent = self.spent.saturating_sub(u64::from(tokens));
+    }
 }
 
 /// The retries a second that go with the bucket empty: a bucket of its own, refilled
@@ -56,20 +83,86 @@ pub(super) struct Floor {
 }
 
 impl Floor {
-    /// Takes one retry if one is left by `now`, else says how long until one is.
-    pub(super) fn take(&mut self, now: Instant, per_sec: u32) -> Result<(), Duration> {
-        if per_sec == 0 {
+    /// The share of the client's own calls the floor lets retry a second: a tenth.
+    pub(super) const SHARE: f64 = 0.1;
+
+    /// Takes one retry if one is left by `now`, at `per_sec` retries a second (a second's worth
+    /// kept, at least one), else says how long until one is.
+    pub(super) fn take(&mut self, now: Instant, per_sec: f64) -> Result<(), Duration> {
+        if per_sec <= 0.0 {
             return Err(Duration::MAX);
         }
-        let rate = f64::from(per_sec);
         let since = now.saturating_duration_since(self.at).as_secs_f64();
-        self.retries = (self.retries + since * rate).min(rate);
+        self.retries = (self.retries + since * per_sec).min(per_sec.max(1.0));
         self.at = now;
         if self.retries >= 1.0 {
             self.retries -= 1.0;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - self.retries) / rate))
+            Err(Duration::from_secs_f64(
+                ((1.0 - self.retries) / per_sec).min(3600.0),
+            ))
         }
+    }
+}
+
+/// How many calls the client made lately, how fast, and what it spent meanwhile: counted from
+/// a mark 10 to 20 seconds old, renewed every 10 seconds when the bucket is read. A call only
+/// adds to an atomic count; this reads it under the bucket's lock.
+#[derive(Debug)]
+pub(super) struct Pace {
+    older: Mark,
+    newer: Mark,
+}
+
+/// The counts at an instant.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    at: Instant,
+    calls: u64,
+    spent: u64,
+}
+
+impl Pace {
+    /// How long a mark lasts.
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    fn new(now: Instant) -> Self {
+        let mark = Mark {
+            at: now,
+            calls: 0,
+            spent: 0,
+        };
+        Self {
+            older: mark,
+            newer: mark,
+        }
+    }
+
+    fn renew(&mut self, now: Instant, calls: u64, spent: u64) {
+        if now.saturating_duration_since(self.newer.at) >= Self::WINDOW {
+            self.older = self.newer;
+            self.newer = Mark {
+                at: now,
+                calls,
+                spent,
+            };
+        }
+    }
+
+    /// The calls, and the tokens spent, since the older mark.
+    fn since_older(&mut self, now: Instant, calls: u64, spent: u64) -> (u64, u64) {
+        self.renew(now, calls, spent);
+        (
+            calls.saturating_sub(self.older.calls),
+            spent.saturating_sub(self.older.spent),
+        )
+    }
+
+    /// Calls a second since the older mark (over one second at least).
+    pub(super) fn rate(&mut self, now: Instant, calls: u64) -> f64 {
+        let recent = calls.saturating_sub(self.older.calls);
+        let secs = now.saturating_duration_since(self.older.at).as_secs_f64();
+        recent as f64 / secs.max(1.0)
     }
 }

@@ -17,16 +17,25 @@
 //! first attempts, so in an outage senders that loop send at full speed. This budget keeps the
 //! bucket (`bucket.rs`) and adds a throttle per service (`throttle.rs`):
 //!
-//! 1. **The bucket** (AWS standard mode's, unchanged: [`RetryBudget::DEFAULT_CAPACITY`] tokens,
+//! 1. **The bucket** (AWS standard mode's: [`RetryBudget::DEFAULT_CAPACITY`] tokens,
 //!    [`RetryBudget::RETRY_COST`] a retry, [`RetryBudget::TIMEOUT_RETRY_COST`] after a timeout; a
 //!    success after retries refunds them, a first-attempt success adds
 //!    [`RetryBudget::SUCCESS_REWARD`]). A retry that finds it empty **waits** for tokens within
 //!    its own deadline while any attempt is in flight whose success would bring tokens back; it
 //!    is refused at once only when none is. A **floor** of retries
 //!    ([`RetryBudget::MIN_RETRIES_PER_SEC`], Finagle's `minRetriesPerSec`) still goes when the
-//!    bucket is empty, so a client with little traffic is never refused a lone retry after a
-//!    blip drained its bucket. One bucket for every service of every client the budget is
-//!    given to.
+//!    bucket is empty, so a client is never refused a lone retry after a blip drained its
+//!    bucket. One bucket for every service of every client the budget is given to.
+//!
+//!    **Both are a share of the client's own calls**, not a constant per client: the bucket
+//!    holds no more tokens than its calls of the last 10 to 20 seconds earn, one each (at least
+//!    one retry's worth), and the floor is at most a tenth of those calls a second. A client
+//!    sending a hundred calls a second keeps AWS's full bucket and Finagle's floor; a thousand
+//!    clients sending a call a second each retry together what that one client would, where a
+//!    full bucket and a floor each would let them send fifty times as many retries. (Measured
+//!    in the fleet simulator: a thousand small open-loop senders with a 3 s attempt timeout
+//!    were metastable after a 10 s drop with a bucket and a floor each, and recover with
+//!    these shares.)
 //! 2. **Retries the server paced are free.** A retry that follows a `Retry-After` of at least
 //!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] costs no token and is never held: the server said
 //!    when to come back (Hodoflow's webhook sender guide: "For 429, the server's Retry-After is
@@ -57,9 +66,11 @@
 //!      spent as a probe while its hold lasts (a sequential sender keeps it for after the
 //!      outage, or for its hold's end, and does not lose the event to a blip);
 //!    - the first accepted probe starts the ramp: an eighth of the held attempts goes at once, a
-//!      quarter and a half at the next two probe intervals, then all, when the service is
-//!      declared up and the outage's history is forgotten. A refusal of an attempt sent during
-//!      the ramp ends it, back to holding;
+//!      quarter and a half at the next steps, then all, when the service is declared up and the
+//!      outage's history is forgotten. A step comes a probe interval after the last, and not
+//!      before every attempt the last step released was answered, so a client whose answers are
+//!      slow ramps no faster than they come back. A refusal of an attempt sent during the ramp
+//!      ends it, back to holding;
 //!    - **evidence goes stale**: once the service has not answered for
 //!      [`RetryBudget::SHORT_HISTORY`], the next attempt goes as a probe at once instead of
 //!      being held or refused on what it said before the quiet spell.
@@ -71,6 +82,12 @@
 //! Local rejections are not counted as requests in the ratio (the SRE book counts them): a sender
 //! that loops on an instant local refusal would otherwise fill the window with its own
 //! rejections, and the ratio could not recover within the two minutes.
+//!
+//! **A held call sleeps until its own standing can change**: one held attempt that may go as
+//! the probe times the next probe; the others wake at the ramp's steps, their hold's end, or
+//! when the outage outlives their call's budget and a probe is refused; no held attempt looks
+//! again on a timer. [`RetryBudget::admissions`] counts the attempts by the rule that let each
+//! go, and the passes that ended in waiting again.
 //!
 //! `RetryBudget::builder().adaptive(false)` keeps the plain bucket, refusing a retry as soon as
 //! the bucket is short. (A 429 without `Retry-After` slows its scope's send rate: that is the
@@ -101,7 +118,7 @@ use crate::core::limit::scope::{ServiceKey, Signal};
 use crate::core::limit::{Ask, Limiter, Refusal as Refused};
 use crate::core::runtime::{self, Clock, TokioClock};
 
-use bucket::Bucket;
+use bucket::{Bucket, Floor};
 use history::Counts;
 use throttle::{Ramp, STALE_AFTER, Service, Throttle, probe_interval};
 
@@ -226,12 +243,14 @@ impl RetryBudget {
     /// sees at most about one request every 3.2 s from a client, and a heal is seen within it.
     pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(3200);
     /// The share of held attempts an accepted probe releases at once: an eighth, then a quarter
-    /// and a half at each [`RetryBudget::PROBE_INTERVAL`] after it, then all of them, when the
-    /// service is up again. A refused answer during the ramp ends it.
+    /// and a half at the next steps, then all of them, when the service is up again. A step
+    /// comes [`RetryBudget::PROBE_INTERVAL`] after the last, once every attempt the last step
+    /// released was answered. A refused answer during the ramp ends it.
     pub const RAMP_FIRST_SHARE: f64 = 0.125;
     /// Retries a second that go even when the bucket is empty (Finagle's `minRetriesPerSec`,
-    /// reqwest's retry floor): 10, so a low-traffic client is never refused a lone retry after a
-    /// blip that emptied its bucket.
+    /// reqwest's retry floor): 10, and no more than a tenth of the client's own calls a second,
+    /// so a client is never refused a lone retry after a blip that emptied its bucket, and a
+    /// fleet of small clients does not add up to many floors.
     pub const MIN_RETRIES_PER_SEC: u32 = 10;
 
     /// The default budget: adaptive, with a full bucket of the default size.
@@ -257,7 +276,9 @@ impl RetryBudget {
         self.bucket.is_some()
     }
 
-    /// The retry tokens left now, or `None` when disabled.
+    /// The retry tokens left now, or `None` when disabled. (In the adaptive budget a client
+    /// spends no more of them in 10 to 20 seconds than its own calls of that time earn; see
+    /// [`RetryBudgetBuilder::capacity`].)
     pub fn tokens(&self) -> Option<u32> {
         self.bucket.as_ref().map(|shared| shared.bucket().tokens)
     }
@@ -346,6 +367,9 @@ impl RetryBudget {
             _ => 0,
         };
         let service = shared.service(service);
+        if admission == Admission::First {
+            shared.calls.fetch_add(1, Ordering::Relaxed);
+        }
         let paced = matches!(admission, Admission::Retry { paced: true, .. });
         let calm = service.calm.load(Ordering::Acquire);
         if !shared.config.adaptive || paced || (cost == 0 && calm) {
@@ -403,6 +427,10 @@ impl RetryBudget {
             .tokens
             .saturating_add(back)
             .min(shared.config.capacity);
+        if spent > 0 {
+            // The retries succeeded: what they spent no longer counts against the share.
+            bucket.refund(spent);
+        }
         let tokens = bucket.tokens;
         shared
             .full
@@ -666,7 +694,9 @@ impl RetryBudgetBuilder {
         }
     }
 
-    /// The tokens of a full bucket, and the tokens it starts with.
+    /// The tokens of a full bucket, and the tokens it starts with. In the adaptive budget a
+    /// client holds no more than its own calls of the last 10 to 20 seconds earn, one token
+    /// each, and at least one retry's worth.
     ///
     /// Default: 500. At least the cost of one retry.
     pub fn capacity(mut self, tokens: u32) -> Self {
@@ -717,8 +747,8 @@ impl RetryBudgetBuilder {
         self
     }
 
-    /// Retries a second that go when the bucket is empty, in the adaptive budget; 0 turns the
-    /// floor off. While a service is down, the hold decides before the bucket does, so the
+    /// Retries a second that go when the bucket is empty, in the adaptive budget, and no more
+    /// than a tenth of the client's own calls a second; 0 turns the floor off. While a service is down, the hold decides before the bucket does, so the
     /// floor adds no load to an outage.
     ///
     /// Default: [`RetryBudget::MIN_RETRIES_PER_SEC`] (10).
@@ -781,6 +811,7 @@ impl RetryBudgetBuilder {
                 in_flight: AtomicU64::new(0),
                 waiting: AtomicU64::new(0),
                 local_rejections: AtomicU64::new(0),
+                calls: AtomicU64::new(0),
                 counters: Counters::default(),
                 tokens_back: Notify::new(),
             })),
@@ -807,6 +838,8 @@ struct BudgetState {
     /// Calls waiting for a token or a probe.
     waiting: AtomicU64,
     local_rejections: AtomicU64,
+    /// Calls that asked for a first attempt: the client's own traffic.
+    calls: AtomicU64,
     counters: Counters,
     /// Tokens came back, or no attempt is left in flight.
     tokens_back: Notify,
@@ -860,6 +893,12 @@ impl BudgetState {
             bucket.refill(every, self.config.capacity, self.clock.now());
         }
         bucket
+    }
+
+    /// The least share of tokens a client may spend in a window, however few its calls: one
+    /// retry's worth, whatever it follows.
+    fn least_share(&self) -> u32 {
+        self.config.retry_cost.max(self.config.timeout_retry_cost)
     }
 
     fn services(&self) -> std::sync::MutexGuard<'_, HashMap<ServiceKey, Arc<Service>>> {
@@ -1043,12 +1082,26 @@ impl BudgetState {
         }
         let mut cost = ask.cost;
         let mut on_floor = false;
+        let calls = self.calls.load(Ordering::Relaxed);
         let mut bucket = self.bucket();
-        if cost > 0 && bucket.tokens < cost {
-            // The floor: a few retries a second go whatever the bucket holds, so a client with
-            // little traffic is not refused the lone retry a blip left it.
+        // The share of the client's own calls this retry may still spend (the adaptive
+        // budget's; the plain bucket is AWS's, unchanged).
+        let share = match self.config.adaptive {
+            true => bucket.share_left(now, calls, self.least_share()),
+            false => u64::MAX,
+        };
+        let tokens = u64::from(bucket.tokens).min(share);
+        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        if cost > 0 && tokens < cost {
+            // The floor: a few retries a second go whatever the bucket holds, so a client is
+            // not refused the lone retry a blip left it; at most a share of its own calls a
+            // second, so small clients together retry no more than one large one.
             let floor = match self.config.adaptive {
-                true => bucket.floor.take(now, self.config.min_retries_per_sec),
+                true => {
+                    let share = Floor::SHARE * bucket.pace.rate(now, calls);
+                    let per_sec = f64::from(self.config.min_retries_per_sec).min(share);
+                    bucket.floor.take(now, per_sec)
+                }
                 false => Err(Duration::MAX),
             };
             let in_flight = self.in_flight.load(Ordering::Acquire) != 0;
@@ -1064,22 +1117,20 @@ impl BudgetState {
                     return wait(refill.min(refill_every));
                 }
                 Err(_) if !self.config.adaptive => {
-                    let left = bucket.tokens;
-                    return Step::Refuse(Refusal::Tokens { left, cost });
+                    return Step::Refuse(Refusal::Tokens { left: tokens, cost });
                 }
                 Err(refill) if self.config.min_retries_per_sec > 0 => return wait(refill),
                 // No floor: nothing in flight can bring tokens back. Alone, a retry is refused;
                 // when other retries wait here too (every call of a worker pool such a retry),
                 // one goes for what is left and the others wait for its answer.
                 Err(_) if waiting_too == 0 => {
-                    let left = bucket.tokens;
-                    return Step::Refuse(Refusal::Tokens { left, cost });
+                    return Step::Refuse(Refusal::Tokens { left: tokens, cost });
                 }
-                Err(_) => cost = bucket.tokens,
+                Err(_) => cost = tokens,
             }
         }
         if cost > 0 {
-            bucket.tokens -= cost;
+            bucket.spend(cost);
             self.full.store(false, Ordering::Release);
         }
         drop(bucket);
@@ -1422,6 +1473,18 @@ mod tests {
             .map(|ticket| ticket.cost())
     }
 
+    /// `count` calls whose first attempts were accepted: the client's own traffic, which the
+    /// bucket's tokens and the floor are a share of.
+    async fn calls(budget: &RetryBudget, count: usize) {
+        for _ in 0..count {
+            let ticket = budget
+                .admit(Admission::First, Limits::of(LONG))
+                .await
+                .unwrap();
+            budget.answered(ticket, OK);
+        }
+    }
+
     /// `count` attempts answered `status` (admitted as free retries, so never held).
     async fn answer(budget: &RetryBudget, count: usize, status: Option<StatusCode>) {
         let free = Admission::Retry {
@@ -1438,6 +1501,7 @@ mod tests {
     async fn starts_full_with_the_aws_standard_defaults() {
         let budget = RetryBudget::new();
         assert_eq!(budget.tokens(), Some(500));
+        calls(&budget, 500).await;
         assert_eq!(take(&budget, RETRY).await, Ok(5));
         assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
         assert_eq!(budget.tokens(), Some(485));
@@ -1447,6 +1511,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn with_nothing_in_flight_one_retry_goes_for_what_is_left_and_the_others_wait_for_it() {
         let budget = no_floor().capacity(12).build().unwrap();
+        calls(&budget, 12).await;
         assert_eq!(take(&budget, RETRY).await, Ok(5));
         let in_flight = budget
             .admit(RETRY, Limits::of(LONG))
@@ -1478,6 +1543,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_floor_refuses_at_once_when_no_attempt_in_flight_could_bring_tokens_back() {
         let budget = no_floor().capacity(12).build().unwrap();
+        calls(&budget, 12).await;
         assert_eq!(take(&budget, RETRY).await, Ok(5));
         assert_eq!(
             take(&budget, TIMEOUT_RETRY).await,
@@ -1507,6 +1573,7 @@ mod tests {
     #[tokio::test]
     async fn a_success_after_retries_refunds_what_they_took() {
         let budget = RetryBudget::new();
+        calls(&budget, 500).await;
         let spent =
             take(&budget, RETRY).await.unwrap() + take(&budget, TIMEOUT_RETRY).await.unwrap();
         assert_eq!(budget.tokens(), Some(485));
@@ -1517,6 +1584,7 @@ mod tests {
     #[tokio::test]
     async fn a_first_attempt_success_adds_one_up_to_the_capacity() {
         let budget = RetryBudget::new();
+        calls(&budget, 500).await;
         take(&budget, RETRY).await.unwrap();
         budget.succeeded(0);
         assert_eq!(budget.tokens(), Some(496));
@@ -1533,6 +1601,7 @@ mod tests {
             .timeout_retry_cost(5)
             .build()
             .unwrap();
+        calls(&budget, 10).await;
         let _other = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
         let first = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
         let waiter = {
@@ -1565,6 +1634,7 @@ mod tests {
             .timeout_retry_cost(5)
             .build()
             .unwrap();
+        calls(&budget, 10).await;
         let _in_flight = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
         let _also = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
         let started = Instant::now();
@@ -1585,7 +1655,7 @@ mod tests {
     #[tokio::test]
     async fn a_blip_with_plenty_of_recent_accepts_is_never_held() {
         let budget = RetryBudget::new();
-        answer(&budget, 1000, OK).await;
+        calls(&budget, 1000).await;
         answer(&budget, 1000, DOWN).await;
         assert_eq!(
             budget.throttle_ratio(),
@@ -1786,9 +1856,92 @@ mod tests {
         budget.answered(released, OK);
     }
 
+    /// A client spends no more tokens in 10 to 20 seconds than its own calls of that time earn,
+    /// one each, at least one retry's worth; retries that succeed give their share back.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_spends_no_more_tokens_than_its_own_recent_calls_earn() {
+        let budget = no_floor().build().unwrap();
+        calls(&budget, 30).await;
+        for _ in 0..3 {
+            assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
+        }
+        assert_eq!(
+            take(&budget, TIMEOUT_RETRY).await,
+            Err(Refusal::Tokens { left: 0, cost: 10 }),
+            "30 calls earn 3 retries after a timeout, not the 50 a full bucket pays for"
+        );
+        assert_eq!(budget.tokens(), Some(470), "the bucket itself is AWS's");
+        budget.succeeded(30);
+        for _ in 0..3 {
+            assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
+        }
+        assert!(take(&budget, TIMEOUT_RETRY).await.is_err());
+        // Twenty seconds on, with no call since, one retry's worth.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert!(
+            take(&budget, TIMEOUT_RETRY).await.is_err(),
+            "30 calls, 30 spent"
+        );
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(
+            take(&budget, TIMEOUT_RETRY).await,
+            Ok(10),
+            "one retry's worth"
+        );
+        assert!(take(&budget, TIMEOUT_RETRY).await.is_err());
+    }
+
+    /// Ten clients of ten calls each retry together what one client of their hundred calls
+    /// would: each one's tokens and floor are a share of its own calls. (Each with the 500
+    /// tokens and 10 retries a second of a full bucket, the ten would retry ten times as much.)
+    #[tokio::test(start_paused = true)]
+    async fn small_clients_together_retry_what_one_client_of_their_summed_traffic_would() {
+        let small: Vec<RetryBudget> = (0..10).map(|_| RetryBudget::new()).collect();
+        for budget in &small {
+            calls(budget, 10).await;
+        }
+        let large = RetryBudget::new();
+        calls(&large, 100).await;
+        // Every 100 ms for ten seconds, each client sends every retry its budget lets go.
+        let (mut by_small, mut by_large) = (0u32, 0u32);
+        for _ in 0..100 {
+            for budget in &small {
+                while take(budget, TIMEOUT_RETRY).await.is_ok() {
+                    by_small += 1;
+                }
+            }
+            while take(&large, TIMEOUT_RETRY).await.is_ok() {
+                by_large += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!("ten small clients {by_small}, one large {by_large}");
+        assert!(
+            (f64::from(by_small) / f64::from(by_large) - 1.0).abs() <= 0.15,
+            "ten small clients {by_small}, one large {by_large}"
+        );
+    }
+
+    /// The floor of a client with little traffic is a tenth of its calls a second.
+    #[tokio::test(start_paused = true)]
+    async fn a_small_client_s_floor_is_a_tenth_of_its_calls_a_second() {
+        let budget = RetryBudget::builder().capacity(10).build().unwrap();
+        calls(&budget, 20).await;
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        assert_eq!(take(&budget, RETRY).await, Ok(5));
+        // 20 calls in the first second: a floor of 2 retries a second, not 10.
+        assert_eq!(take(&budget, RETRY).await, Ok(0));
+        assert_eq!(take(&budget, RETRY).await, Ok(0));
+        let started = Instant::now();
+        let ticket = budget.admit(RETRY, Limits::of(LONG)).await.unwrap();
+        assert_eq!(ticket.cost(), 0);
+        assert_eq!(started.elapsed(), Duration::from_millis(500));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_lone_retry_goes_on_the_floor_when_the_bucket_is_empty() {
         let budget = RetryBudget::builder().capacity(10).build().unwrap();
+        calls(&budget, 1000).await;
         assert_eq!(take(&budget, RETRY).await, Ok(5));
         assert_eq!(take(&budget, RETRY).await, Ok(5));
         // Empty, nothing in flight: ten retries a second still go, for free.
@@ -1928,6 +2081,7 @@ mod tests {
             .clock(clock.clone())
             .build()
             .unwrap();
+        calls(&budget, 20).await;
         take(&budget, RETRY).await.unwrap();
         take(&budget, RETRY).await.unwrap();
         assert_eq!(budget.tokens(), Some(0));
@@ -1965,6 +2119,7 @@ mod tests {
     async fn never_refills_without_a_refill_interval() {
         let clock = manual_clock();
         let budget = RetryBudget::builder().clock(clock.clone()).build().unwrap();
+        calls(&budget, 500).await;
         take(&budget, RETRY).await.unwrap();
         clock.advance(Duration::from_secs(86_400));
         assert_eq!(budget.tokens(), Some(495));
@@ -1973,6 +2128,7 @@ mod tests {
     #[tokio::test]
     async fn clones_share_one_bucket() {
         let budget = RetryBudget::new();
+        calls(&budget, 500).await;
         let clone = budget.clone();
         take(&clone, RETRY).await.unwrap();
         assert_eq!(budget.tokens(), Some(495));
