@@ -27,9 +27,11 @@
 //!    bucket is empty, so a client is never refused a lone retry after a blip drained its
 //!    bucket. One bucket for every service of every client the budget is given to.
 //!
-//!    **Both are a share of the client's own calls**, not a constant per client: the bucket
-//!    holds no more tokens than its calls of the last 10 to 20 seconds earn, one each (at least
-//!    one retry's worth), and the floor is at most a tenth of those calls a second. A client
+//!    **Both are a share of the client's own calls**, not a constant per client: a client
+//!    spends no more tokens in 10 to 20 seconds than its calls of that time earn, one each (at
+//!    least one retry's worth, and three in a new client's first 10 seconds, so its first calls
+//!    each keep a retry; retries that succeed give theirs back), and the floor is at most a
+//!    tenth of those calls a second. A client
 //!    sending a hundred calls a second keeps AWS's full bucket and Finagle's floor; a thousand
 //!    clients sending a call a second each retry together what that one client would, where a
 //!    full bucket and a floor each would let them send fifty times as many retries. (Measured
@@ -122,6 +124,12 @@ use bucket::{Bucket, Floor};
 use history::Counts;
 use throttle::{Ramp, STALE_AFTER, Service, Throttle, probe_interval};
 
+/// The retries a new client may pay for in its first 10 seconds, before its calls have earned
+/// any: its first calls that meet a slow server each keep a retry. After that the least is one
+/// retry's worth in 10 to 20 seconds, however few its calls.
+const FIRST_RETRIES: u32 = 3;
+/// How long a client counts as new.
+const FIRST_WINDOW: Duration = Duration::from_secs(10);
 /// The shortest wait: the timer's resolution.
 const SHORTEST_WAIT: Duration = Duration::from_millis(1);
 /// Services kept at most per budget; past this, calm ones with nothing in flight are forgotten.
@@ -695,8 +703,8 @@ impl RetryBudgetBuilder {
     }
 
     /// The tokens of a full bucket, and the tokens it starts with. In the adaptive budget a
-    /// client holds no more than its own calls of the last 10 to 20 seconds earn, one token
-    /// each, and at least one retry's worth.
+    /// client spends no more of them in 10 to 20 seconds than its own calls of that time earn,
+    /// one token each, at least one retry's worth (three in its first 10 seconds).
     ///
     /// Default: 500. At least the cost of one retry.
     pub fn capacity(mut self, tokens: u32) -> Self {
@@ -812,6 +820,7 @@ impl RetryBudgetBuilder {
                 waiting: AtomicU64::new(0),
                 local_rejections: AtomicU64::new(0),
                 calls: AtomicU64::new(0),
+                born: now,
                 counters: Counters::default(),
                 tokens_back: Notify::new(),
             })),
@@ -840,6 +849,8 @@ struct BudgetState {
     local_rejections: AtomicU64,
     /// Calls that asked for a first attempt: the client's own traffic.
     calls: AtomicU64,
+    /// When the budget was built.
+    born: Instant,
     counters: Counters,
     /// Tokens came back, or no attempt is left in flight.
     tokens_back: Notify,
@@ -896,9 +907,15 @@ impl BudgetState {
     }
 
     /// The least share of tokens a client may spend in a window, however few its calls: one
-    /// retry's worth, whatever it follows.
-    fn least_share(&self) -> u32 {
-        self.config.retry_cost.max(self.config.timeout_retry_cost)
+    /// retry's worth, whatever it follows, and [`FIRST_RETRIES`] in the client's first 10
+    /// seconds.
+    fn least_share(&self, now: Instant) -> u32 {
+        let most = self.config.retry_cost.max(self.config.timeout_retry_cost);
+        if now.saturating_duration_since(self.born) < FIRST_WINDOW {
+            most.saturating_mul(FIRST_RETRIES)
+        } else {
+            most
+        }
     }
 
     fn services(&self) -> std::sync::MutexGuard<'_, HashMap<ServiceKey, Arc<Service>>> {
@@ -1087,7 +1104,7 @@ impl BudgetState {
         // The share of the client's own calls this retry may still spend (the adaptive
         // budget's; the plain bucket is AWS's, unchanged).
         let share = match self.config.adaptive {
-            true => bucket.share_left(now, calls, self.least_share()),
+            true => bucket.share_left(now, calls, self.least_share(now)),
             false => u64::MAX,
         };
         let tokens = u64::from(bucket.tokens).min(share);
@@ -1861,65 +1878,77 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_spends_no_more_tokens_than_its_own_recent_calls_earn() {
         let budget = no_floor().build().unwrap();
-        calls(&budget, 30).await;
-        for _ in 0..3 {
+        calls(&budget, 60).await;
+        for _ in 0..6 {
             assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
         }
         assert_eq!(
             take(&budget, TIMEOUT_RETRY).await,
             Err(Refusal::Tokens { left: 0, cost: 10 }),
-            "30 calls earn 3 retries after a timeout, not the 50 a full bucket pays for"
+            "60 calls earn 6 retries after a timeout, not the 50 a full bucket pays for"
         );
-        assert_eq!(budget.tokens(), Some(470), "the bucket itself is AWS's");
-        budget.succeeded(30);
-        for _ in 0..3 {
+        assert_eq!(budget.tokens(), Some(440), "the bucket itself is AWS's");
+        budget.succeeded(60);
+        for _ in 0..6 {
             assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
         }
         assert!(take(&budget, TIMEOUT_RETRY).await.is_err());
-        // Twenty seconds on, with no call since, one retry's worth.
+        // Twenty seconds on, with no call since: the least share, one retry's worth.
         tokio::time::sleep(Duration::from_secs(11)).await;
         assert!(
             take(&budget, TIMEOUT_RETRY).await.is_err(),
-            "30 calls, 30 spent"
+            "60 calls, 60 spent"
         );
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(
             take(&budget, TIMEOUT_RETRY).await,
             Ok(10),
-            "one retry's worth"
+            "the least share"
         );
         assert!(take(&budget, TIMEOUT_RETRY).await.is_err());
     }
 
-    /// Ten clients of ten calls each retry together what one client of their hundred calls
-    /// would: each one's tokens and floor are a share of its own calls. (Each with the 500
-    /// tokens and 10 retries a second of a full bucket, the ten would retry ten times as much.)
+    /// A new client's first calls each keep a retry before they have earned any: three
+    /// retries' worth in its first 10 seconds, one after.
     #[tokio::test(start_paused = true)]
-    async fn small_clients_together_retry_what_one_client_of_their_summed_traffic_would() {
-        let small: Vec<RetryBudget> = (0..10).map(|_| RetryBudget::new()).collect();
-        for budget in &small {
-            calls(budget, 10).await;
+    async fn a_new_client_s_first_calls_each_keep_a_retry() {
+        let budget = no_floor().build().unwrap();
+        calls(&budget, 3).await;
+        for _ in 0..3 {
+            assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
         }
-        let large = RetryBudget::new();
-        calls(&large, 100).await;
-        // Every 100 ms for ten seconds, each client sends every retry its budget lets go.
-        let (mut by_small, mut by_large) = (0u32, 0u32);
-        for _ in 0..100 {
-            for budget in &small {
-                while take(budget, TIMEOUT_RETRY).await.is_ok() {
-                    by_small += 1;
-                }
-            }
-            while take(&large, TIMEOUT_RETRY).await.is_ok() {
-                by_large += 1;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        println!("ten small clients {by_small}, one large {by_large}");
+        assert!(take(&budget, TIMEOUT_RETRY).await.is_err());
+        let older = no_floor().build().unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        calls(&older, 3).await;
+        assert_eq!(take(&older, TIMEOUT_RETRY).await, Ok(10));
         assert!(
-            (f64::from(by_small) / f64::from(by_large) - 1.0).abs() <= 0.15,
-            "ten small clients {by_small}, one large {by_large}"
+            take(&older, TIMEOUT_RETRY).await.is_err(),
+            "one retry's worth once the client is not new"
         );
+    }
+
+    /// Ten clients of forty calls each pay together for the retries one client of their four
+    /// hundred calls would: each one's tokens are a share of its own calls. (Each with the 500
+    /// tokens of a full bucket, the ten would pay for ten times as many.)
+    #[tokio::test(start_paused = true)]
+    async fn small_clients_together_pay_for_what_one_client_of_their_summed_traffic_would() {
+        let small: Vec<RetryBudget> = (0..10).map(|_| no_floor().build().unwrap()).collect();
+        for budget in &small {
+            calls(budget, 40).await;
+        }
+        let large = no_floor().build().unwrap();
+        calls(&large, 400).await;
+        let (mut by_small, mut by_large) = (0u32, 0u32);
+        for budget in &small {
+            while take(budget, TIMEOUT_RETRY).await.is_ok() {
+                by_small += 1;
+            }
+        }
+        while take(&large, TIMEOUT_RETRY).await.is_ok() {
+            by_large += 1;
+        }
+        assert_eq!((by_small, by_large), (40, 40));
     }
 
     /// The floor of a client with little traffic is a tenth of its calls a second.
