@@ -152,7 +152,7 @@ pub mod limit {
     pub use crate::core::limit::gate::RateBudget;
     pub use crate::core::limit::retry_budget::{Admissions, RetryBudget, RetryBudgetBuilder};
     pub use crate::core::limit::scope::ClosedScope;
-    pub use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture};
+    pub use crate::core::limit::shared::{Fleet, FleetAsk, FleetFuture, Heard};
     pub use crate::core::stats::Holding;
 }
 

@@ -39,7 +39,7 @@ use hodoflow_retry::ErrorKind;
 use hodoflow_retry::IdempotencyKey;
 
 use super::MAX_SCOPE;
-use super::job::{Job, JobState, NewJob, Pause, Record, Slot};
+use super::job::{Job, JobState, NewJob, Outage, Pause, Probe, Record, Slot};
 use super::page::Cursor;
 use super::store::Store;
 
@@ -114,6 +114,7 @@ where
         a_pause_is_never_shortened,
         the_latest_stated_window_wins,
         a_window_grants_at_most_its_limit,
+        a_service_is_down_for_every_worker_until_one_finds_it_up,
         pages_list_every_job_once_in_order,
         the_backlog_counts_the_jobs_not_final,
     );
@@ -562,6 +563,81 @@ async fn a_window_grants_at_most_its_limit(store: &dyn Store) -> Held {
     ensure!(
         matches!(other, Slot::Granted(_)),
         "another scope's window is full: {other:?}"
+    );
+    Ok(())
+}
+
+async fn a_service_is_down_for_every_worker_until_one_finds_it_up(store: &dyn Store) -> Held {
+    let outage = || async move { store.outage("s").await.map_err(failed("outage")) };
+    let down = |since: u64, now: u64| async move {
+        store
+            .service_down("s", at(since), at(now))
+            .await
+            .map_err(failed("service_down"))
+    };
+    let probe = |next: u64, now: u64| async move {
+        store
+            .take_probe("s", at(next), at(now))
+            .await
+            .map_err(failed("take_probe"))
+    };
+    let none = outage().await?;
+    ensure!(none.is_none(), "a service never found down reads {none:?}");
+    let up = probe(11, 10).await?;
+    ensure!(
+        up == Probe::Up,
+        "a service never found down gives a probe's turn: {up:?}"
+    );
+    down(8, 10).await?;
+    down(5, 12).await?;
+    let held = outage().await?;
+    ensure!(
+        held == Some(Outage::new(at(5), at(10))),
+        "down since 8 and 5, found at 10 and 12, reads {held:?} (the earliest onset, the first probe at once)"
+    );
+    let granted = probe(13, 12).await?;
+    ensure!(
+        granted == Probe::Granted,
+        "the first probe's turn reads {granted:?}"
+    );
+    let taken = probe(14, 12).await?;
+    ensure!(
+        taken == Probe::NotBefore(at(13)),
+        "a second turn before the next probe's time reads {taken:?}"
+    );
+    let other = store.outage("t").await.map_err(failed("outage"))?;
+    ensure!(other.is_none(), "another service is down: {other:?}");
+    store
+        .service_up("s", at(11))
+        .await
+        .map_err(failed("service_up"))?;
+    let still = outage().await?;
+    ensure!(
+        still.is_some(),
+        "an answer accepted at 11 ended an outage found at 12"
+    );
+    store
+        .service_up("s", at(20))
+        .await
+        .map_err(failed("service_up"))?;
+    let ended = outage().await?;
+    ensure!(ended.is_none(), "an answer accepted at 20 left {ended:?}");
+    let up = probe(21, 20).await?;
+    ensure!(
+        up == Probe::Up,
+        "a service found up gives a probe's turn: {up:?}"
+    );
+    down(5, 19).await?;
+    let stale = outage().await?;
+    ensure!(
+        stale.is_none(),
+        "a refusal heard at 19 took down a service found up at 20: {stale:?}"
+    );
+    down(5, 30).await?;
+    let again = outage().await?;
+    ensure!(
+        again == Some(Outage::new(at(5), at(30))),
+        "a refusal heard at 30 after an accept at 20 reads {again:?}"
     );
     Ok(())
 }

@@ -357,6 +357,41 @@ pub enum Slot {
     FreeAt(SystemTime),
 }
 
+/// A service the fleet holds down, as a store keeps it ([`Store::outage`](crate::Store::outage)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    since: SystemTime,
+    probe_at: SystemTime,
+}
+
+impl Outage {
+    /// Down since `since` (its onset), its next probe not before `probe_at`.
+    pub fn new(since: SystemTime, probe_at: SystemTime) -> Self {
+        Self { since, probe_at }
+    }
+
+    /// The outage's onset: the first refused answer a process found it down by.
+    pub fn since(&self) -> SystemTime {
+        self.since
+    }
+
+    /// The earliest the fleet's next probe of the service may go.
+    pub fn probe_at(&self) -> SystemTime {
+        self.probe_at
+    }
+}
+
+/// The turn of a fleet's probe of a service down ([`Store::take_probe`](crate::Store::take_probe)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// This attempt is the fleet's probe.
+    Granted,
+    /// Another process took the turn: the next goes no sooner than this.
+    NotBefore(SystemTime),
+    /// The service is not held down (any more): send.
+    Up,
+}
+
 /// Milliseconds since the Unix epoch, as stored.
 pub(crate) fn millis(time: SystemTime) -> i64 {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);

@@ -95,7 +95,8 @@ use hodoflow_retry::{Error, Result};
 
 pub use crate::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent};
 pub use job::{
-    Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target, Trigger,
+    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, Slot, Target,
+    Trigger,
 };
 pub use page::Cursor;
 #[cfg(feature = "postgres")]
@@ -107,7 +108,8 @@ pub use store::{Store, StoreFuture};
 pub use wake::{Waker, Wakeups};
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, DEFAULT_SAFETY_POLL, JobDone, KEY_HORIZON,
-    MAX_LEASE, PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder, Workers,
+    MAX_LEASE, OUTAGE_READ_EVERY, PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder,
+    Workers,
 };
 
 pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};

@@ -17,7 +17,9 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use hodoflow_retry::IdempotencyKey;
 use hodoflow_retry::{Error, ErrorKind, Result};
 
-use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
+use super::job::{
+    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, Slot, Target,
+};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture, second_of};
 use super::wake::{Waker, Wakeups};
@@ -160,7 +162,38 @@ const MIGRATIONS: &[&str] = &[
           AND OLD.state NOT IN ('pending', 'in_flight') AND OLD.finished_at IS NOT NULL;
     END;
 "#,
+    // Services the fleet holds down (store.rs: `outage`, `service_down`, `service_up`,
+    // `take_probe`): one row a service, its onset while down, when it was last found down and up, and
+    // the earliest the fleet's next probe may go.
+    r#"
+    CREATE TABLE outbox_services (
+        scope         TEXT PRIMARY KEY,
+        down_since_ms INTEGER,
+        down_at_ms    INTEGER NOT NULL,
+        up_at_ms      INTEGER NOT NULL,
+        probe_at_ms   INTEGER NOT NULL
+    );
+"#,
 ];
+
+/// `?1` scope, `?2` onset, `?3` now: down unless found up at or after now, since the
+/// earliest onset; a new outage's first probe may go at once.
+const SERVICE_DOWN: &str = "INSERT INTO outbox_services \
+    (scope, down_since_ms, down_at_ms, up_at_ms, probe_at_ms) \
+    VALUES (?1, ?2, ?3, 0, ?3) ON CONFLICT (scope) DO UPDATE SET \
+    probe_at_ms = CASE WHEN down_since_ms IS NULL AND up_at_ms < excluded.down_at_ms \
+        THEN excluded.probe_at_ms ELSE probe_at_ms END, \
+    down_since_ms = CASE \
+        WHEN down_since_ms IS NOT NULL THEN MIN(down_since_ms, excluded.down_since_ms) \
+        WHEN up_at_ms < excluded.down_at_ms THEN excluded.down_since_ms END, \
+    down_at_ms = MAX(down_at_ms, excluded.down_at_ms)";
+
+/// `?1` scope, `?2` now: up unless found down after now.
+const SERVICE_UP: &str = "INSERT INTO outbox_services \
+    (scope, down_since_ms, down_at_ms, up_at_ms, probe_at_ms) \
+    VALUES (?1, NULL, 0, ?2, 0) ON CONFLICT (scope) DO UPDATE SET \
+    down_since_ms = CASE WHEN down_at_ms > excluded.up_at_ms THEN down_since_ms END, \
+    up_at_ms = MAX(up_at_ms, excluded.up_at_ms)";
 
 /// The columns of a job, in the order [`job_of`] reads them.
 const COLUMNS: &str = "id, event_id, kind, method, route, body, identity, state, calls, attempts, \
@@ -926,6 +959,100 @@ impl Store for SqliteStore {
                 params![id, millis(busy_until)],
             )?;
             Ok(())
+        })
+    }
+
+    fn outage(&self, scope: &str) -> StoreFuture<'_, Option<Outage>> {
+        if let Err(error) = check_scope(scope) {
+            return Box::pin(std::future::ready(Err(error)));
+        }
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            connection
+                .prepare_cached(
+                    "SELECT down_since_ms, probe_at_ms FROM outbox_services \
+                     WHERE scope = ?1 AND down_since_ms IS NOT NULL",
+                )?
+                .query_row(params![scope], |row| {
+                    Ok(Outage::new(
+                        from_millis(row.get(0)?),
+                        from_millis(row.get(1)?),
+                    ))
+                })
+                .optional()
+        })
+    }
+
+    fn service_down(&self, scope: &str, since: SystemTime, now: SystemTime) -> StoreFuture<'_, ()> {
+        let checked = check_scope(scope).and_then(|()| {
+            Ok((
+                stored_millis(since, "outage onset")?,
+                stored_millis(now, "time the outage was found")?,
+            ))
+        });
+        let (since, now) = match checked {
+            Ok(times) => times,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            connection
+                .prepare_cached(SERVICE_DOWN)?
+                .execute(params![scope, since, now])?;
+            Ok(())
+        })
+    }
+
+    fn service_up(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, ()> {
+        let checked = check_scope(scope).and_then(|()| stored_millis(now, "time of the answer"));
+        let now = match checked {
+            Ok(now) => now,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            connection
+                .prepare_cached(SERVICE_UP)?
+                .execute(params![scope, now])?;
+            Ok(())
+        })
+    }
+
+    fn take_probe(&self, scope: &str, next: SystemTime, now: SystemTime) -> StoreFuture<'_, Probe> {
+        let checked = check_scope(scope).and_then(|()| {
+            Ok((
+                stored_millis(next, "next probe")?,
+                stored_millis(now, "time of the probe")?,
+            ))
+        });
+        let (next, now) = match checked {
+            Ok(times) => times,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let scope = scope.to_owned();
+        self.run(move |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let taken = transaction
+                .prepare_cached(
+                    "UPDATE outbox_services SET probe_at_ms = ?2 \
+                     WHERE scope = ?1 AND down_since_ms IS NOT NULL AND probe_at_ms <= ?3",
+                )?
+                .execute(params![scope, next, now])?;
+            let probe = if taken > 0 {
+                Probe::Granted
+            } else {
+                let at: Option<i64> = transaction
+                    .prepare_cached(
+                        "SELECT probe_at_ms FROM outbox_services \
+                         WHERE scope = ?1 AND down_since_ms IS NOT NULL",
+                    )?
+                    .query_row(params![scope], |row| row.get(0))
+                    .optional()?;
+                at.map_or(Probe::Up, |at| Probe::NotBefore(from_millis(at)))
+            };
+            transaction.commit()?;
+            Ok(probe)
         })
     }
 

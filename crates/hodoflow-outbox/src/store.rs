@@ -53,7 +53,7 @@ use std::time::{Duration, SystemTime};
 
 use hodoflow_retry::{Error, Result};
 
-use super::job::{Counts, Due, Job, JobState, NewJob, Pause, Record, Slot};
+use super::job::{Counts, Due, Job, JobState, NewJob, Outage, Pause, Probe, Record, Slot};
 use super::page::Cursor;
 use super::wake::Wakeups;
 
@@ -210,6 +210,32 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// The slot `id` stays busy until `busy_until` (the answer's time plus the window).
     fn release_slot(&self, id: i64, busy_until: SystemTime) -> StoreFuture<'_, ()>;
+
+    /// The outage of the service `scope`, if a worker found it down and none found it up since.
+    ///
+    /// `invalid_input` for a scope as for [`paused_until`](Self::paused_until).
+    fn outage(&self, scope: &str) -> StoreFuture<'_, Option<Outage>>;
+
+    /// A worker found the service `scope` down at `now` (a refused answer), down since `since`
+    /// (its outage's onset). It is down unless a worker found it up at or after `now` (that
+    /// answer is newer), since the earliest onset reported; a new outage's first probe may go
+    /// at once. Times are the workers' wall clocks.
+    ///
+    /// `invalid_input` for a scope as for [`pause`](Self::pause), or a time past the year 9999.
+    fn service_down(&self, scope: &str, since: SystemTime, now: SystemTime) -> StoreFuture<'_, ()>;
+
+    /// A worker's attempt to the service `scope` was accepted at `now`: its outage ends for
+    /// every worker, unless a worker found it down after `now`.
+    ///
+    /// `invalid_input` as for [`service_down`](Self::service_down).
+    fn service_up(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, ()>;
+
+    /// Takes the turn of the fleet's probe of the service `scope`, down: granted when its
+    /// probe time came by `now`, the next then not before `next`; else when the next may go;
+    /// [`Probe::Up`] when the service is not down. Atomic across workers and processes.
+    ///
+    /// `invalid_input` as for [`service_down`](Self::service_down).
+    fn take_probe(&self, scope: &str, next: SystemTime, now: SystemTime) -> StoreFuture<'_, Probe>;
 
     /// The backlog over time, for a status page's chart: how many jobs were not final (created,
     /// and not yet finished) at each of `points` times `from`, `from + step`, `from + 2·step`,

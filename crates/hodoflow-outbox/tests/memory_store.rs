@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use hodoflow_mock::Fault;
 use hodoflow_outbox::{
-    Counts, Cursor, Due, Job, JobState, MAX_LEASE, MAX_PAUSE_REASON, MAX_SCOPE, NewJob, Outbox,
-    Pause, Record, Slot, Store, StoreFuture, Target, Waker, Wakeups, conformance,
+    Counts, Cursor, Due, Job, JobState, MAX_LEASE, MAX_PAUSE_REASON, MAX_SCOPE, NewJob, Outage,
+    Outbox, Pause, Probe, Record, Slot, Store, StoreFuture, Target, Waker, Wakeups, conformance,
 };
 use hodoflow_retry::Error;
 
@@ -24,7 +24,29 @@ struct Memory {
     pauses: BTreeMap<String, (SystemTime, String)>,
     windows: BTreeMap<String, (u32, Duration, SystemTime)>,
     slots: BTreeMap<i64, (String, SystemTime)>,
+    services: BTreeMap<String, Service>,
     next_id: i64,
+}
+
+/// A service as the fleet holds it: down since, last found down and up, next probe.
+#[derive(Debug, Clone, Copy)]
+struct Service {
+    down_since: Option<SystemTime>,
+    down_at: SystemTime,
+    up_at: SystemTime,
+    probe_at: SystemTime,
+}
+
+impl Default for Service {
+    fn default() -> Self {
+        let never = SystemTime::UNIX_EPOCH;
+        Self {
+            down_since: None,
+            down_at: never,
+            up_at: never,
+            probe_at: never,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -420,6 +442,55 @@ impl Store for MemoryStore {
         ready(Ok(()))
     }
 
+    fn outage(&self, scope: &str) -> StoreFuture<'_, Option<Outage>> {
+        let memory = self.lock();
+        let service = memory.services.get(scope).copied().unwrap_or_default();
+        ready(Ok(service
+            .down_since
+            .map(|since| Outage::new(since, service.probe_at))))
+    }
+
+    fn service_down(&self, scope: &str, since: SystemTime, now: SystemTime) -> StoreFuture<'_, ()> {
+        let mut memory = self.lock();
+        let service = memory.services.entry(scope.to_owned()).or_default();
+        match service.down_since {
+            Some(down) => service.down_since = Some(down.min(since)),
+            None if service.up_at < now => {
+                service.down_since = Some(since);
+                service.probe_at = now;
+            }
+            None => {}
+        }
+        service.down_at = service.down_at.max(now);
+        ready(Ok(()))
+    }
+
+    fn service_up(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, ()> {
+        let mut memory = self.lock();
+        let service = memory.services.entry(scope.to_owned()).or_default();
+        if service.down_at <= now {
+            service.down_since = None;
+        }
+        service.up_at = service.up_at.max(now);
+        ready(Ok(()))
+    }
+
+    fn take_probe(&self, scope: &str, next: SystemTime, now: SystemTime) -> StoreFuture<'_, Probe> {
+        let mut memory = self.lock();
+        let probe = match memory.services.get_mut(scope) {
+            Some(service) if service.down_since.is_some() => {
+                if service.probe_at <= now {
+                    service.probe_at = next;
+                    Probe::Granted
+                } else {
+                    Probe::NotBefore(service.probe_at)
+                }
+            }
+            _ => Probe::Up,
+        };
+        ready(Ok(probe))
+    }
+
     fn backlog(
         &self,
         from: SystemTime,
@@ -445,7 +516,7 @@ impl Store for MemoryStore {
 #[tokio::test]
 async fn a_store_written_outside_the_crate_keeps_the_contract() {
     let held = conformance::check(|| async { MemoryStore::default() }).await;
-    assert_eq!(held, Ok(13));
+    assert_eq!(held, Ok(14));
 }
 
 #[tokio::test]

@@ -666,6 +666,51 @@ fn four_workers_on_postgresql_share_1000_jobs_with_no_429() {
     let _ = url;
 }
 
+/// Twenty `outbox worker` processes on one PostgreSQL outbox, each sending about three events
+/// a second, meet a 30 s outage of webhook ingestion (every delivery answered 503): the server
+/// sees at most a tenth of the healthy rate during it, and every event is delivered after it,
+/// exactly once.
+#[test]
+fn twenty_workers_on_postgresql_hold_an_outage_together_and_deliver_every_event_once() {
+    let Some(url) = postgres_url() else {
+        return;
+    };
+    #[cfg(feature = "postgres")]
+    fleet_outage::run(&url);
+    #[cfg(not(feature = "postgres"))]
+    let _ = url;
+}
+
+/// `count` `outbox worker` processes on the PostgreSQL outbox `url`, named `worker-<n>`, each
+/// with `args` after `outbox worker` and its standard error in `dir`.
+#[cfg(feature = "postgres")]
+fn pg_workers(
+    contract: &Contract,
+    url: &str,
+    dir: &TempDir,
+    count: usize,
+    budget: &str,
+    args: &[&str],
+) -> Vec<(Child, PathBuf)> {
+    (0..count)
+        .map(|n| {
+            let log = dir.0.join(format!("worker-{n}.log"));
+            let child = contract
+                .child()
+                .env("HODOFLOW_OUTBOX", url)
+                .env("HODOFLOW_TRIGGER_TOKEN", TRIGGER)
+                .args(["--max-elapsed", budget, "outbox", "worker"])
+                .args(args)
+                .args(["--name", &format!("worker-{n}")])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            (child, log)
+        })
+        .collect()
+}
+
 /// The database of the PostgreSQL test, or `None` after saying why it skips.
 fn postgres_url() -> Option<String> {
     let required = std::env::var("CI_REQUIRES_POSTGRES").as_deref() == Ok("1");
@@ -725,41 +770,28 @@ mod multi_worker {
         eprintln!("multi-worker test: {JOBS} jobs enqueued in {enqueued:?}");
 
         let dir = TempDir::new("pg");
-        let mut workers: Vec<(Child, PathBuf)> = (0..WORKERS)
-            .map(|n| {
-                let log = dir.0.join(format!("worker-{n}.log"));
-                // A call's budget covers its wait for a slot of the shared window: 10 s, where
-                // 64 calls in flight against 100 slots a window each get one within about a
-                // second, so no job's wait ends its call (which would reschedule it 5 s later,
-                // after the workers went idle). The lease is twice the budget, as by default
-                // (120 s for 60 s), so each worker claims a pool's worth ahead and starts those
-                // jobs though its next claim finds none.
-                let child = contract
-                    .child()
-                    .env("HODOFLOW_OUTBOX", &url)
-                    .env("HODOFLOW_TRIGGER_TOKEN", TRIGGER)
-                    .args([
-                        "--max-elapsed",
-                        "10s",
-                        "outbox",
-                        "worker",
-                        "--until-idle",
-                        "--concurrency",
-                        "16",
-                        "--lease",
-                        "20s",
-                        "--trigger-limit",
-                        &format!("{LIMIT}/{}ms", WINDOW.as_millis()),
-                        "--name",
-                        &format!("worker-{n}"),
-                    ])
-                    .stdout(Stdio::null())
-                    .stderr(std::fs::File::create(&log).unwrap())
-                    .spawn()
-                    .unwrap();
-                (child, log)
-            })
-            .collect();
+        // A call's budget covers its wait for a slot of the shared window: 10 s, where 64 calls
+        // in flight against 100 slots a window each get one within about a second, so no job's
+        // wait ends its call (which would reschedule it 5 s later, after the workers went
+        // idle). The lease is twice the budget, as by default (120 s for 60 s), so each worker
+        // claims a pool's worth ahead and starts those jobs though its next claim finds none.
+        let limit = format!("{LIMIT}/{}ms", WINDOW.as_millis());
+        let mut workers = pg_workers(
+            &contract,
+            &url,
+            &dir,
+            WORKERS,
+            "10s",
+            &[
+                "--until-idle",
+                "--concurrency",
+                "16",
+                "--lease",
+                "20s",
+                "--trigger-limit",
+                &limit,
+            ],
+        );
         let mut claimed = Vec::new();
         for (child, log) in &mut workers {
             let code = wait(child, Duration::from_secs(300));
@@ -838,7 +870,7 @@ mod multi_worker {
 
     /// A schema of its own for the test in the database `url` names (as tests/support/postgres.rs
     /// of the SDK does); the URL whose `search_path` is that schema.
-    async fn fresh_schema(url: &str) -> String {
+    pub(super) async fn fresh_schema(url: &str) -> String {
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
             .expect("OUTBOX_DATABASE_URL is reachable");
@@ -1133,4 +1165,143 @@ fn enqueued_jobs_of_each_kind_are_executed_once_by_a_worker() {
     assert_eq!(ledger.total_writes_executed(), 4);
     assert_eq!(ledger.modulify_total_executions(), 3);
     assert!(!worker.all().contains(TRIGGER), "{worker:?}");
+}
+
+#[cfg(feature = "postgres")]
+mod fleet_outage {
+    use super::*;
+
+    use hodoflow_outbox::{Outbox, Target};
+
+    const WORKERS: usize = 20;
+    /// Events a second across the fleet: about three a worker.
+    const RATE: u64 = 60;
+    /// Healthy traffic before the outage, the outage, healthy traffic after it.
+    const BEFORE: Duration = Duration::from_secs(8);
+    const OUTAGE: Duration = Duration::from_secs(30);
+    const AFTER: Duration = Duration::from_secs(5);
+
+    pub(super) fn run(url: &str) {
+        let contract = Contract::start();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let url = runtime.block_on(multi_worker::fresh_schema(url));
+        // Opened once, so the workers start on a migrated store.
+        let outbox = runtime.block_on(Outbox::postgres(&url)).unwrap();
+
+        let dir = TempDir::new("fleet");
+        // A call's budget of a minute outlasts the outage: a call started in it holds until
+        // the service is back, or its budget ends and its job is put off.
+        let mut workers = pg_workers(
+            &contract,
+            &url,
+            &dir,
+            WORKERS,
+            "60s",
+            &["--concurrency", "8"],
+        );
+
+        // Events at a steady rate, from before the outage to after it.
+        let started = Instant::now();
+        let total = RATE * (BEFORE + OUTAGE + AFTER).as_secs();
+        let mut outage_from = None;
+        runtime.block_on(async {
+            let mut tick = tokio::time::interval(Duration::from_millis(1000 / RATE));
+            for n in 0..total {
+                tick.tick().await;
+                if outage_from.is_none() && started.elapsed() >= BEFORE {
+                    contract
+                        .server
+                        .inject(Fault::respond(503).on("POST", WEBHOOKS).during(OUTAGE));
+                    outage_from = Some(Instant::now());
+                }
+                let outbox = outbox.clone();
+                tokio::spawn(async move {
+                    outbox
+                        .enqueue(
+                            &format!("fleet-{n}"),
+                            Target::webhook(TRIGGER),
+                            format!("{{\"n\":{n}}}"),
+                        )
+                        .await
+                        .unwrap();
+                });
+            }
+        });
+        let outage_from = outage_from.expect("the outage began");
+        let outage_to = outage_from + OUTAGE;
+
+        // Every event delivered: wait for the outbox to say so.
+        let guard = HangGuard::new(Duration::from_secs(180));
+        loop {
+            let counts = status(&contract, &url);
+            let done = counts.get("accepted").copied().unwrap_or(0)
+                + counts.get("duplicate").copied().unwrap_or(0);
+            if done == total {
+                break;
+            }
+            assert_eq!(
+                counts.get("failed").copied().unwrap_or(0)
+                    + counts.get("needs_reconciliation").copied().unwrap_or(0),
+                0,
+                "{counts:?}"
+            );
+            guard.check(format!("every event delivered: {counts:?}"));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let drained = outage_to.elapsed();
+        for (child, _) in &workers {
+            let term = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(term.success());
+        }
+        for (child, log) in &mut workers {
+            let code = wait(child, Duration::from_secs(60));
+            let stderr = std::fs::read_to_string(&*log).unwrap();
+            assert_eq!(code, 0, "{stderr}");
+            assert!(!stderr.contains(TRIGGER), "a trigger token was logged");
+        }
+
+        let ledger = contract.ledger();
+        let requests = ledger.requests_to("POST", WEBHOOKS);
+        let within = |from: Instant, to: Instant| {
+            requests
+                .iter()
+                .filter(|r| r.arrived >= from && r.arrived < to)
+                .count() as f64
+        };
+        // The healthy rate: the second second of the run to the outage (the first warms up).
+        let warm = started + Duration::from_secs(2);
+        let healthy = within(warm, outage_from) / (outage_from - warm).as_secs_f64();
+        let during = within(outage_from, outage_to) / OUTAGE.as_secs_f64();
+        let first_second = within(outage_from, outage_from + Duration::from_secs(1));
+        let by_second: Vec<usize> = (0..OUTAGE.as_secs() + 10)
+            .map(|n| {
+                let from = outage_from + Duration::from_secs(n);
+                within(from, from + Duration::from_secs(1)) as usize
+            })
+            .collect();
+        eprintln!("requests by second from the outage's start: {by_second:?}");
+        for n in 0..total {
+            let key = derived(&format!("fleet-{n}"));
+            assert_eq!(ledger.runs_for_delivery(&key).len(), 1, "fleet-{n}");
+        }
+        println!(
+            "fleet outage test: {WORKERS} workers, {total} events; healthy {healthy:.1} requests/s, \
+             during the outage {during:.2}/s ({:.3} of healthy; {first_second} in its first second); \
+             {} requests in all; every event delivered once, {:.1} s after the outage",
+            during / healthy,
+            requests.len(),
+            drained.as_secs_f64()
+        );
+        assert!(
+            during <= 0.1 * healthy,
+            "{during:.2} requests/s during the outage against {healthy:.1} healthy"
+        );
+    }
 }

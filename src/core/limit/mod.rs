@@ -14,7 +14,8 @@
 //! - `cubic.rs`: per scope, the send rate after a 429 without `Retry-After`;
 //! - `window.rs`: per route, the pacing of a window (a route's requests per window);
 //! - `gate.rs`: the credential's rate budget, and every scope a server closed until an instant;
-//! - `shared.rs`: the same scopes through a store, for workers in many processes.
+//! - `shared.rs`: the same scopes, and which services are down, through a store, for workers
+//!   in many processes.
 //!
 //! tower's `Budget` (`deposit`/`withdraw`) and smithy-rs's `RetryStrategy` (asked before and
 //! after each attempt) cut the same way: a limit is a small trait with one question, and a new
@@ -228,9 +229,14 @@ impl Limiter for Limiters {
         self.windows.heard(permits.slot, ask, signal).await;
         self.gate.heard((), ask, signal).await;
         self.rates.heard(permits.sent_at, ask, signal).await;
-        SharedLimits(&self.windows)
-            .heard(permits.shared, ask, signal)
-            .await;
+        let shared = SharedLimits(&self.windows);
+        shared.heard(permits.shared, ask, signal).await;
         self.retry_budget.heard(permits.ticket, ask, signal).await;
+        if ask.fleet.is_some() {
+            // What the budget now finds of the service, for the processes that share it.
+            let accepted = retry_budget::accepted(signal.answer.status());
+            let down_for = self.retry_budget.service_down_for(ask.service);
+            shared.heard_service(ask, accepted, down_for).await;
+        }
     }
 }

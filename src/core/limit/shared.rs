@@ -1,5 +1,5 @@
-//! The limits the calls of many processes share: the scopes a server closed, and the routes'
-//! windows, through a store.
+//! The limits the calls of many processes share: the scopes a server closed, the routes'
+//! windows, and which services are down, through a store.
 //!
 //! In one process the client's own limiters hold every call (`gate.rs`, `window.rs`). Workers
 //! in many processes share them through the database they already share (an outbox's store):
@@ -107,8 +107,30 @@ impl<'a> FleetAsk<'a> {
     }
 }
 
-/// Limits shared by the calls of many processes: the scopes a server closed and the routes'
-/// windows, kept where every process reads them. Given to a call with its `fleet` setter (an
+/// What one answer told a client of its service, for a [`Fleet`] to share: whether the
+/// service accepted it (any answer but a 429 or a 5xx; no answer is a refusal), and how long
+/// the client's retry budget has found the service down, counted from the outage's onset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heard {
+    accepted: bool,
+    down_for: Option<Duration>,
+}
+
+impl Heard {
+    /// Whether the service accepted the attempt.
+    pub fn accepted(&self) -> bool {
+        self.accepted
+    }
+
+    /// How long this client's retry budget has found the service down, from the onset of its
+    /// outage; `None` while it finds it up (or keeps no budget).
+    pub fn down_for(&self) -> Option<Duration> {
+        self.down_for
+    }
+}
+
+/// Limits shared by the calls of many processes: the scopes a server closed, the routes'
+/// windows and the services found down, kept where every process reads them. Given to a call with its `fleet` setter (an
 /// outbox's workers give theirs to every call they make).
 ///
 /// Every method is asked within the call's budget: a store that does not answer ends the call
@@ -141,6 +163,13 @@ pub trait Fleet: Send + Sync + fmt::Debug {
     /// a secret): every process holds it.
     fn close<'a>(&'a self, ask: FleetAsk<'a>, pause: Duration, why: &'a str)
     -> FleetFuture<'a, ()>;
+
+    /// After every answer of a call given the fleet: what it told this client of the service
+    /// of `ask` ([`FleetAsk::service`] at [`FleetAsk::endpoint`]). A fleet that shares services'
+    /// health holds the service down for every process once one finds it down, and up again
+    /// once an answer is accepted; it should write only when what it keeps changes, never once
+    /// an answer.
+    fn heard<'a>(&'a self, ask: FleetAsk<'a>, heard: Heard) -> FleetFuture<'a, ()>;
 }
 
 /// A slot of a shared window, by the store's ID.
@@ -153,6 +182,20 @@ pub(crate) struct SharedSlot(i64);
 pub(crate) struct SharedLimits<'w>(pub(crate) &'w Windows);
 
 impl SharedLimits<'_> {
+    /// Tells the fleet, if the call has one, what the answer told this client of the service
+    /// of `ask`: `accepted`, and how long its retry budget finds the service down.
+    pub(crate) async fn heard_service(
+        &self,
+        ask: &Ask<'_>,
+        accepted: bool,
+        down_for: Option<Duration>,
+    ) {
+        if let Some(fleet) = ask.fleet {
+            let heard = Heard { accepted, down_for };
+            fleet.heard(self.ask(ask, ask.scope), heard).await;
+        }
+    }
+
     /// The attempt of `ask` as the fleet names it, in `scope`.
     fn ask<'a>(&self, ask: &'a Ask<'_>, scope: Scope) -> FleetAsk<'a> {
         FleetAsk {

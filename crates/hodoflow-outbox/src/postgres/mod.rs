@@ -62,7 +62,9 @@ mod pool;
 use pool::{CONNECTIONS, ConnectionPool};
 
 use super::check_event_id;
-use super::job::{Counts, Due, Job, JobState, LastError, NewJob, Pause, Record, Slot, Target};
+use super::job::{
+    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, Slot, Target,
+};
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
 use super::wake::{Waker, Wakeups};
@@ -255,6 +257,18 @@ const MIGRATIONS: &[&str] = &[
               WHERE state NOT IN ('pending', 'in_flight') AND finished_at IS NOT NULL) AS history
         GROUP BY 1;
 ",
+    // Services the fleet holds down (store.rs: `outage`, `service_down`, `service_up`,
+    // `take_probe`): one row a service, its onset while down, when it was last found down and up, and
+    // the earliest the fleet's next probe may go.
+    "
+    CREATE TABLE outbox_services (
+        scope         TEXT PRIMARY KEY,
+        down_since_ms BIGINT,
+        down_at_ms    BIGINT NOT NULL,
+        up_at_ms      BIGINT NOT NULL,
+        probe_at_ms   BIGINT NOT NULL
+    );
+",
 ];
 
 const ENQUEUE: &str = "
@@ -420,6 +434,36 @@ const PAUSE: &str = "
         why = CASE WHEN EXCLUDED.until_ms > outbox_pauses.until_ms
                    THEN EXCLUDED.why ELSE outbox_pauses.why END,
         until_ms = GREATEST(outbox_pauses.until_ms, EXCLUDED.until_ms)";
+
+/// `$1` scope, `$2` onset, `$3` now: down unless found up at or after now, since the
+/// earliest onset; a new outage's first probe may go at once.
+const SERVICE_DOWN: &str = "INSERT INTO outbox_services AS s \
+    (scope, down_since_ms, down_at_ms, up_at_ms, probe_at_ms) \
+    VALUES ($1, $2, $3, 0, $3) ON CONFLICT (scope) DO UPDATE SET \
+    probe_at_ms = CASE WHEN s.down_since_ms IS NULL AND s.up_at_ms < EXCLUDED.down_at_ms \
+        THEN EXCLUDED.probe_at_ms ELSE s.probe_at_ms END, \
+    down_since_ms = CASE \
+        WHEN s.down_since_ms IS NOT NULL THEN LEAST(s.down_since_ms, EXCLUDED.down_since_ms) \
+        WHEN s.up_at_ms < EXCLUDED.down_at_ms THEN EXCLUDED.down_since_ms END, \
+    down_at_ms = GREATEST(s.down_at_ms, EXCLUDED.down_at_ms)";
+
+/// `$1` scope, `$2` now: up unless found down after now.
+const SERVICE_UP: &str = "INSERT INTO outbox_services AS s \
+    (scope, down_since_ms, down_at_ms, up_at_ms, probe_at_ms) \
+    VALUES ($1, NULL, 0, $2, 0) ON CONFLICT (scope) DO UPDATE SET \
+    down_since_ms = CASE WHEN s.down_at_ms > EXCLUDED.up_at_ms THEN s.down_since_ms END, \
+    up_at_ms = GREATEST(s.up_at_ms, EXCLUDED.up_at_ms)";
+
+const OUTAGE: &str = "SELECT down_since_ms, probe_at_ms FROM outbox_services \
+    WHERE scope = $1 AND down_since_ms IS NOT NULL";
+
+/// `$1` scope, `$2` next, `$3` now: whether the turn was taken, and when the next may go
+/// (read before the turn was taken; `NULL` when the service is not down). Of two workers at
+/// once, the second waits for the first's row lock and finds the turn taken.
+const TAKE_PROBE: &str = "WITH taken AS (UPDATE outbox_services SET probe_at_ms = $2 \
+    WHERE scope = $1 AND down_since_ms IS NOT NULL AND probe_at_ms <= $3 RETURNING 1) \
+    SELECT (SELECT COUNT(*) FROM taken), \
+    (SELECT probe_at_ms FROM outbox_services WHERE scope = $1 AND down_since_ms IS NOT NULL)";
 
 const PAUSED_UNTIL: &str = "SELECT until_ms FROM outbox_pauses WHERE scope = $1 AND until_ms > $2";
 
@@ -1169,6 +1213,62 @@ impl Store for PostgresStore {
             self.execute(SLOT_RELEASE, &[&id, &millis(busy_until)])
                 .await?;
             Ok(())
+        })
+    }
+
+    fn outage(&self, scope: &str) -> StoreFuture<'_, Option<Outage>> {
+        let scope = scope.to_owned();
+        self.boxed(async move {
+            check_scope(&scope)?;
+            let rows = self.query(OUTAGE, &[&scope]).await?;
+            match rows.first() {
+                Some(row) => Ok(Some(Outage::new(
+                    from_millis(row.try_get(0).map_err(store_error)?),
+                    from_millis(row.try_get(1).map_err(store_error)?),
+                ))),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn service_down(&self, scope: &str, since: SystemTime, now: SystemTime) -> StoreFuture<'_, ()> {
+        let scope = scope.to_owned();
+        self.boxed(async move {
+            check_scope(&scope)?;
+            let since = stored_millis(since, "outage onset")?;
+            let now = stored_millis(now, "time the outage was found")?;
+            self.execute(SERVICE_DOWN, &[&scope, &since, &now]).await?;
+            Ok(())
+        })
+    }
+
+    fn service_up(&self, scope: &str, now: SystemTime) -> StoreFuture<'_, ()> {
+        let scope = scope.to_owned();
+        self.boxed(async move {
+            check_scope(&scope)?;
+            let now = stored_millis(now, "time of the answer")?;
+            self.execute(SERVICE_UP, &[&scope, &now]).await?;
+            Ok(())
+        })
+    }
+
+    fn take_probe(&self, scope: &str, next: SystemTime, now: SystemTime) -> StoreFuture<'_, Probe> {
+        let scope = scope.to_owned();
+        self.boxed(async move {
+            check_scope(&scope)?;
+            let next = stored_millis(next, "next probe")?;
+            let now = stored_millis(now, "time of the probe")?;
+            let rows = self.query(TAKE_PROBE, &[&scope, &next, &now]).await?;
+            let row = rows
+                .first()
+                .ok_or_else(|| store_message("no row from a probe's turn".to_owned()))?;
+            let taken: i64 = row.try_get(0).map_err(store_error)?;
+            let at: Option<i64> = row.try_get(1).map_err(store_error)?;
+            Ok(match (taken, at) {
+                (1.., _) => Probe::Granted,
+                (_, Some(at)) => Probe::NotBefore(from_millis(at)),
+                (_, None) => Probe::Up,
+            })
         })
     }
 

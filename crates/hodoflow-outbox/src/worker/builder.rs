@@ -300,6 +300,7 @@ impl WorkerBuilder {
             attempt_timeout: budget.attempt_time(),
             paused: Mutex::new(std::collections::HashMap::new()),
             windows: Mutex::new(std::collections::HashMap::new()),
+            outages: super::outage::Outages::default(),
         });
         Ok(Arc::new(WorkerPool {
             store: Arc::clone(&self.outbox.store),

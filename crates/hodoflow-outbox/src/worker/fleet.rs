@@ -1,5 +1,5 @@
-//! The fleet of one store's workers: the scopes a server closed and the routes' windows, kept in
-//! the store so every process on it shares them.
+//! The fleet of one store's workers: the scopes a server closed, the routes' windows and the
+//! services found down (`outage.rs`), kept in the store so every process on it shares them.
 //!
 //! Each scope is named as every process names it: the service and the endpoint of the client
 //! that sent (`webhooks http://hodoflow.example`, `modulify http://modulify.example token
@@ -14,11 +14,13 @@ use std::time::{Duration, SystemTime};
 use hodoflow_retry::Result;
 use hodoflow_retry::clock::Clock;
 use hodoflow_retry::limit::{
-    Fleet, FleetAsk, FleetFuture, Holding, PacingSource, Refusal, RouteLimit, RoutePacing,
+    Fleet, FleetAsk, FleetFuture, Heard, Holding, PacingSource, Refusal, RouteLimit, RoutePacing,
 };
 
 use crate::job::Slot;
 use crate::store::Store;
+
+use super::outage::{Outages, Turn};
 
 use super::*;
 
@@ -45,6 +47,8 @@ pub(super) struct StoreFleet {
     pub(super) paused: Mutex<HashMap<String, (tokio::time::Instant, Option<SystemTime>)>>,
     /// The windows' figures last read from the store, by scope, and when.
     pub(super) windows: Mutex<HashMap<String, (tokio::time::Instant, Option<RouteLimit>)>>,
+    /// The services the fleet holds down, as last read.
+    pub(super) outages: Outages,
 }
 
 impl StoreFleet {
@@ -186,6 +190,24 @@ impl Fleet for StoreFleet {
             // Counted from the first wait until this returns, for the client's stats.
             let (mut at_gate, mut in_window): (Option<Holding<'_>>, Option<Holding<'_>>) =
                 (None, None);
+            // While the fleet holds the attempt's service down, it goes only as the fleet's
+            // probe.
+            let service = self.scope_name(ask, false);
+            loop {
+                let now = self.clock.wall();
+                match self.outages.turn(&*self.store, &service, now).await {
+                    Turn::Go => break,
+                    Turn::Wait(at) => {
+                        let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+                        at_gate.get_or_insert_with(|| ask.hold_closed());
+                        let what = format!(
+                            "the fleet holds the {} service down, its next probe",
+                            ask.service()
+                        );
+                        wait_or_refuse(wait.max(Duration::from_millis(1)), &what).await?;
+                    }
+                }
+            }
             loop {
                 let now = self.clock.wall();
                 match self.paused_until(&scope, now).await {
@@ -293,6 +315,15 @@ impl Fleet for StoreFleet {
             if let Err(error) = self.store.pause(&scope, until, why, now).await {
                 tracing::warn!(error = %error, "a shared pause could not be written");
             }
+        })
+    }
+
+    fn heard<'a>(&'a self, ask: FleetAsk<'a>, heard: Heard) -> FleetFuture<'a, ()> {
+        Box::pin(async move {
+            let service = self.scope_name(ask, false);
+            self.outages
+                .heard(&*self.store, &service, heard, self.clock.wall())
+                .await;
         })
     }
 }

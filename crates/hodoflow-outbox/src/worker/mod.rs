@@ -20,6 +20,7 @@
 
 mod builder;
 mod fleet;
+mod outage;
 mod pool;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use hodoflow_retry::{Error, Result};
 use builder::OnFinished;
 pub use builder::{JobDone, WorkerBuilder};
 use fleet::StoreFleet;
+pub use outage::OUTAGE_READ_EVERY;
 use pool::WorkerPool;
 
 /// The default number of deliveries a worker runs at once.

@@ -97,8 +97,12 @@
 //!
 //! # Limits
 //!
-//! Each client decides alone: a fleet of many processes on one credential shares no hold (the
-//! outbox's workers share the scopes a server closed and the windows through their store).
+//! Each client decides alone what its own answers say. Processes that share a store share what
+//! they found: given a [`Fleet`](crate::limit::Fleet) (an outbox's workers give theirs to every
+//! call), a service one process finds down is held down for all within the fleet's staleness,
+//! and one probe of the whole fleet goes at a time, on [`RetryBudget::probe_interval`]. The
+//! retry tokens and the floor are not shared: each is a share of its process's own calls, so
+//! the processes of a fleet together retry what one client of their summed calls would.
 
 mod bucket;
 mod history;
@@ -271,6 +275,24 @@ impl RetryBudget {
     /// A builder for a budget with other costs, a refill, an injected clock, or the plain bucket.
     pub fn builder() -> RetryBudgetBuilder {
         RetryBudgetBuilder::new()
+    }
+
+    /// How long a client waits between probes of a service down for `down_for`:
+    /// [`RetryBudget::PROBE_INTERVAL`] for the first [`RetryBudget::PROBES_SLOW_AFTER`], then a
+    /// tenth of the outage's age, up to [`RetryBudget::PROBE_INTERVAL_MAX`]. A
+    /// [`Fleet`](crate::limit::Fleet) that shares a service's outage lets one probe of the
+    /// whole fleet go on the same schedule.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hodoflow_retry::limit::RetryBudget;
+    ///
+    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(1)), Duration::from_millis(100));
+    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(10)), Duration::from_secs(1));
+    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(600)), Duration::from_millis(3200));
+    /// ```
+    pub fn probe_interval(down_for: Duration) -> Duration {
+        probe_interval(down_for)
     }
 
     /// No budget: retries are capped only by each call's [`Budget`](crate::Budget), and nothing
