@@ -18,6 +18,7 @@ use crate::core::error::{Error, Result};
 use crate::core::limit::RouteKey;
 use crate::core::limit::scope::ClosedScope;
 use crate::core::limit::window::{RouteLimit, Windows};
+use crate::core::request::RouteUrls;
 use crate::core::runtime;
 use crate::core::schedule::{Schedule, SharedSchedule};
 use crate::core::shared::Shared;
@@ -288,6 +289,7 @@ impl ClientBuilder {
         Ok(RetryingClient {
             inner: Arc::new(Shared {
                 base,
+                routes: RouteUrls::default(),
                 http: sender,
                 engine,
                 policy,

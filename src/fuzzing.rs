@@ -9,10 +9,12 @@ use http::HeaderMap;
 /// How long the `RateLimit` fields of `headers` ask the credential to send nothing
 /// (`rate_limit_field.rs`).
 pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
-    crate::core::rate_limit_field::exhausted_for(
+    crate::core::rate_limit_field::read(
         headers,
         Some(crate::vendors::hodoflow::tables::TRIGGER_POLICY),
+        false,
     )
+    .1
 }
 
 /// What the `"trigger"` policy of the `RateLimit-Policy` and `RateLimit` fields of `headers`
@@ -20,9 +22,10 @@ pub fn rate_limit_exhausted_for(headers: &HeaderMap) -> Option<Duration> {
 pub fn rate_limit_trigger_window(
     headers: &HeaderMap,
 ) -> (Option<(u32, Duration)>, Option<Duration>) {
-    let window = crate::core::rate_limit_field::route_window(
+    let (window, _) = crate::core::rate_limit_field::read(
         headers,
-        crate::vendors::hodoflow::tables::TRIGGER_POLICY,
+        Some(crate::vendors::hodoflow::tables::TRIGGER_POLICY),
+        true,
     );
     (
         window.limit.map(|limit| (limit.requests(), limit.per())),

@@ -349,7 +349,9 @@ impl Transport for ThroughNext<'_> {
         limit: usize,
     ) -> Answer {
         let timeout = self.timeout.map_or(timeout, |own| own.min(timeout));
-        let mut attempt = transport::attempt(request, authorization, timeout);
+        let mut attempt = transport::attempt(request, authorization);
+        // The middlewares after this one see the attempt's timeout, as reqwest applies it.
+        *attempt.timeout_mut() = Some(timeout);
         *attempt.version_mut() = self.version;
         self.last = None;
         let sent = self.next.clone().run(attempt, self.extensions).await;

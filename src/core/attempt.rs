@@ -201,7 +201,7 @@ impl Attempt {
     /// server's text as it came, shown cut.
     pub(crate) fn clean(&mut self, cleaner: &Cleaner) {
         if let Some(id) = &mut self.request_id {
-            *id = cleaner.text(id, MAX_REQUEST_ID);
+            cleaner.clean(id, MAX_REQUEST_ID);
         }
     }
 

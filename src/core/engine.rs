@@ -263,9 +263,10 @@ impl Engine {
         };
         let mut event = Event::Begin;
         loop {
+            let at = runtime::now();
             let now = Now {
-                at: runtime::now(),
-                wall: runtime::wall_now(),
+                at,
+                wall: runtime::wall_at(at),
             };
             let answer = call.answer.as_ref();
             let step = self.jitter.with(|rng| plan.next(event, answer, now, rng));
@@ -450,7 +451,12 @@ impl Engine {
             Ok(got) => got,
             Err(error) => return Event::Failed(error),
         };
-        let retry_after = got.retry_after(runtime::wall_now());
+        // The wall clock only for a `Retry-After` to read (an HTTP date is counted from it).
+        let retry_after = got
+            .headers()
+            .is_some_and(|headers| headers.contains_key(http::header::RETRY_AFTER))
+            .then(|| got.retry_after(runtime::wall_now()))
+            .flatten();
         let signal = scope::signal(
             &request.profile.scopes,
             request.route_key,

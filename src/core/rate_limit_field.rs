@@ -14,16 +14,17 @@
 //! whole. A malformed field never holds a call back, and is never an error. Unknown parameters
 //! are skipped (once they parse).
 //!
-//! Two readers, one per scope. Which policy speaks for a route is the vendor's to name (its
-//! profile's `route_policy`, `"route"` in the example above; `docs/wire-contract.md` names
-//! Hodoflow's; other names never speak for a route):
-//! - [`exhausted_for`]: the credential's gate. A policy other than the route's with nothing
-//!   remaining closes it until its reset (`limit/gate.rs`).
-//! - [`route_window`]: the route's own window: its quota and window pace the route
-//!   (`limit/window.rs`), and its `r=0` holds that route alone until the reset. A
-//!   route's spent window never closes the credential's gate: other routes and the API have
-//!   windows of their own.
+//! Two readers, one per scope, in one pass over each field and without allocating ([`read`]).
+//! Which policy speaks for a route is the vendor's to name (its profile's `route_policy`,
+//! `"route"` in the example above; `docs/wire-contract.md` names Hodoflow's; other names never
+//! speak for a route):
+//! - the credential's gate: a policy other than the route's with nothing remaining closes it
+//!   until its reset (`limit/gate.rs`);
+//! - the route's own window: its quota and window pace the route (`limit/window.rs`), and its
+//!   `r=0` holds that route alone until the reset. A route's spent window never closes the
+//!   credential's gate: other routes and the API have windows of their own.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use http::HeaderMap;
@@ -45,22 +46,6 @@ const MAX_WINDOW: Duration = MAX_RESET;
 /// The largest quota learned from `q`: more is no limit to speak of, and is read as this.
 pub(crate) const MAX_QUOTA: u32 = 1_000_000;
 
-/// How long the server asks the credential to send nothing: the latest reset among the
-/// policies, other than a route's (`route_policy`, the vendor's name for it), with nothing
-/// remaining. `None` when no such policy is exhausted or the field is absent or malformed.
-pub(crate) fn exhausted_for(headers: &HeaderMap, route_policy: Option<&str>) -> Option<Duration> {
-    let mut closed: Option<Duration> = None;
-    for left in remaining(headers)? {
-        if Some(left.policy.as_str()) != route_policy
-            && left.remaining == Some(0)
-            && let Some(reset) = left.reset
-        {
-            closed = Some(closed.map_or(reset, |longest| longest.max(reset)));
-        }
-    }
-    closed
-}
-
 /// What an answer says of its route's window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RouteWindow {
@@ -71,35 +56,73 @@ pub(crate) struct RouteWindow {
     pub(crate) spent_for: Option<Duration>,
 }
 
-/// The route's policy (`policy`, the vendor's name for it) of the answer's `RateLimit-Policy`
-/// and `RateLimit` fields; each field that is absent or malformed says nothing.
-pub(crate) fn route_window(headers: &HeaderMap, policy: &str) -> RouteWindow {
+/// Both readers over one parse of each field, with no allocation but for a policy name with
+/// an escape: the route's window, when the answer is a route's and `route_policy` names its
+/// policy (else the default, saying nothing); and how long the server asks the credential to
+/// send nothing, the latest reset among the policies other than the route's with nothing
+/// remaining (`None` when none is exhausted). A field that is absent or malformed says
+/// nothing.
+pub(crate) fn read(
+    headers: &HeaderMap,
+    route_policy: Option<&str>,
+    in_route: bool,
+) -> (RouteWindow, Option<Duration>) {
+    let route = route_policy.filter(|_| in_route);
     let mut window = RouteWindow::default();
-    if let Some(members) = list(headers, &RATE_LIMIT_POLICY) {
-        window.limit = route_limit(&members, policy);
+    if let Some(policy) = route {
+        window.limit = route_limit(headers, policy);
     }
-    if let Some(left) = remaining(headers) {
-        window.spent_for = left
-            .iter()
-            .filter(|left| left.policy == policy && left.remaining == Some(0))
-            .filter_map(|left| left.reset)
-            .max();
+    let (spent_for, credential) = exhausted(headers, route_policy).unwrap_or_default();
+    if route.is_some() {
+        window.spent_for = spent_for;
     }
-    window
+    (window, credential)
+}
+
+/// The `RateLimit` field's exhausted policies: the latest reset of the route's (`route_policy`)
+/// and of the others, each `r` a non-negative integer and each `t` one of at most a day; `None`
+/// when the field is malformed.
+fn exhausted(
+    headers: &HeaderMap,
+    route_policy: Option<&str>,
+) -> Option<(Option<Duration>, Option<Duration>)> {
+    let (mut route, mut credential) = (None::<Duration>, None::<Duration>);
+    let mut malformed = false;
+    each(headers, &RATE_LIMIT, |member| {
+        let (Some(remaining), Some(reset)) = (optional(&member.r), optional(&member.t)) else {
+            malformed = true;
+            return;
+        };
+        let reset = reset.map(Duration::from_secs);
+        if reset.is_some_and(|reset| reset > MAX_RESET) {
+            malformed = true;
+            return;
+        }
+        if let (Some(0), Some(reset)) = (remaining, reset) {
+            let latest = if Some(&*member.name) == route_policy {
+                &mut route
+            } else {
+                &mut credential
+            };
+            *latest = Some(latest.map_or(reset, |known| known.max(reset)));
+        }
+    })?;
+    (!malformed).then_some((route, credential))
 }
 
 /// The route policy's members' quota and window, the smallest rate of them; `None` when there is
 /// none, or one without a positive integer `q` and `w` (or with a `w` over a day).
-fn route_limit(members: &[Member<'_>], policy: &str) -> Option<RouteLimit> {
+fn route_limit(headers: &HeaderMap, policy: &str) -> Option<RouteLimit> {
     let mut strictest: Option<RouteLimit> = None;
-    for member in members.iter().filter(|m| m.name == policy) {
-        let quota = positive(member.param("q")?)?;
-        let window = Duration::from_secs(positive(member.param("w")?)?);
-        if window > MAX_WINDOW {
-            return None;
+    let mut malformed = false;
+    each(headers, &RATE_LIMIT_POLICY, |member| {
+        if member.name != policy || malformed {
+            return;
         }
-        let quota = u32::try_from(quota).unwrap_or(MAX_QUOTA).min(MAX_QUOTA);
-        let limit = RouteLimit::new(quota, window).ok()?;
+        let Some(limit) = limit_of(&member) else {
+            malformed = true;
+            return;
+        };
         // a/b < c/d, as a·d < c·b: both fit in u128.
         let slower = |a: &RouteLimit, b: &RouteLimit| {
             u128::from(a.requests()) * b.per().as_nanos()
@@ -108,42 +131,26 @@ fn route_limit(members: &[Member<'_>], policy: &str) -> Option<RouteLimit> {
         if strictest.is_none_or(|known| slower(&limit, &known)) {
             strictest = Some(limit);
         }
+    })?;
+    strictest.filter(|_| !malformed)
+}
+
+/// The quota and window of one member of `RateLimit-Policy`: a positive integer `q` and `w`,
+/// `w` at most a day.
+fn limit_of(member: &Member<'_>) -> Option<RouteLimit> {
+    let quota = positive(member.q.as_ref()?)?;
+    let window = Duration::from_secs(positive(member.w.as_ref()?)?);
+    if window > MAX_WINDOW {
+        return None;
     }
-    strictest
+    let quota = u32::try_from(quota).unwrap_or(MAX_QUOTA).min(MAX_QUOTA);
+    RouteLimit::new(quota, window).ok()
 }
 
-/// One member of a `RateLimit` field: its policy, and what remains of it.
-#[derive(Debug)]
-struct Remaining {
-    policy: String,
-    remaining: Option<u64>,
-    reset: Option<Duration>,
-}
-
-/// The members of the `RateLimit` field, each `r` a non-negative integer and each `t` one of at
-/// most a day; `None` when absent or malformed.
-fn remaining(headers: &HeaderMap) -> Option<Vec<Remaining>> {
-    let members = list(headers, &RATE_LIMIT)?;
-    let mut left = Vec::with_capacity(members.len());
-    for member in members {
-        let remaining = optional(&member, "r")?;
-        let reset = match optional(&member, "t")? {
-            Some(seconds) if Duration::from_secs(seconds) > MAX_RESET => return None,
-            seconds => seconds.map(Duration::from_secs),
-        };
-        left.push(Remaining {
-            policy: member.name,
-            remaining,
-            reset,
-        });
-    }
-    Some(left)
-}
-
-/// `Some(None)` when `key` is absent, `Some(Some(n))` for a non-negative integer, `None` (the
-/// field is malformed) for anything else.
-fn optional(member: &Member<'_>, key: &str) -> Option<Option<u64>> {
-    match member.param(key) {
+/// `Some(None)` when the parameter is absent, `Some(Some(n))` for a non-negative integer,
+/// `None` (the field is malformed) for anything else.
+fn optional(value: &Option<Bare>) -> Option<Option<u64>> {
+    match value {
         None => Some(None),
         Some(value) => non_negative(value).map(Some),
     }
@@ -160,20 +167,15 @@ fn positive(value: &Bare) -> Option<u64> {
     non_negative(value).filter(|n| *n > 0)
 }
 
-/// One list member: a policy name and its parameters, the later of a repeated key winning.
+/// One list member: a policy name and the parameters this crate reads (`q`, `w`, `r`, `t`),
+/// the later of a repeated key winning; other parameters are parsed and dropped.
 #[derive(Debug)]
 struct Member<'a> {
-    name: String,
-    params: Vec<(&'a str, Bare)>,
-}
-
-impl Member<'_> {
-    fn param(&self, key: &str) -> Option<&Bare> {
-        self.params
-            .iter()
-            .rev()
-            .find_map(|(k, value)| (*k == key).then_some(value))
-    }
+    name: Cow<'a, str>,
+    q: Option<Bare>,
+    w: Option<Bare>,
+    r: Option<Bare>,
+    t: Option<Bare>,
 }
 
 /// A bare item: an integer, the only kind of value this crate reads, or any other.
@@ -183,19 +185,23 @@ enum Bare {
     Other,
 }
 
-/// Every line of `name`, combined into one list (RFC 9651, 4.2); `None` when any line is not
-/// visible ASCII or the list does not parse. A member that is an inner list is malformed here:
-/// a policy is an item.
-fn list<'h>(headers: &'h HeaderMap, name: &http::HeaderName) -> Option<Vec<Member<'h>>> {
-    let mut members = Vec::new();
+/// Every member of every line of `name`, combined into one list (RFC 9651, 4.2), to `visit`;
+/// `None` when any line is not visible ASCII or the list does not parse (the members visited
+/// before say nothing then). A member that is an inner list is malformed here: a policy is an
+/// item.
+fn each<'h>(
+    headers: &'h HeaderMap,
+    name: &http::HeaderName,
+    mut visit: impl FnMut(Member<'h>),
+) -> Option<()> {
     for value in headers.get_all(name) {
         let text = value.to_str().ok()?;
         if text.trim_matches([' ', '\t']).is_empty() {
             continue;
         }
-        Parser::new(text).list(&mut members)?;
+        Parser::new(text).list(&mut visit)?;
     }
-    Some(members)
+    Some(())
 }
 
 /// A parser of RFC 9651's list, over one field line.
@@ -228,10 +234,10 @@ impl<'a> Parser<'a> {
     }
 
     /// `sf-list`: members separated by commas with optional white space around them.
-    fn list(mut self, members: &mut Vec<Member<'a>>) -> Option<()> {
+    fn list(mut self, visit: &mut impl FnMut(Member<'a>)) -> Option<()> {
         self.skip(|b| b == b' ');
         while self.peek().is_some() {
-            members.push(self.member()?);
+            visit(self.member()?);
             self.skip(|b| b == b' ' || b == b'\t');
             if self.peek().is_none() {
                 return Some(());
@@ -250,11 +256,17 @@ impl<'a> Parser<'a> {
     fn member(&mut self) -> Option<Member<'a>> {
         let name = match self.peek()? {
             b'"' => self.string()?,
-            b if b.is_ascii_alphabetic() || b == b'*' => self.token().to_owned(),
+            b if b.is_ascii_alphabetic() || b == b'*' => Cow::Borrowed(self.token()),
             // A number, a byte sequence, a boolean, an inner list...: not a policy.
             _ => return None,
         };
-        let mut params = Vec::new();
+        let mut member = Member {
+            name,
+            q: None,
+            w: None,
+            r: None,
+            t: None,
+        };
         while self.eat(b';') {
             self.skip(|b| b == b' ');
             let key = self.key()?;
@@ -263,9 +275,16 @@ impl<'a> Parser<'a> {
             } else {
                 Bare::Other
             };
-            params.push((key, value));
+            let slot = match key {
+                "q" => &mut member.q,
+                "w" => &mut member.w,
+                "r" => &mut member.r,
+                "t" => &mut member.t,
+                _ => continue,
+            };
+            *slot = Some(value);
         }
-        Some(Member { name, params })
+        Some(member)
     }
 
     /// `key`: `lcalpha / "*"`, then `lcalpha / DIGIT / "_" / "-" / "." / "*"`.
@@ -329,10 +348,21 @@ impl<'a> Parser<'a> {
         Some(Bare::Integer(if negative { -value } else { value }))
     }
 
-    /// A string: visible ASCII and space, `\"` and `\\` the only escapes. Returns its value.
-    fn string(&mut self) -> Option<String> {
+    /// A string: visible ASCII and space, `\"` and `\\` the only escapes. Returns its value,
+    /// borrowed from the field when it has no escape.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
         if !self.eat(b'"') {
             return None;
+        }
+        let start = self.at;
+        let plain = self.text.as_bytes()[start..]
+            .iter()
+            .position(|b| !matches!(b, 0x20..=0x7e) || *b == b'"' || *b == b'\\');
+        if let Some(end) = plain
+            && self.text.as_bytes()[start + end] == b'"'
+        {
+            self.at = start + end + 1;
+            return Some(Cow::Borrowed(&self.text[start..start + end]));
         }
         let mut value = String::new();
         loop {
@@ -344,7 +374,7 @@ impl<'a> Parser<'a> {
                 }
                 b'"' => {
                     self.at += 1;
-                    return Some(value);
+                    return Some(Cow::Owned(value));
                 }
                 b @ 0x20..=0x7e => value.push(char::from(b)),
                 _ => return None,
@@ -419,11 +449,12 @@ mod tests {
     }
 
     fn closed(values: &[&str]) -> Option<Duration> {
-        exhausted_for(&headers(&RATE_LIMIT, values), Some(ROUTE))
+        read(&headers(&RATE_LIMIT, values), Some(ROUTE), false).1
     }
 
     fn policy(values: &[&str]) -> Option<(u32, u64)> {
-        route_window(&headers(&RATE_LIMIT_POLICY, values), ROUTE)
+        read(&headers(&RATE_LIMIT_POLICY, values), Some(ROUTE), true)
+            .0
             .limit
             .map(|limit| (limit.requests(), limit.per().as_secs()))
     }
@@ -515,15 +546,15 @@ mod tests {
     #[test]
     fn a_route_s_spent_window_holds_the_route_not_the_credential() {
         let spent = headers(&RATE_LIMIT, &[r#""route";r=0;t=7"#]);
-        assert_eq!(exhausted_for(&spent, Some(ROUTE)), None);
+        assert_eq!(read(&spent, Some(ROUTE), true).1, None);
         assert_eq!(
-            route_window(&spent, ROUTE).spent_for,
+            read(&spent, Some(ROUTE), true).0.spent_for,
             Some(Duration::from_secs(7))
         );
         let left = headers(&RATE_LIMIT, &[r#""route";r=3;t=7, "api";r=0;t=2"#]);
-        assert_eq!(route_window(&left, ROUTE).spent_for, None);
+        assert_eq!(read(&left, Some(ROUTE), true).0.spent_for, None);
         assert_eq!(
-            exhausted_for(&left, Some(ROUTE)),
+            read(&left, Some(ROUTE), true).1,
             Some(Duration::from_secs(2))
         );
     }
@@ -584,6 +615,6 @@ mod tests {
             RATE_LIMIT_POLICY,
             http::HeaderValue::from_bytes("\"route\";q=5;w=1;n=\"é\"".as_bytes()).unwrap(),
         );
-        assert_eq!(route_window(&map, ROUTE).limit, None);
+        assert_eq!(read(&map, Some(ROUTE), true).0.limit, None);
     }
 }

@@ -33,7 +33,7 @@
 //! exchanger sends the caller's).
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -77,7 +77,13 @@ struct Known {
     tokens: VecDeque<Box<str>>,
     /// Both, ready to scan with.
     pattern: Arc<Pattern>,
+    /// The patterns of the routes' keys the client sent to lately, by key: built once a
+    /// route rather than once a call (at most [`ROUTES_KEPT`]).
+    routes: HashMap<Box<str>, Arc<Pattern>>,
 }
+
+/// The routes' patterns kept at most; past this they are forgotten and built again.
+const ROUTES_KEPT: usize = 256;
 
 impl Known {
     fn rebuild(&mut self) {
@@ -140,6 +146,24 @@ impl Secrets {
                 .pattern,
         )
     }
+
+    /// The client's pattern, and the pattern of a route's `key` (a secret, such as a token), the
+    /// latter built on the route's first call and kept.
+    fn with_route(&self, key: &str) -> (Arc<Pattern>, Arc<Pattern>) {
+        {
+            let known = self.0.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(route) = known.routes.get(key) {
+                return (Arc::clone(&known.pattern), Arc::clone(route));
+            }
+        }
+        let route = Arc::new(Pattern::of([key]));
+        let mut known = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if known.routes.len() >= ROUTES_KEPT {
+            known.routes.clear();
+        }
+        known.routes.insert(key.into(), Arc::clone(&route));
+        (Arc::clone(&known.pattern), route)
+    }
 }
 
 /// Every form of some secrets, ready to find in a text: each [`PIECE`]-byte window of each
@@ -194,20 +218,23 @@ impl Pattern {
         self.windows.is_empty() && self.short.is_empty()
     }
 
-    /// Adds to `found` the byte ranges of `text` that are a secret's form or a piece of one.
-    fn find(&self, text: &str, found: &mut Vec<Range<usize>>) {
-        if !self.windows.is_empty() {
+    /// Adds to `found` the byte ranges of `text` that are a form of a secret of `patterns`, or a
+    /// piece of one: each window of the text is read and hashed once for every pattern.
+    fn find_any(patterns: &[&Pattern], text: &str, found: &mut Vec<Range<usize>>) {
+        if patterns.iter().any(|pattern| !pattern.windows.is_empty()) {
             for (at, bytes) in text.as_bytes().windows(PIECE).enumerate() {
                 let window = window(bytes);
                 let bit = bit(window);
-                if self.seen[bit / 64] & (1 << (bit % 64)) != 0
-                    && self.windows.binary_search(&window).is_ok()
-                {
-                    found.push(at..at + PIECE);
+                for pattern in patterns {
+                    if pattern.seen[bit / 64] & (1 << (bit % 64)) != 0
+                        && pattern.windows.binary_search(&window).is_ok()
+                    {
+                        found.push(at..at + PIECE);
+                    }
                 }
             }
         }
-        for form in &self.short {
+        for form in patterns.iter().flat_map(|pattern| &pattern.short) {
             found.extend(
                 text.match_indices(&**form)
                     .map(|(at, form)| at..at + form.len()),
@@ -296,8 +323,8 @@ impl Prepared {
 pub(crate) struct Cleaner {
     /// The client's secrets, as they were when the call ended.
     shared: Arc<Pattern>,
-    /// The call's prepared ones: its signing secrets.
-    prepared: Arc<Pattern>,
+    /// The call's prepared ones: its signing secrets, if it signs.
+    prepared: Option<Arc<Pattern>>,
     /// The call's own: its route token, `Authorization`.
     own: Arc<Pattern>,
 }
@@ -321,15 +348,26 @@ impl Cleaner {
     ) -> Self {
         Self {
             shared: shared.map(Secrets::pattern).unwrap_or_default(),
-            prepared: Arc::default(),
+            prepared: None,
             own: Arc::new(Pattern::of(own)),
+        }
+    }
+
+    /// A cleaner of the client's `shared` secrets and of one route's `key`, whose pattern the
+    /// client keeps from the route's first call.
+    pub(crate) fn for_route(shared: &Secrets, key: &str) -> Self {
+        let (shared, own) = shared.with_route(key);
+        Self {
+            shared,
+            prepared: None,
+            own,
         }
     }
 
     /// This cleaner, cleaning the `prepared` secrets too.
     pub(crate) fn and(mut self, prepared: Option<&Prepared>) -> Self {
         if let Some(Prepared(pattern)) = prepared {
-            self.prepared = Arc::clone(pattern);
+            self.prepared = Some(Arc::clone(pattern));
         }
         self
     }
@@ -337,14 +375,18 @@ impl Cleaner {
     /// `text`, a server's words, with every secret (whole, encoded, or a piece of
     /// [`PIECE`] bytes or more) replaced by [`REDACTED`]; neither escaped nor bounded.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let patterns = [&self.shared, &self.prepared, &self.own];
-        if patterns.iter().all(|pattern| pattern.is_empty()) {
-            return Cow::Borrowed(text);
+        let mut patterns: [&Pattern; 3] = [&self.shared, &self.own, &self.shared];
+        let mut count = 0;
+        for pattern in [Some(&self.shared), self.prepared.as_ref(), Some(&self.own)]
+            .into_iter()
+            .flatten()
+            .filter(|pattern| !pattern.is_empty())
+        {
+            patterns[count] = pattern;
+            count += 1;
         }
         let mut found = Vec::new();
-        for pattern in patterns {
-            pattern.find(text, &mut found);
-        }
+        Pattern::find_any(&patterns[..count], text, &mut found);
         if found.is_empty() {
             return Cow::Borrowed(text);
         }
@@ -374,6 +416,23 @@ impl Cleaner {
         let redacted = self.redact(text);
         let escaped = escape(&redacted);
         bound(&escaped, limit).to_owned()
+    }
+
+    /// [`text`](Self::text) in place: `text` is left as it is, not copied, when nothing in
+    /// it is a secret, hidden or past `limit` (the usual request or run ID).
+    pub(crate) fn clean(&self, text: &mut String, limit: usize) {
+        let cleaned = {
+            let redacted = self.redact(text);
+            let escaped = escape(&redacted);
+            let kept = bound(&escaped, limit);
+            (matches!(redacted, Cow::Owned(_))
+                || matches!(escaped, Cow::Owned(_))
+                || kept.len() < text.len())
+            .then(|| kept.to_owned())
+        };
+        if let Some(cleaned) = cleaned {
+            *text = cleaned;
+        }
     }
 }
 

@@ -27,9 +27,14 @@ pub(crate) fn now() -> Instant {
 /// moved on by tokio's instants since. Under paused time it moves with the virtual clock, so a
 /// `Retry-After` HTTP date is waited out in virtual time too.
 pub(crate) fn wall_now() -> SystemTime {
+    wall_at(now())
+}
+
+/// The wall-clock time at `now`, an instant of the runtime's clock (see [`wall_now`]): one
+/// clock read serves both.
+pub(crate) fn wall_at(now: Instant) -> SystemTime {
     static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
-    let (at, wall) = *ANCHOR.get_or_init(|| (now(), SystemTime::now()));
-    let now = now();
+    let (at, wall) = *ANCHOR.get_or_init(|| (now, SystemTime::now()));
     match now.checked_duration_since(at) {
         Some(since) => wall.checked_add(since).unwrap_or(wall),
         None => wall.checked_sub(at - now).unwrap_or(wall),

@@ -6,12 +6,15 @@
 //! client depend on it and not on each other.
 
 use crate::core::engine::{Engine, Policy};
+use crate::core::request::RouteUrls;
 use crate::core::transport::Sender;
 
 /// A client's shared state, behind the `Arc` every clone holds.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) base: reqwest::Url,
+    /// The URLs of the routes its calls sent to lately.
+    pub(crate) routes: RouteUrls,
     /// Every attempt of the client's calls goes out through it.
     pub(crate) http: Sender,
     pub(crate) engine: Engine,

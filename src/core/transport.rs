@@ -84,12 +84,20 @@ impl Transport for Http<'_> {
     ) -> Answer {
         match self.0 {
             Sender::Reqwest(http) => {
-                // Not a `match` around the read: its scrutinee would be held while reading.
-                let response = match http.execute(attempt(request, authorization, timeout)).await {
-                    Ok(response) => response,
-                    Err(error) => return Answer::no_response(TransportKind::of(&error)),
+                // The engine keeps the timeout, as for a transport of your own: reqwest's own
+                // per-request timeout would allocate the request's extensions and a boxed
+                // timer on every attempt.
+                let sent = async {
+                    // Not a `match` around the read: its scrutinee would be held while reading.
+                    let response = match http.execute(attempt(request, authorization)).await {
+                        Ok(response) => response,
+                        Err(error) => return Answer::no_response(TransportKind::of(&error)),
+                    };
+                    answer_of(response, request.profile, limit).await
                 };
-                answer_of(response, request.profile, limit).await
+                runtime::timeout(timeout, sent)
+                    .await
+                    .unwrap_or_else(|| Answer::no_response(TransportKind::Timeout))
             }
             Sender::Custom(transport) => {
                 let outgoing = Outgoing {
@@ -212,16 +220,14 @@ impl fmt::Debug for Outgoing<'_> {
 }
 
 /// One attempt of `request` as reqwest sends it: the fixed method, URL, headers and body
-/// bytes, and `authorization` when the engine holds the token.
+/// bytes, and `authorization` when the engine holds the token. Its timeout is the engine's.
 pub(crate) fn attempt(
     request: &FixedRequest,
     authorization: Option<HeaderValue>,
-    timeout: Duration,
 ) -> reqwest::Request {
     let mut attempt = reqwest::Request::new(request.method.clone(), request.url.clone());
     *attempt.headers_mut() = headers_of(request, authorization);
     *attempt.body_mut() = Some(request.body.clone().into());
-    *attempt.timeout_mut() = Some(timeout);
     attempt
 }
 

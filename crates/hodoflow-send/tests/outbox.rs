@@ -651,6 +651,10 @@ fn outbox_usage_errors_exit_2_and_send_nothing() {
     }
 }
 
+/// Held by a test of many worker processes while they run: two such tests at once on a small
+/// machine would each measure the other's load.
+static PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Four `outbox worker` processes on one PostgreSQL outbox share 1,000 jobs to one trigger
 /// limited to 100 per (shortened) window of 500 ms, a window they share through the outbox: no
 /// 429, every job sent under its one delivery ID and run exactly once, every job accepted, each
@@ -660,6 +664,7 @@ fn four_workers_on_postgresql_share_1000_jobs_with_no_429() {
     let Some(url) = postgres_url() else {
         return;
     };
+    let _alone = PROCESSES.lock().unwrap_or_else(|p| p.into_inner());
     #[cfg(feature = "postgres")]
     multi_worker::run(&url);
     #[cfg(not(feature = "postgres"))]
@@ -675,6 +680,7 @@ fn twenty_workers_on_postgresql_hold_an_outage_together_and_deliver_every_event_
     let Some(url) = postgres_url() else {
         return;
     };
+    let _alone = PROCESSES.lock().unwrap_or_else(|p| p.into_inner());
     #[cfg(feature = "postgres")]
     fleet_outage::run(&url);
     #[cfg(not(feature = "postgres"))]

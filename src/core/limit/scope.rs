@@ -236,12 +236,9 @@ pub(crate) fn signal<'a>(
         return signal;
     };
     let named = scopes.closed_by(status, route);
-    if let Some(policy) = scopes.route_policy
-        && route.is_some()
-    {
-        signal.window = rate_limit_field::route_window(headers, policy);
-    }
-    let credential_spent = rate_limit_field::exhausted_for(headers, scopes.route_policy);
+    let (window, credential_spent) =
+        rate_limit_field::read(headers, scopes.route_policy, route.is_some());
+    signal.window = window;
     let route_spent = signal.window.spent_for.zip(route);
     signal.closes = match (named, retry_after) {
         // `Retry-After` wins over a `RateLimit` field.

@@ -337,15 +337,17 @@ impl<'a> Delivering<'a> {
                     "the organization domain must be one URL path segment",
                 ));
             }
-            None => format!("{WEBHOOKS_PREFIX}{token}"),
+            None => [WEBHOOKS_PREFIX, token].concat(),
         };
         let signer = match &self.signing_secrets {
             Some(secrets) => Signer::parse(secrets)?,
             None => settings.signer.clone(),
         };
         let trigger = trigger_key(token);
+        // Built of the webhook prefix and segments checked above, once a route.
+        let url = inner.routes.join(&inner.base, &path);
         let request = FixedRequest::webhook(
-            &inner.base,
+            url,
             &path,
             trigger,
             &id,

@@ -62,9 +62,12 @@ impl WebhookOutcome {
     /// its controls escaped and cut to [`MAX_RUN_ID`] bytes (`redact.rs`).
     pub(crate) fn cleaned(self, cleaner: &Cleaner) -> Self {
         match self {
-            Self::Accepted { run_id: Some(id) } => Self::Accepted {
-                run_id: Some(cleaner.text(&id, MAX_RUN_ID)),
-            },
+            Self::Accepted {
+                run_id: Some(mut id),
+            } => {
+                cleaner.clean(&mut id, MAX_RUN_ID);
+                Self::Accepted { run_id: Some(id) }
+            }
             other => other,
         }
     }

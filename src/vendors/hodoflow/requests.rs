@@ -112,7 +112,7 @@ impl FixedRequest {
     ///
     /// `path` holds the trigger token: it is only ever logged as `route`, redacted.
     pub(crate) fn webhook(
-        base: &reqwest::Url,
+        url: reqwest::Url,
         path: &str,
         trigger: RouteKey,
         id: &DeliveryId,
@@ -121,7 +121,6 @@ impl FixedRequest {
         signer: Option<Signer>,
     ) -> Result<Self> {
         Surface::Webhook.profile().vendor.keys.check(id.key())?;
-        let url = url_of(base, path)?;
         let mut headers = HeaderMap::new();
         add_headers(&mut headers, extra)?;
         headers.insert(id.header().header_name(), id.key().to_header_value());
@@ -158,6 +157,7 @@ mod tests {
     use http::header::CONTENT_TYPE;
 
     use super::*;
+    use crate::core::request::join;
     use crate::vendors::hodoflow::routes::trigger_key;
 
     fn base() -> reqwest::Url {
@@ -184,7 +184,7 @@ mod tests {
             assert_eq!(error.kind(), crate::ErrorKind::InvalidInput);
             assert!(error.to_string().contains("blank"), "{error}");
             let delivery = FixedRequest::webhook(
-                &base(),
+                join(&base(), "/api/v1/webhooks/trg_1"),
                 "/api/v1/webhooks/trg_1",
                 trigger_key("trg_1"),
                 &DeliveryId::new(key),
@@ -329,7 +329,7 @@ mod tests {
     fn logs_the_webhook_route_without_the_trigger_token() {
         let id = DeliveryId::new(key());
         let request = FixedRequest::webhook(
-            &base(),
+            join(&base(), "/api/v1/webhooks/trg_secret"),
             "/api/v1/webhooks/trg_secret",
             trigger_key("trg_secret"),
             &id,
