@@ -373,12 +373,27 @@ impl RetryBudget {
     }
 
     /// Admits one attempt to `service`: at once, after a wait within `limits`, or not at all.
+    #[cfg(test)]
     pub(crate) async fn admit_to(
         &self,
         service: ServiceKey,
         admission: Admission,
         attempts_left: u32,
         limits: Limits,
+    ) -> std::result::Result<Ticket, Refusal> {
+        self.admit_within(service, admission, attempts_left, move || limits)
+            .await
+    }
+
+    /// Admits one attempt to `service`: at once, after a wait within `limits`, or not at all;
+    /// the call's `limits` are read only when the attempt may have to wait (a first attempt
+    /// to a calm service never does).
+    async fn admit_within(
+        &self,
+        service: ServiceKey,
+        admission: Admission,
+        attempts_left: u32,
+        limits: impl FnOnce() -> Limits,
     ) -> std::result::Result<Ticket, Refusal> {
         let Some(shared) = &self.bucket else {
             return Ok(Ticket { admitted: None });
@@ -426,7 +441,7 @@ impl RetryBudget {
             cost,
             first: admission == Admission::First,
             final_retry: admission != Admission::First && attempts_left <= 1,
-            limits,
+            limits: limits(),
         };
         shared.admit_slow(service, ask).await
     }
@@ -507,15 +522,17 @@ impl Limiter for RetryBudget {
 
     /// Admits the attempt to its service: a retry's tokens, and the service's throttle.
     async fn admit(&self, ask: &Ask<'_>) -> std::result::Result<Ticket, Refused> {
-        let now = runtime::now();
-        let limits = Limits {
-            max_wait: ask.max_wait(),
-            hold: ask.deadline.hold(now),
-            due: ask.deadline.due(now),
-            rides_out: ask.deadline.max_elapsed(),
-            free_probes: ask.paced_left,
+        let limits = || {
+            let now = runtime::now();
+            Limits {
+                max_wait: ask.max_wait(),
+                hold: ask.deadline.hold(now),
+                due: ask.deadline.due(now),
+                rides_out: ask.deadline.max_elapsed(),
+                free_probes: ask.paced_left,
+            }
         };
-        self.admit_to(ask.service, ask.admission, ask.attempts_left, limits)
+        self.admit_within(ask.service, ask.admission, ask.attempts_left, limits)
             .await
             .map_err(|refusal| {
                 ask.counters.retry_refused();
