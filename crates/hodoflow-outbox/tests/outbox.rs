@@ -83,6 +83,7 @@ on_both_stores!(
     a_job_whose_worker_died_is_reclaimed_after_its_lease,
     a_permanent_error_fails_the_job_with_its_kind_and_last_attempt,
     two_worker_pools_share_one_trigger_window_and_meet_no_429,
+    four_worker_pools_probe_an_outage_as_one_and_deliver_every_job_once,
     one_vendors_429_never_delays_the_other_vendors_due_jobs,
     workers_without_a_limit_share_the_window_the_server_states,
     a_restarted_worker_resumes_at_the_rate_the_server_stated,
@@ -1274,6 +1275,77 @@ async fn two_worker_pools_share_one_trigger_window_and_meet_no_429(backend: Back
     assert_eq!(
         refused, 0,
         "the shared window kept both pools under the trigger's limit"
+    );
+}
+
+/// Four pools with four clients (as four processes: no retry budget shared in memory) meet a
+/// 6 s outage of webhook ingestion. Once one finds the service down the store holds it down for
+/// all, and one probe of the fleet goes at a time: the server sees about one client's probes,
+/// not four clients'. Every job is delivered after the outage, once.
+async fn four_worker_pools_probe_an_outage_as_one_and_deliver_every_job_once(backend: Backend) {
+    const JOBS: usize = 40;
+    const OUTAGE: Duration = Duration::from_secs(6);
+    let server = support::server_with(MockServer::builder().limits(support::fast_limits())).await;
+    let outbox = fresh(backend).await;
+    for n in 0..JOBS {
+        let target = Target::webhook(DEMO_TRIGGER_TOKEN);
+        outbox
+            .enqueue(&format!("held-{n}"), target, "{}")
+            .await
+            .unwrap();
+    }
+    server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(OUTAGE));
+    let from = std::time::Instant::now();
+    // A call's budget of 20 s outlasts the outage: each holds until the service is back.
+    let pools = [0, 1, 2, 3].map(|n| {
+        let client = support::demo(
+            support::builder(&server).budget(
+                Budget::new()
+                    .max_elapsed(Duration::from_secs(20))
+                    .attempt_timeout(Duration::from_secs(2)),
+            ),
+        );
+        outbox
+            .workers(client)
+            .name(format!("pool-{n}"))
+            .lease(Duration::from_secs(40))
+            .poll_interval(Duration::from_millis(20))
+            .run_until_idle()
+    });
+    let [a, b, c, d] = pools;
+    let ran = tokio::join!(a, b, c, d);
+    for report in [ran.0, ran.1, ran.2, ran.3] {
+        report.unwrap();
+    }
+
+    let ledger = server.ledger();
+    let requests = ledger.requests_to("POST", WEBHOOKS);
+    // From 1.5 s into the outage, when every pool holds it: one client's probes there are
+    // about 16 (every 100 ms to 2 s, then a tenth of the outage's age), and the fleet sent 18.
+    // Four pools probing alone sent 36, though their probes spent their calls' attempts so
+    // that most calls ended early (and left their jobs for later).
+    let held_from = from + Duration::from_millis(1500);
+    let probes = requests
+        .iter()
+        .filter(|r| r.arrived >= held_from && r.arrived < from + OUTAGE)
+        .count();
+    assert!(
+        probes <= 27,
+        "{probes} requests in the held part of the outage, from four pools"
+    );
+    let counts = outbox.counts().await.unwrap();
+    assert_eq!(counts.accepted, JOBS as u64, "{counts:?}");
+    for n in 0..JOBS {
+        let job = outbox.job(&format!("held-{n}")).await.unwrap().unwrap();
+        assert_eq!(
+            ledger.runs_for_delivery(job.identity.as_str()).len(),
+            1,
+            "held-{n}"
+        );
+    }
+    println!(
+        "four pools in a 6 s outage: {probes} requests in its last 4.5 s, {} in all for {JOBS} jobs",
+        requests.len()
     );
 }
 
