@@ -107,9 +107,9 @@ pub use sqlite::SqliteStore;
 pub use store::{Store, StoreFuture};
 pub use wake::{Waker, Wakeups};
 pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, DEFAULT_SAFETY_POLL, JobDone, KEY_HORIZON,
-    MAX_LEASE, OUTAGE_READ_EVERY, PAUSE_READ_EVERY, RunReport, WEBHOOK_HORIZON, WorkerBuilder,
-    Workers,
+    DEFAULT_CONCURRENCY, DEFAULT_LEASE, DEFAULT_POLL, DEFAULT_SAFETY_POLL, FAILURES_TO_HOLD,
+    JobDone, KEY_HORIZON, MAX_LEASE, OUTAGE_READ_EVERY, PAUSE_READ_EVERY, RunReport,
+    WEBHOOK_HORIZON, WorkerBuilder, Workers,
 };
 
 pub(crate) use job::{check_record, claim_bounds, from_millis, millis, stored_millis};

@@ -40,7 +40,7 @@ use cubic::SendRates;
 use gate::Gate;
 use retry_budget::{Admission, RetryBudget, Ticket};
 pub(crate) use scope::{RouteKey, Scope, ServiceKey, Signal};
-use shared::{Fleet, SharedLimits, SharedSlot};
+use shared::{Fleet, Heard, SharedLimits, SharedSlot};
 use window::{WindowSlot, Windows};
 
 /// What one attempt asks of the limiters.
@@ -235,8 +235,13 @@ impl Limiter for Limiters {
         if ask.fleet.is_some() {
             // What the budget now finds of the service, for the processes that share it.
             let accepted = retry_budget::accepted(signal.answer.status());
-            let down_for = self.retry_budget.service_down_for(ask.service);
-            shared.heard_service(ask, accepted, down_for).await;
+            let (down_for, failed_in_a_row) = self.retry_budget.service_health(ask.service);
+            let heard = Heard {
+                accepted,
+                down_for,
+                failed_in_a_row,
+            };
+            shared.heard_service(ask, heard).await;
         }
     }
 }

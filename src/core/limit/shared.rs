@@ -108,12 +108,14 @@ impl<'a> FleetAsk<'a> {
 }
 
 /// What one answer told a client of its service, for a [`Fleet`] to share: whether the
-/// service accepted it (any answer but a 429 or a 5xx; no answer is a refusal), and how long
-/// the client's retry budget has found the service down, counted from the outage's onset.
+/// service accepted it (any answer but a 429 or a 5xx; no answer is a refusal), how long the
+/// client's retry budget has found the service down, counted from the outage's onset, and how
+/// many of its attempts failed in a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Heard {
-    accepted: bool,
-    down_for: Option<Duration>,
+    pub(crate) accepted: bool,
+    pub(crate) down_for: Option<Duration>,
+    pub(crate) failed_in_a_row: u32,
 }
 
 impl Heard {
@@ -126,6 +128,15 @@ impl Heard {
     /// outage; `None` while it finds it up (or keeps no budget).
     pub fn down_for(&self) -> Option<Duration> {
         self.down_for
+    }
+
+    /// The attempts to the service that failed (a 5xx, or no answer) since the newest one it
+    /// accepted, this one included, as this client's retry budget counted them (a 429 speaks
+    /// of a narrower scope and is not counted). Evidence a fleet may act on before any one
+    /// client's ratio finds the service down: a client with a long healthy history needs
+    /// seconds of refusals for that. 0 when this answer was accepted or no budget is kept.
+    pub fn failed_in_a_row(&self) -> u32 {
+        self.failed_in_a_row
     }
 }
 
@@ -183,15 +194,9 @@ pub(crate) struct SharedLimits<'w>(pub(crate) &'w Windows);
 
 impl SharedLimits<'_> {
     /// Tells the fleet, if the call has one, what the answer told this client of the service
-    /// of `ask`: `accepted`, and how long its retry budget finds the service down.
-    pub(crate) async fn heard_service(
-        &self,
-        ask: &Ask<'_>,
-        accepted: bool,
-        down_for: Option<Duration>,
-    ) {
+    /// of `ask`.
+    pub(crate) async fn heard_service(&self, ask: &Ask<'_>, heard: Heard) {
         if let Some(fleet) = ask.fleet {
-            let heard = Heard { accepted, down_for };
             fleet.heard(self.ask(ask, ask.scope), heard).await;
         }
     }

@@ -33,7 +33,7 @@ use hodoflow_retry::{Error, Result};
 use builder::OnFinished;
 pub use builder::{JobDone, WorkerBuilder};
 use fleet::StoreFleet;
-pub use outage::OUTAGE_READ_EVERY;
+pub use outage::{FAILURES_TO_HOLD, OUTAGE_READ_EVERY};
 use pool::WorkerPool;
 
 /// The default number of deliveries a worker runs at once.

@@ -1,6 +1,6 @@
-//! Services the fleet holds down: what one worker's retry budget found, shared through the
-//! store, so every process holds a service down within [`OUTAGE_READ_EVERY`] of the first to
-//! find it, and the whole fleet probes it one attempt at a time, on the retry budget's schedule
+//! Services the fleet holds down: what one worker's retry budget found (or
+//! [`FAILURES_TO_HOLD`] failures in a row it met), shared through the store, so every process
+//! holds a service down within [`OUTAGE_READ_EVERY`] of the first to find it, and the whole fleet probes it one attempt at a time, on the retry budget's schedule
 //! ([`RetryBudget::probe_interval`]). Without it each process probes on its own: twenty
 //! processes sent twenty times one client's probes into an outage.
 //!
@@ -23,6 +23,12 @@ use crate::store::Store;
 /// How long a worker trusts what it last read of a service's outage: another process's
 /// finding reaches it within this.
 pub const OUTAGE_READ_EVERY: Duration = Duration::from_millis(250);
+/// Failed attempts in a row (5xx answers, or none) after which one worker holds the service
+/// down for the fleet, before its own retry budget finds it down: a worker with a long healthy
+/// history needs seconds of refusals for its ratio to cross, and a fleet sends at its whole
+/// healthy rate meanwhile. Six, so a service failing a fifth of its attempts at random holds
+/// the fleet about once in 15,000 attempts, for one probe's time.
+pub const FAILURES_TO_HOLD: u32 = 6;
 /// Services kept at most; past this, what was read is forgotten and read again.
 const KEEP_SERVICES: usize = 1024;
 
@@ -142,8 +148,8 @@ impl Outages {
     }
 
     /// What an answer told this process of the service `scope`, at `now`: a refused answer
-    /// while its retry budget finds the service down holds the service down for the fleet, if
-    /// the fleet does not already; an accepted answer ends the fleet's outage when it answers
+    /// while its retry budget finds the service down, or the [`FAILURES_TO_HOLD`]th failure
+    /// in a row, holds the service down for the fleet, if the fleet does not already; an accepted answer ends the fleet's outage when it answers
     /// this process's probe, or when this process finds the service up.
     pub(super) async fn heard(
         &self,
@@ -168,11 +174,15 @@ impl Outages {
             if held {
                 return;
             }
-            let Some(down_for) = heard.down_for() else {
-                // Refused, and not yet found down here: another process may have found it,
-                // so the next attempt reads the store rather than what it read before.
-                self.lock().remove(scope);
-                return;
+            let down_for = match heard.down_for() {
+                Some(down_for) => down_for,
+                None if heard.failed_in_a_row() >= FAILURES_TO_HOLD => Duration::ZERO,
+                None => {
+                    // Refused, and not yet found down here: another process may have found it,
+                    // so the next attempt reads the store rather than what it read before.
+                    self.lock().remove(scope);
+                    return;
+                }
             };
             let since = now.checked_sub(down_for).unwrap_or(now);
             if let Err(error) = store.service_down(scope, since, now).await {

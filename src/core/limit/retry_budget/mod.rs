@@ -365,11 +365,21 @@ impl RetryBudget {
 
     /// How long `service` has been down, from its outage's onset; `None` while it is up.
     pub(crate) fn service_down_for(&self, service: ServiceKey) -> Option<Duration> {
-        let shared = self.bucket.as_ref()?;
+        self.service_health(service).0
+    }
+
+    /// How long `service` has been down (`None` while it is up), and how many of its attempts
+    /// failed (a 5xx, or no answer) since the newest accepted one.
+    pub(crate) fn service_health(&self, service: ServiceKey) -> (Option<Duration>, u32) {
+        let Some(shared) = self.bucket.as_ref() else {
+            return (None, 0);
+        };
         let now = shared.clock.now();
-        let known = shared.services().get(&service).cloned()?;
+        let Some(known) = shared.services().get(&service).cloned() else {
+            return (None, 0);
+        };
         let mut throttle = known.lock();
-        down_for(&mut throttle, now)
+        (down_for(&mut throttle, now), throttle.failed_in_a_row)
     }
 
     /// Admits one attempt to `service`: at once, after a wait within `limits`, or not at all.
@@ -1361,7 +1371,8 @@ impl BudgetState {
         let mut throttle = service.lock();
         let now = self.clock.now();
         let was_down = throttle.down(now);
-        throttle.record(now, accepted);
+        let failed = status.is_none_or(|status| status.is_server_error());
+        throttle.record(now, accepted, failed);
         let mut news = false;
         if let Some(number) = admitted.probe
             && throttle
@@ -2243,6 +2254,27 @@ mod tests {
         assert!(!ticket.is_probe());
         assert_eq!(started.elapsed(), Duration::ZERO, "not held");
         assert_eq!(budget.service_down_for(api), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_in_a_row_count_5xx_and_lost_answers_but_not_429s() {
+        let budget = RetryBudget::new();
+        answer(&budget, 3, OK).await;
+        assert_eq!(budget.service_health(SERVICE), (None, 0));
+        answer(&budget, 2, DOWN).await;
+        answer(&budget, 1, None).await;
+        answer(&budget, 1, Some(StatusCode::TOO_MANY_REQUESTS)).await;
+        assert_eq!(
+            budget.service_health(SERVICE),
+            (None, 3),
+            "a 429 neither counts nor ends the run, and the ratio is not down yet"
+        );
+        answer(&budget, 1, OK).await;
+        assert_eq!(
+            budget.service_health(SERVICE),
+            (None, 0),
+            "an accept ends it"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -58,6 +58,7 @@ impl Service {
                 outlive_at: None,
                 declared_at: None,
                 refusing_since: None,
+                failed_in_a_row: 0,
                 last_answer: None,
                 ramp: None,
                 ramp_counts: Counts::default(),
@@ -118,6 +119,9 @@ pub(super) struct Throttle {
     pub(super) declared_at: Option<Instant>,
     /// Since when every answer has been refused, without an accept between.
     pub(super) refusing_since: Option<Instant>,
+    /// Failures (a 5xx, or no answer) since the newest accepted answer; a 429 leaves the run
+    /// as it is, since it speaks of a scope, not of the service.
+    pub(super) failed_in_a_row: u32,
     /// When the newest answer came.
     pub(super) last_answer: Option<Instant>,
     /// The ramp an accepted probe began: releasing the held attempts, share by share.
@@ -227,8 +231,9 @@ impl Throttle {
         self.ramp = None;
     }
 
-    /// Counts an answer (`accepted` or not) that came at `now`.
-    pub(super) fn record(&mut self, now: Instant, accepted: bool) {
+    /// Counts an answer (`accepted` or not) that came at `now`; `failed` when it was a 5xx or
+    /// none came.
+    pub(super) fn record(&mut self, now: Instant, accepted: bool, failed: bool) {
         self.history.record(now, accepted);
         self.last_answer = Some(now);
         self.refusing_since = match (accepted, self.refusing_since) {
@@ -236,6 +241,11 @@ impl Throttle {
             (false, Some(since)) => Some(since),
             (false, None) => Some(now),
         };
+        if accepted {
+            self.failed_in_a_row = 0;
+        } else if failed {
+            self.failed_in_a_row = self.failed_in_a_row.saturating_add(1);
+        }
     }
 }
 
