@@ -133,21 +133,29 @@ pub(crate) fn lookup<'r>(
     codes: impl FnOnce(&[u8]) -> Vec<String>,
 ) -> &'r Rule {
     let status = answer.status().map(|status| status.as_u16());
-    let needs_codes = status.is_some_and(|status| {
-        rules
+    // One pass for the rows of statuses alone; a row of an error code (the most specific) is
+    // read only when one covers the status, and the body's codes only then.
+    let mut best: Option<&Rule> = None;
+    let mut coded = false;
+    for rule in rules {
+        if let When::Code(statuses, _) = rule.when {
+            coded |= status.is_some_and(|status| statuses.contains(&status));
+        } else if rule.when.matches(status, &[])
+            && best.is_none_or(|best| rule.when.rank() < best.when.rank())
+        {
+            best = Some(rule);
+        }
+    }
+    if coded {
+        let codes = codes(answer.body());
+        if let Some(rule) = rules
             .iter()
-            .any(|rule| matches!(rule.when, When::Code(statuses, _) if statuses.contains(&status)))
-    });
-    let codes = if needs_codes {
-        codes(answer.body())
-    } else {
-        Vec::new()
-    };
-    let rule = rules
-        .iter()
-        .filter(|rule| rule.when.matches(status, &codes))
-        .min_by_key(|rule| rule.when.rank())
-        .unwrap_or(&UNLISTED);
+            .find(|rule| matches!(rule.when, When::Code(..)) && rule.when.matches(status, &codes))
+        {
+            best = Some(rule);
+        }
+    }
+    let rule = best.unwrap_or(&UNLISTED);
     if answer.is_too_large() && !rule.verdict.retries() {
         return &TOO_LARGE;
     }

@@ -77,8 +77,9 @@ struct Known {
     tokens: VecDeque<Box<str>>,
     /// Both, ready to scan with.
     pattern: Arc<Pattern>,
-    /// The patterns of the routes' keys the client sent to lately, by key: built once a
-    /// route rather than once a call (at most [`ROUTES_KEPT`]).
+    /// The patterns of the routes' keys the client sent to lately, each merged with
+    /// `pattern`, by key: built once a route rather than once a call (at most
+    /// [`ROUTES_KEPT`]), and again when the client's secrets change.
     routes: HashMap<Box<str>, Arc<Pattern>>,
 }
 
@@ -93,6 +94,7 @@ impl Known {
         }
         pattern.finish();
         self.pattern = Arc::new(pattern);
+        self.routes.clear();
     }
 }
 
@@ -147,22 +149,23 @@ impl Secrets {
         )
     }
 
-    /// The client's pattern, and the pattern of a route's `key` (a secret, such as a token), the
-    /// latter built on the route's first call and kept.
-    fn with_route(&self, key: &str) -> (Arc<Pattern>, Arc<Pattern>) {
+    /// The client's pattern merged with the pattern of a route's `key` (a secret, such as a
+    /// token), built on the route's first call and kept, so a text is scanned once for both.
+    fn with_route(&self, key: &str) -> Arc<Pattern> {
         {
             let known = self.0.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(route) = known.routes.get(key) {
-                return (Arc::clone(&known.pattern), Arc::clone(route));
+                return Arc::clone(route);
             }
         }
-        let route = Arc::new(Pattern::of([key]));
+        let own = Pattern::of([key]);
         let mut known = self.0.write().unwrap_or_else(PoisonError::into_inner);
         if known.routes.len() >= ROUTES_KEPT {
             known.routes.clear();
         }
+        let route = Arc::new(known.pattern.merged(&own));
         known.routes.insert(key.into(), Arc::clone(&route));
-        (Arc::clone(&known.pattern), route)
+        route
     }
 }
 
@@ -170,13 +173,24 @@ impl Secrets {
 /// form as an integer (sorted, for a binary search), and the forms too short for a window.
 ///
 /// A text is cleaned on every answer (its `x-request-id`, a run ID), so finding nothing must be
-/// cheap: `seen` has one bit set per window (of 256, by a hash of it), and a window of the text
-/// whose bit is clear is no piece of a secret without a search.
-#[derive(Default)]
+/// cheap: `seen` has one bit set per window (of [`SEEN_BITS`], by a hash of it), and a window of
+/// the text whose bit is clear is no piece of a secret without a search. With a client secret
+/// and a few tokens (some hundreds of windows) a window that is no piece of one searches about
+/// once in twenty.
 struct Pattern {
     windows: Vec<u64>,
-    seen: [u64; 4],
+    seen: [u64; SEEN_BITS / 64],
     short: Vec<Box<str>>,
+}
+
+impl Default for Pattern {
+    fn default() -> Self {
+        Self {
+            windows: Vec::new(),
+            seen: [0; SEEN_BITS / 64],
+            short: Vec::new(),
+        }
+    }
 }
 
 impl Pattern {
@@ -202,6 +216,25 @@ impl Pattern {
                 self.short.push(form.into());
             }
         }
+    }
+
+    /// The forms of both `self` and `other`, found in one scan.
+    fn merged(&self, other: &Pattern) -> Self {
+        let mut windows = self.windows.clone();
+        windows.extend_from_slice(&other.windows);
+        let mut short = self.short.clone();
+        for form in &other.short {
+            if !short.contains(form) {
+                short.push(form.clone());
+            }
+        }
+        let mut pattern = Self {
+            windows,
+            seen: [0; SEEN_BITS / 64],
+            short,
+        };
+        pattern.finish();
+        pattern
     }
 
     fn finish(&mut self) {
@@ -250,10 +283,13 @@ fn window(bytes: &[u8]) -> u64 {
     u64::from_ne_bytes(word)
 }
 
-/// Which of the 256 bits of [`Pattern::seen`] stands for `window`: the top byte of a
-/// multiplicative hash, so every byte of the window moves it.
+/// The bits of [`Pattern::seen`]: 4,096, half a kilobyte a pattern.
+const SEEN_BITS: usize = 4096;
+
+/// Which of the [`SEEN_BITS`] bits of [`Pattern::seen`] stands for `window`: the top twelve
+/// bits of a multiplicative hash, so every byte of the window moves it.
 fn bit(window: u64) -> usize {
-    (window.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize
+    (window.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SEEN_BITS.trailing_zeros())) as usize
 }
 
 /// Whether every form of `secret` is `secret` itself: only letters, digits and `*-._`, which
@@ -356,11 +392,10 @@ impl Cleaner {
     /// A cleaner of the client's `shared` secrets and of one route's `key`, whose pattern the
     /// client keeps from the route's first call.
     pub(crate) fn for_route(shared: &Secrets, key: &str) -> Self {
-        let (shared, own) = shared.with_route(key);
         Self {
-            shared,
+            shared: shared.with_route(key),
             prepared: None,
-            own,
+            own: Arc::default(),
         }
     }
 
@@ -451,7 +486,8 @@ pub(crate) fn is_hidden(c: char) -> bool {
 /// doubled, so what is shown reads back as the value, and no escape in it can be taken for
 /// another.
 pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_hidden) {
+    // Printable ASCII holds no hidden character: most texts are read a byte at a time only.
+    if text.bytes().all(|byte| matches!(byte, b' '..=b'~')) || !text.chars().any(is_hidden) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -531,6 +567,33 @@ mod tests {
         );
         assert!(matches!(cleaner.redact("req_1234 plain"), Cow::Borrowed(_)));
         assert!(matches!(Cleaner::default().redact(TOKEN), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_route_s_kept_pattern_cleans_a_token_issued_after_it_was_built() {
+        let secrets = Secrets::default();
+        secrets.add(CLIENT_SECRET);
+        secrets.add_token(TOKEN);
+        let route = "trg_ROUTE_token_77";
+        let text = |token: &str| format!("{token} {route} {CLIENT_SECRET} plain");
+        let first = Cleaner::for_route(&secrets, route);
+        assert_eq!(
+            first.redact(&text(TOKEN)),
+            "<redacted> <redacted> <redacted> plain"
+        );
+        let newer = "hft_NEWER_fedcba9876543210";
+        secrets.add_token(newer);
+        let second = Cleaner::for_route(&secrets, route);
+        assert_eq!(
+            second.redact(&text(newer)),
+            "<redacted> <redacted> <redacted> plain"
+        );
+        assert_eq!(
+            second.redact(&text(TOKEN)),
+            "<redacted> <redacted> <redacted> plain",
+            "the token before it too"
+        );
+        assert!(matches!(second.redact("req_4711 plain"), Cow::Borrowed(_)));
     }
 
     #[test]
