@@ -39,7 +39,7 @@ use hodoflow_retry::ErrorKind;
 use hodoflow_retry::IdempotencyKey;
 
 use super::MAX_SCOPE;
-use super::job::{Job, JobState, NewJob, Outage, Pause, Probe, Record, Slot};
+use super::job::{Job, JobState, NewJob, Outage, Pause, Probe, Record, ServiceOutage, Slot};
 use super::page::Cursor;
 use super::store::Store;
 
@@ -115,6 +115,7 @@ where
         the_latest_stated_window_wins,
         a_window_grants_at_most_its_limit,
         a_service_is_down_for_every_worker_until_one_finds_it_up,
+        outages_list_every_service_down_by_scope,
         pages_list_every_job_once_in_order,
         the_backlog_counts_the_jobs_not_final,
     );
@@ -638,6 +639,46 @@ async fn a_service_is_down_for_every_worker_until_one_finds_it_up(store: &dyn St
     ensure!(
         again == Some(Outage::new(at(5), at(30))),
         "a refusal heard at 30 after an accept at 20 reads {again:?}"
+    );
+    Ok(())
+}
+
+async fn outages_list_every_service_down_by_scope(store: &dyn Store) -> Held {
+    let outages = || async move { store.outages().await.map_err(failed("outages")) };
+    let none = outages().await?;
+    ensure!(none.is_empty(), "no service found down lists {none:?}");
+    for (scope, since, now) in [("s", 5, 10), ("r", 7, 8)] {
+        store
+            .service_down(scope, at(since), at(now))
+            .await
+            .map_err(failed("service_down"))?;
+    }
+    let listed = outages().await?;
+    ensure!(
+        listed
+            == [
+                ServiceOutage::new("r", Outage::new(at(7), at(8))),
+                ServiceOutage::new("s", Outage::new(at(5), at(10))),
+            ],
+        "two services found down list {listed:?} (by scope, each with its onset and first probe)"
+    );
+    store
+        .service_up("s", at(9))
+        .await
+        .map_err(failed("service_up"))?;
+    let still = outages().await?;
+    ensure!(
+        still.len() == 2,
+        "an answer accepted at 9 ended an outage found at 10: {still:?}"
+    );
+    store
+        .service_up("s", at(20))
+        .await
+        .map_err(failed("service_up"))?;
+    let left = outages().await?;
+    ensure!(
+        left == [ServiceOutage::new("r", Outage::new(at(7), at(8)))],
+        "an answer accepted at 20 left {left:?}"
     );
     Ok(())
 }

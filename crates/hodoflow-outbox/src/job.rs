@@ -381,6 +381,30 @@ impl Outage {
     }
 }
 
+/// A service the fleet holds down, by name: which one, and its outage
+/// ([`Store::outages`](crate::Store::outages)).
+///
+/// The scope is the worker's name for the service (a vendor's surface at one endpoint), never a
+/// secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServiceOutage {
+    /// The service, as the worker named it.
+    pub scope: String,
+    /// Since when it is down, and the earliest its next probe may go.
+    pub outage: Outage,
+}
+
+impl ServiceOutage {
+    /// The service `scope`, held down in `outage`.
+    pub fn new(scope: impl Into<String>, outage: Outage) -> Self {
+        Self {
+            scope: scope.into(),
+            outage,
+        }
+    }
+}
+
 /// The turn of a fleet's probe of a service down ([`Store::take_probe`](crate::Store::take_probe)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {

@@ -95,8 +95,8 @@ use hodoflow_retry::{Error, Result};
 
 pub use crate::target::{Deliver, DeliverFuture, Delivered, JobCall, Sent};
 pub use job::{
-    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, Slot, Target,
-    Trigger,
+    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, ServiceOutage,
+    Slot, Target, Trigger,
 };
 pub use page::Cursor;
 #[cfg(feature = "postgres")]
@@ -453,6 +453,16 @@ impl Outbox {
     /// The store's error.
     pub async fn pauses(&self) -> Result<Vec<Pause>> {
         self.store.pauses(self.clock.wall()).await
+    }
+
+    /// Every service the fleet holds down now, with since when and its next probe
+    /// ([`Store::outages`]).
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    pub async fn outages(&self) -> Result<Vec<ServiceOutage>> {
+        self.store.outages().await
     }
 
     /// What is due now, of every job or of the jobs of `events` only: the pending jobs due, the

@@ -18,7 +18,8 @@ use hodoflow_retry::IdempotencyKey;
 use hodoflow_retry::{Error, ErrorKind, Result};
 
 use super::job::{
-    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, Slot, Target,
+    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, ServiceOutage,
+    Slot, Target,
 };
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture, second_of};
@@ -980,6 +981,23 @@ impl Store for SqliteStore {
                     ))
                 })
                 .optional()
+        })
+    }
+
+    fn outages(&self) -> StoreFuture<'_, Vec<ServiceOutage>> {
+        self.run(move |connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT scope, down_since_ms, probe_at_ms FROM outbox_services \
+                 WHERE down_since_ms IS NOT NULL ORDER BY scope",
+            )?;
+            statement
+                .query_map([], |row| {
+                    Ok(ServiceOutage::new(
+                        row.get::<_, String>(0)?,
+                        Outage::new(from_millis(row.get(1)?), from_millis(row.get(2)?)),
+                    ))
+                })?
+                .collect()
         })
     }
 

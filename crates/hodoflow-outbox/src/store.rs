@@ -53,7 +53,9 @@ use std::time::{Duration, SystemTime};
 
 use hodoflow_retry::{Error, Result};
 
-use super::job::{Counts, Due, Job, JobState, NewJob, Outage, Pause, Probe, Record, Slot};
+use super::job::{
+    Counts, Due, Job, JobState, NewJob, Outage, Pause, Probe, Record, ServiceOutage, Slot,
+};
 use super::page::Cursor;
 use super::wake::Wakeups;
 
@@ -215,6 +217,11 @@ pub trait Store: Send + Sync + fmt::Debug {
     ///
     /// `invalid_input` for a scope as for [`paused_until`](Self::paused_until).
     fn outage(&self, scope: &str) -> StoreFuture<'_, Option<Outage>>;
+
+    /// Every service the fleet holds down (a worker found it down and none found it up since),
+    /// with its outage, in the order of the scopes' text. One read of a table of one row per
+    /// service the workers reported on.
+    fn outages(&self) -> StoreFuture<'_, Vec<ServiceOutage>>;
 
     /// A worker found the service `scope` down at `now` (a refused answer), down since `since`
     /// (its outage's onset). It is down unless a worker found it up at or after `now` (that

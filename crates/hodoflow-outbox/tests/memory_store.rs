@@ -13,7 +13,8 @@ use std::time::{Duration, SystemTime};
 use hodoflow_mock::Fault;
 use hodoflow_outbox::{
     Counts, Cursor, Due, Job, JobState, MAX_LEASE, MAX_PAUSE_REASON, MAX_SCOPE, NewJob, Outage,
-    Outbox, Pause, Probe, Record, Slot, Store, StoreFuture, Target, Waker, Wakeups, conformance,
+    Outbox, Pause, Probe, Record, ServiceOutage, Slot, Store, StoreFuture, Target, Waker, Wakeups,
+    conformance,
 };
 use hodoflow_retry::Error;
 
@@ -450,6 +451,22 @@ impl Store for MemoryStore {
             .map(|since| Outage::new(since, service.probe_at))))
     }
 
+    fn outages(&self) -> StoreFuture<'_, Vec<ServiceOutage>> {
+        let memory = self.lock();
+        let outages = memory
+            .services
+            .iter()
+            .filter_map(|(scope, service)| {
+                let since = service.down_since?;
+                Some(ServiceOutage::new(
+                    scope.clone(),
+                    Outage::new(since, service.probe_at),
+                ))
+            })
+            .collect();
+        ready(Ok(outages))
+    }
+
     fn service_down(&self, scope: &str, since: SystemTime, now: SystemTime) -> StoreFuture<'_, ()> {
         let mut memory = self.lock();
         let service = memory.services.entry(scope.to_owned()).or_default();
@@ -516,7 +533,7 @@ impl Store for MemoryStore {
 #[tokio::test]
 async fn a_store_written_outside_the_crate_keeps_the_contract() {
     let held = conformance::check(|| async { MemoryStore::default() }).await;
-    assert_eq!(held, Ok(14));
+    assert_eq!(held, Ok(15));
 }
 
 #[tokio::test]

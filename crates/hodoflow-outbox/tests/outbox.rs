@@ -2869,7 +2869,7 @@ async fn the_store_keeps_the_contract_a_store_of_your_own_is_checked_by(backend:
         #[cfg(not(feature = "postgres"))]
         Backend::Postgres => unreachable!("the postgres tests return early without the feature"),
     };
-    assert_eq!(held, Ok(14), "every rule holds");
+    assert_eq!(held, Ok(15), "every rule holds");
 }
 
 /// A `Deliver` of your own, registered with the workers, sends the jobs it takes (here the IETF

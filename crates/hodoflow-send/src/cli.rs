@@ -455,9 +455,10 @@ pub(crate) enum OutboxCommand {
     /// tokens it is given (--trigger-token), and never prints one. On a terminal, standard error
     /// shows the counts every second; with --json, one JSON line per job finished.
     Worker(Worker),
-    /// Print how many jobs are in each state, and every paused scope: which credential,
-    /// trigger or endpoint a server's 429 or Retry-After closed, until when, the time left and
-    /// why (--json: one object, the scopes under `pauses`).
+    /// Print how many jobs are in each state, every paused scope (which credential, trigger or
+    /// endpoint a server's 429 or Retry-After closed, until when, the time left and why) and
+    /// every service the workers hold down (since when, and when they probe it next) (--json:
+    /// one object, the scopes under `pauses` and the services under `outages`).
     Status,
     /// Store the jobs of a JSON-lines file, one a line naming its kind: webhook deliveries,
     /// JSON:API writes and Modulify calls. The whole file is checked first (exit 2 and nothing

@@ -25,6 +25,7 @@ mod job_line;
 mod limit;
 mod logging;
 mod modulify;
+mod outage_line;
 mod outbox;
 mod pacing;
 mod page;

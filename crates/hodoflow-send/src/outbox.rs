@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use crate::cli::{Cli, OutboxCommand, Pacing, PoolOptions};
 use crate::job_line::{JobLine, delivered};
 use crate::limit::TriggerLimitArg;
+use crate::outage_line::OutageLine;
 use crate::pause_line::PauseLine;
 use crate::pool::{Pool, Until};
 use crate::report::finish;
@@ -445,18 +446,25 @@ async fn work(pool: Pool, until_idle: bool, json: bool) -> Result<Exit, Report> 
     Ok(Exit::Success)
 }
 
-/// `outbox status`: the counts by state, and every paused scope (`pause_line.rs`).
+/// `outbox status`: the counts by state, every paused scope (`pause_line.rs`) and every
+/// service the fleet holds down (`outage_line.rs`).
 async fn status(outbox: &Outbox, json: bool) -> Result<Exit, Report> {
     let counts = outbox.counts().await.map_err(|e| Report::failed(&e))?;
     let pauses = outbox.pauses().await.map_err(|e| Report::failed(&e))?;
+    let outages = outbox.outages().await.map_err(|e| Report::failed(&e))?;
     let now = std::time::SystemTime::now();
     let pauses: Vec<PauseLine> = pauses
         .iter()
         .map(|pause| PauseLine::of(pause, now))
         .collect();
+    let outages: Vec<OutageLine> = outages
+        .iter()
+        .map(|down| OutageLine::of(down, now))
+        .collect();
     if json {
         let mut object = counts_object(&counts);
         object["pauses"] = serde_json::json!(pauses);
+        object["outages"] = serde_json::json!(outages);
         crate::redact::print_json(&object);
     } else {
         let mut text: Vec<String> = JobState::ALL
@@ -466,6 +474,8 @@ async fn status(outbox: &Outbox, json: bool) -> Result<Exit, Report> {
         text.push(format!("{:<22}{:>8}", "total", counts.total()));
         text.push(format!("{:<22}{:>8}", "paused scopes", pauses.len()));
         text.extend(pauses.iter().map(|pause| format!("  {}", pause.text())));
+        text.push(format!("{:<22}{:>8}", "services down", outages.len()));
+        text.extend(outages.iter().map(|down| format!("  {}", down.text())));
         crate::redact::print(&text.join("\n"));
     }
     Ok(Exit::Success)

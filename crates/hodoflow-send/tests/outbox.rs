@@ -24,7 +24,8 @@ fn events(prefix: &str, count: usize) -> String {
         .collect()
 }
 
-/// `outbox --outbox <db> status --json`, as an object of counts (the paused scopes aside).
+/// `outbox --outbox <db> status --json`, as an object of counts (the paused scopes and the
+/// services down aside).
 fn status(contract: &Contract, outbox: &str) -> HashMap<String, u64> {
     let ran = run(contract
         .send()
@@ -35,7 +36,7 @@ fn status(contract: &Contract, outbox: &str) -> HashMap<String, u64> {
         .as_object()
         .unwrap()
         .iter()
-        .filter(|(name, _)| *name != "pauses")
+        .filter(|(name, _)| !["pauses", "outages"].contains(&name.as_str()))
         .map(|(state, count)| (state.clone(), count.as_u64().unwrap()))
         .collect()
 }
@@ -718,6 +719,155 @@ fn pg_workers(
             (child, log)
         })
         .collect()
+}
+
+/// `outbox status` and the status page list every service the workers hold down, by name:
+/// since when, how long, and the next probe (the outages written through the SDK's store, as
+/// workers write them); a service found up again is gone. On SQLite, and on PostgreSQL when
+/// `OUTBOX_DATABASE_URL` names one.
+#[test]
+fn status_and_the_page_list_every_service_the_fleet_holds_down() {
+    let dir = TempDir::new("outages");
+    services_down_are_listed(&dir.file("outbox.db"));
+    let Some(url) = postgres_url() else {
+        return;
+    };
+    #[cfg(feature = "postgres")]
+    {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        services_down_are_listed(&runtime.block_on(multi_worker::fresh_schema(&url)));
+    }
+    #[cfg(not(feature = "postgres"))]
+    let _ = url;
+}
+
+/// The outages of [`status_and_the_page_list_every_service_the_fleet_holds_down`] on the
+/// outbox `outbox` (a file or a PostgreSQL URL).
+fn services_down_are_listed(outbox: &str) {
+    use hodoflow_outbox::Outbox;
+    use std::time::SystemTime;
+    use support::page::{get, serve};
+
+    let contract = Contract::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = runtime.block_on(async {
+        if outbox.contains("://") {
+            #[cfg(feature = "postgres")]
+            return Outbox::postgres(outbox).await.unwrap();
+        }
+        Outbox::sqlite(outbox).await.unwrap()
+    });
+    let store = store.store();
+    let now = SystemTime::now();
+    let webhook = "hodoflow http://127.0.0.1:8080 webhook";
+    let hostile = "vendor <b>api</b>\u{1b}[2J";
+    runtime.block_on(async {
+        let found = now - Duration::from_secs(1);
+        store
+            .service_down(webhook, now - Duration::from_secs(125), found)
+            .await
+            .unwrap();
+        store
+            .take_probe(webhook, now + Duration::from_secs(30), found)
+            .await
+            .unwrap();
+        store.service_down(hostile, found, found).await.unwrap();
+        store.service_down("up again", found, found).await.unwrap();
+        store.service_up("up again", now).await.unwrap();
+    });
+
+    let status = |json: bool| {
+        let args: &[&str] = if json { &["--json"] } else { &[] };
+        let ran = run(contract
+            .send()
+            .args(args)
+            .args(["outbox", "--outbox", outbox, "status"]));
+        assert_eq!(ran.code, 0, "{ran:?}");
+        ran
+    };
+    let value = status(true).json();
+    let outages = value["outages"].as_array().unwrap();
+    let scopes: Vec<&str> = outages
+        .iter()
+        .map(|o| o["scope"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        scopes,
+        [webhook, hostile],
+        "every service down now, by name"
+    );
+    let down = outages[0]["down_ms"].as_u64().unwrap();
+    assert!((125_000..135_000).contains(&down), "{down}");
+    let probe_in = outages[0]["probe_in_ms"].as_u64().unwrap();
+    assert!(probe_in > 0 && probe_in <= 30_000, "{probe_in}");
+    let since = outages[0]["since"].as_str().unwrap();
+    assert!(since.ends_with('Z') && since.len() == 20, "{since}");
+    assert_eq!(
+        outages[1]["probe_in_ms"], 0,
+        "its first probe may go at once"
+    );
+
+    let text = status(false);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(
+        lines.contains(&"services down                2"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        lines.iter().any(|line| line
+            .starts_with(&format!("  {webhook}: down since {since} (for 2 min "))
+            && line.contains("; next probe at ")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("  vendor <b>api</b>\\x1b[2J: down since "),
+        "the terminal sees the escape written out, never the byte: {}",
+        text.stdout
+    );
+    assert!(!text.stdout.contains('\u{1b}') && !text.stdout.contains("up again"));
+
+    let (_page, base) = serve(contract.child(), outbox, &[]);
+    let (code, _, body) = get(&base, "/");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body.matches("<tr class=\"outage\">").count(), 2, "{body}");
+    assert!(
+        body.contains(&format!(
+            "<td class=\"scope\">{webhook}</td><td class=\"since\">{since}</td>"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains("vendor &lt;b&gt;api&lt;/b&gt;") && !body.contains("<b>api"),
+        "the page shows markup as text: {body}"
+    );
+    assert!(!body.contains("up again"), "{body}");
+
+    runtime.block_on(async {
+        for scope in [webhook, hostile] {
+            store.service_up(scope, SystemTime::now()).await.unwrap();
+        }
+    });
+    let value = status(true).json();
+    assert_eq!(value["outages"], serde_json::json!([]), "{value}");
+    assert!(
+        status(false)
+            .stdout
+            .contains("services down                0")
+    );
+    let (_, _, body) = get(&base, "/");
+    assert!(
+        body.contains("<p id=\"no-outages\">") && !body.contains("class=\"outage\""),
+        "{body}"
+    );
 }
 
 /// The database of the PostgreSQL test, or `None` after saying why it skips.

@@ -2,7 +2,8 @@
 //! Chromium driven through chromedriver (WebDriver, the `fantoccini` crate), against the page
 //! served by the built binary on 127.0.0.1:0, over an outbox whose jobs the CLI delivered to the
 //! contract server (accepted, failed on a 404, sent and unanswered so it may have run, paused by a
-//! 429), plus one job whose stored error holds markup. Only loopback traffic.
+//! 429), plus one job whose stored error holds markup and a service held down. Only loopback
+//! traffic.
 //!
 //! Needs `chromedriver` and `chromium` on the PATH (Debian: `apt-get install chromium
 //! chromium-driver`; `.ci/chromium.sh` installs them). Without them the browser test prints why
@@ -28,6 +29,9 @@ use support::{Contract, HangGuard, TRIGGER, TempDir, TempFile, WEBHOOKS, derived
 /// A trigger the server does not know: its deliveries fail on a 404. It looks like a secret,
 /// and no page may show it.
 const MISSING: &str = "trg_missing_SECRET_7c2a";
+
+/// The service the workers hold down.
+const DOWN: &str = "hodoflow http://127.0.0.1:8080 webhook";
 
 /// The page's admin token.
 const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
@@ -253,6 +257,15 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
         .unwrap();
     let outbox = runtime.block_on(Outbox::sqlite(&db)).unwrap();
     runtime.block_on(hostile_jobs(&outbox));
+    // A service the workers hold down, found down 90 s ago.
+    let now = SystemTime::now();
+    runtime
+        .block_on(
+            outbox
+                .store()
+                .service_down(DOWN, now - Duration::from_secs(90), now),
+        )
+        .unwrap();
 
     let (_page, base) = serve(&contract, &db, &["--admin-token-file", &token.arg()]);
     let profile = TempDir::new("profile");
@@ -288,6 +301,18 @@ fn the_status_page_in_a_browser_shows_the_outbox_and_requeues_only_with_the_toke
         assert!(left.contains("min"), "about 10 minutes: {left}");
         assert!(!text(&client, "tr.pause td.scope").await.is_empty());
         assert!(!text(&client, "tr.pause td.why").await.is_empty());
+        // The service held down: its name, since when, for how long, and the next probe.
+        let down = client
+            .find_all(Locator::Css("table.outages tr.outage"))
+            .await
+            .unwrap();
+        assert_eq!(down.len(), 1);
+        assert_eq!(text(&client, "tr.outage td.scope").await, DOWN);
+        let since = text(&client, "tr.outage td.since").await;
+        assert!(since.ends_with('Z') && since.len() == 20, "{since}");
+        let held = text(&client, "tr.outage td.down").await;
+        assert!(held.starts_with("1 min "), "about 90 s: {held}");
+        assert_eq!(text(&client, "tr.outage td.probe-in").await, "0 s");
         // The chart, with its scales: what it counts, five times of day, a count at each step.
         let count = |css: &'static str| {
             let client = client.clone();

@@ -63,7 +63,8 @@ use pool::{CONNECTIONS, ConnectionPool};
 
 use super::check_event_id;
 use super::job::{
-    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, Slot, Target,
+    Counts, Due, Job, JobState, LastError, NewJob, Outage, Pause, Probe, Record, ServiceOutage,
+    Slot, Target,
 };
 use super::page::{Cursor, page_of, walk};
 use super::store::{Store, StoreFuture};
@@ -456,6 +457,9 @@ const SERVICE_UP: &str = "INSERT INTO outbox_services AS s \
 
 const OUTAGE: &str = "SELECT down_since_ms, probe_at_ms FROM outbox_services \
     WHERE scope = $1 AND down_since_ms IS NOT NULL";
+
+const OUTAGES: &str = "SELECT scope, down_since_ms, probe_at_ms FROM outbox_services \
+    WHERE down_since_ms IS NOT NULL ORDER BY scope COLLATE \"C\"";
 
 /// `$1` scope, `$2` next, `$3` now: whether the turn was taken, and when the next may go
 /// (read before the turn was taken; `NULL` when the service is not down). Of two workers at
@@ -1228,6 +1232,21 @@ impl Store for PostgresStore {
                 ))),
                 None => Ok(None),
             }
+        })
+    }
+
+    fn outages(&self) -> StoreFuture<'_, Vec<ServiceOutage>> {
+        self.boxed(async move {
+            let rows = self.query(OUTAGES, &[]).await?;
+            rows.iter()
+                .map(|row| {
+                    let scope: String = row.try_get(0).map_err(store_error)?;
+                    let since: i64 = row.try_get(1).map_err(store_error)?;
+                    let probe_at: i64 = row.try_get(2).map_err(store_error)?;
+                    let outage = Outage::new(from_millis(since), from_millis(probe_at));
+                    Ok(ServiceOutage::new(scope, outage))
+                })
+                .collect()
         })
     }
 

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use hodoflow_outbox::{Counts, Cursor, Job, JobState, Pause};
+use hodoflow_outbox::{Counts, Cursor, Job, JobState, Pause, ServiceOutage};
 
 use crate::job_line::rfc3339;
 use crate::pause_line::left;
@@ -78,13 +78,15 @@ pub(crate) fn page(title: &str, body: &str) -> String {
     )
 }
 
-/// The most paused scopes the overview lists (`outbox status` lists them all).
+/// The most paused scopes, and services down, the overview lists (`outbox status` lists them
+/// all).
 const PAUSES_SHOWN: usize = 100;
 
-/// The paused scopes, read at `now`.
+/// The paused scopes and the services the fleet holds down, read at `now`.
 #[derive(Debug)]
 pub(crate) struct Pauses<'a> {
     pub(crate) pauses: &'a [Pause],
+    pub(crate) outages: &'a [ServiceOutage],
     pub(crate) now: SystemTime,
 }
 
@@ -117,7 +119,7 @@ pub(crate) struct Listing {
     pub(crate) next: Option<Cursor>,
 }
 
-/// The overview: counts, backlog chart, paused scopes, and the jobs to look at.
+/// The overview: counts, backlog chart, paused scopes, services down, and the jobs to look at.
 pub(crate) fn overview(
     counts: &Counts,
     backlog: &Chart<'_>,
@@ -150,6 +152,7 @@ pub(crate) fn overview(
         chart(backlog)
     );
     body.push_str(&pauses_table(pauses));
+    body.push_str(&outages_table(pauses));
     body.push_str(&login(viewer, "/"));
     for listing in listings {
         body.push_str(&jobs_table(listing, viewer));
@@ -404,17 +407,56 @@ fn pauses_table(pauses: &Pauses<'_>) -> String {
             left(Duration::from_millis(line.remaining_ms)),
         );
     }
+    end_table(&mut out, "pauses", pauses.pauses.len());
+    out
+}
+
+/// Closes a table of `listed` rows, of which the first [`PAUSES_SHOWN`] are shown, and its
+/// section, saying where to read the rest (`more-<what>`).
+fn end_table(out: &mut String, what: &str, listed: usize) {
     out.push_str("</table>");
-    if let Some(more) = pauses.pauses.len().checked_sub(PAUSES_SHOWN)
+    if let Some(more) = listed.checked_sub(PAUSES_SHOWN)
         && more > 0
     {
         let _ = write!(
             out,
-            "<p class=\"note\" id=\"more-pauses\">And {more} more: \
+            "<p class=\"note\" id=\"more-{what}\">And {more} more: \
              <code>hodoflow-send outbox status</code> lists them all.</p>"
         );
     }
     out.push_str("</section>");
+}
+
+/// The services the fleet holds down: since when, and when the next probe may go; the first
+/// [`PAUSES_SHOWN`] in the order of their names.
+fn outages_table(held: &Pauses<'_>) -> String {
+    let mut out = "<section id=\"outages\"><h2>Services down</h2><p class=\"note\">A worker \
+                   that finds a service down holds it down for every worker: one probe at a \
+                   time goes until one is accepted.</p>"
+        .to_owned();
+    if held.outages.is_empty() {
+        out.push_str("<p id=\"no-outages\">None: no service is held down.</p></section>");
+        return out;
+    }
+    out.push_str(
+        "<table class=\"outages\"><tr><th>scope</th><th>down since (UTC)</th><th>for</th>\
+         <th>next probe (UTC)</th><th>in</th></tr>",
+    );
+    for down in held.outages.iter().take(PAUSES_SHOWN) {
+        let line = crate::outage_line::OutageLine::of(down, held.now);
+        let _ = write!(
+            out,
+            "<tr class=\"outage\"><td class=\"scope\">{}</td><td class=\"since\">{}</td>\
+             <td class=\"down\">{}</td><td class=\"probe-at\">{}</td>\
+             <td class=\"probe-in\">{}</td></tr>",
+            shown(&line.scope),
+            esc(&line.since),
+            line.down(),
+            esc(&line.probe_at),
+            line.probe_in(),
+        );
+    }
+    end_table(&mut out, "outages", held.outages.len());
     out
 }
 

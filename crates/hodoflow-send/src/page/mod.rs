@@ -6,7 +6,7 @@
 //!
 //! | Route | What |
 //! | --- | --- |
-//! | `GET /` | counts by state, the backlog over the last hour, every paused scope (which one, until when, why), the failed and needs-reconciliation jobs (50 a page, `?state=S&after=CURSOR`) |
+//! | `GET /` | counts by state, the backlog over the last hour, every paused scope (which one, until when, why), every service the workers hold down (since when, the next probe), the failed and needs-reconciliation jobs (50 a page, `?state=S&after=CURSOR`) |
 //! | `GET /jobs/{event_id}` | one job: every stored field that is safe to show |
 //! | `POST /jobs/{event_id}/retry` | what `outbox retry` does, then 303 back |
 //! | `POST /login`, `POST /logout` | the admin token, for this browser's session |
@@ -585,6 +585,10 @@ async fn overview(
         Ok(pauses) => pauses,
         Err(error) => return visit.respond(store_failed(&error)),
     };
+    let outages = match outbox.outages().await {
+        Ok(outages) => outages,
+        Err(error) => return visit.respond(store_failed(&error)),
+    };
     let mut listings = Vec::new();
     for state in states {
         let (jobs, next) = match outbox.list_page(Some(state), after.as_ref(), PAGE).await {
@@ -606,6 +610,7 @@ async fn overview(
     };
     let pauses = html::Pauses {
         pauses: &pauses,
+        outages: &outages,
         now: SystemTime::now(),
     };
     let body = html::overview(&counts, &chart, &pauses, &listings, &visit.viewer(&app));
