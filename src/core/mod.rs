@@ -29,6 +29,7 @@ pub(crate) mod error;
 pub(crate) mod jitter;
 pub(crate) mod key;
 pub(crate) mod limit;
+pub(crate) mod map;
 pub(crate) mod matrix;
 #[cfg(feature = "metrics")]
 pub(crate) mod meter;

@@ -33,10 +33,12 @@
 //! exchanger sends the caller's).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::core::map::Map;
 
 /// A body in a `Debug` line: its length, never its bytes (never log a
 /// sensitive body).
@@ -80,7 +82,7 @@ struct Known {
     /// The patterns of the routes' keys the client sent to lately, each merged with
     /// `pattern`, by key: built once a route rather than once a call (at most
     /// [`ROUTES_KEPT`]), and again when the client's secrets change.
-    routes: HashMap<Box<str>, Arc<Pattern>>,
+    routes: Map<Box<str>, Arc<Pattern>>,
 }
 
 /// The routes' patterns kept at most; past this they are forgotten and built again.

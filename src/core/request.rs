@@ -8,7 +8,6 @@
 //! over the same bytes (`signing.rs`).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -17,6 +16,7 @@ use http::{HeaderMap, HeaderValue, Method};
 
 use crate::core::error::{Error, Result};
 use crate::core::limit::RouteKey;
+use crate::core::map::Map;
 use crate::core::profile::SurfaceProfile;
 use crate::core::redact::{Cleaner, Secrets};
 use crate::core::signing::Signer;
@@ -193,7 +193,7 @@ pub(crate) fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
 /// first call and kept (at most [`RouteUrls::KEPT`]), not built again on every call. A path
 /// holds a route's key (a secret, such as a token): `Debug` shows how many are kept, never one.
 #[derive(Default)]
-pub(crate) struct RouteUrls(Mutex<HashMap<Box<str>, reqwest::Url>>);
+pub(crate) struct RouteUrls(Mutex<Map<Box<str>, reqwest::Url>>);
 
 impl std::fmt::Debug for RouteUrls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -43,6 +43,8 @@
 //! use `futures-timer`, which tokio's paused test clock does not drive.
 
 use std::collections::HashMap;
+
+use crate::core::map::Map;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -67,7 +69,7 @@ pub(crate) struct Windows {
     /// The caller's limit for every route.
     every: Option<RouteLimit>,
     /// The caller's limit for some routes.
-    overrides: HashMap<RouteKey, RouteLimit>,
+    overrides: Map<RouteKey, RouteLimit>,
     /// Paces the routes the caller set no limit for: at the server's figures, `until_told`
     /// until it has sent them.
     learn: bool,
@@ -78,10 +80,10 @@ pub(crate) struct Windows {
 
 #[derive(Debug, Default)]
 struct State {
-    lanes: HashMap<RouteKey, Lane>,
+    lanes: Map<RouteKey, Lane>,
     /// The server's figures per route, whether or not the route is paced here (an outbox's
     /// shared windows read them too).
-    learned: HashMap<RouteKey, RouteLimit>,
+    learned: Map<RouteKey, RouteLimit>,
 }
 
 /// A paced route: its limit now, and the semaphore its slots are taken from.
@@ -207,7 +209,7 @@ impl Windows {
     ) -> Self {
         Self {
             every,
-            overrides,
+            overrides: overrides.into_iter().collect(),
             learn,
             until_told,
             state: Mutex::new(State::default()),

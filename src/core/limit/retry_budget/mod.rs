@@ -108,7 +108,6 @@ mod bucket;
 mod history;
 mod throttle;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,6 +121,7 @@ use tokio::time::Instant;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::limit::scope::{ServiceKey, Signal};
 use crate::core::limit::{Ask, Limiter, Refusal as Refused};
+use crate::core::map::Map;
 use crate::core::runtime::{self, Clock, TokioClock};
 
 use bucket::{Bucket, Floor};
@@ -863,7 +863,7 @@ impl RetryBudgetBuilder {
                     config.min_retries_per_sec,
                     now,
                 )),
-                services: Mutex::new(HashMap::new()),
+                services: Mutex::new(Map::default()),
                 full: AtomicBool::new(true),
                 in_flight: AtomicU64::new(0),
                 waiting: AtomicU64::new(0),
@@ -887,7 +887,7 @@ struct BudgetState {
     config: Config,
     clock: Arc<dyn Clock>,
     bucket: Mutex<Bucket>,
-    services: Mutex<HashMap<ServiceKey, Arc<Service>>>,
+    services: Mutex<Map<ServiceKey, Arc<Service>>>,
     /// Whether the bucket is full, so a first-attempt success (the common case) need not lock.
     full: AtomicBool,
     /// Attempts admitted and not yet answered, of every service: their successes may bring
@@ -967,7 +967,7 @@ impl BudgetState {
         }
     }
 
-    fn services(&self) -> std::sync::MutexGuard<'_, HashMap<ServiceKey, Arc<Service>>> {
+    fn services(&self) -> std::sync::MutexGuard<'_, Map<ServiceKey, Arc<Service>>> {
         self.services
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
