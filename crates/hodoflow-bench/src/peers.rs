@@ -134,7 +134,7 @@ impl Peer {
                 "reqwest-retry 0.9.1 on reqwest-middleware 0.5.2: RetryTransientMiddleware, ExponentialBackoff::builder().retry_bounds({range}).build_with_max_retries({retries}) (full jitter), default strategy (5xx, 408, 429 and connection errors)"
             ),
             Peer::ReqwestBuiltin => format!(
-                "reqwest 0.13 HodoflowBuilder::retry(retry::for_host(\"127.0.0.1\").max_retries_per_request({retries}).classify_fn(..)): 429, 5xx and errors without an answer retryable; default budget (20% extra load over 10 s, 10 retries/s floor); no backoff (reqwest retries at once)"
+                "reqwest 0.13 ClientBuilder::retry(retry::for_host(\"127.0.0.1\").max_retries_per_request({retries}).classify_fn(..)): 429, 5xx and errors without an answer retryable; default budget (20% extra load over 10 s, 10 retries/s floor); no backoff (reqwest retries at once)"
             ),
             Peer::Backon => format!(
                 "backon 1.6 ExponentialBuilder::default().with_min_delay/with_max_delay({range}).with_max_times({retries}).with_jitter() (delay + up to one delay more), .when(429, 5xx or no answer), .adjust(|err, dur| Retry-After seconds of the last answer, else dur) as backon's docs show"
