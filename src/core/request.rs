@@ -255,6 +255,16 @@ pub(crate) fn is_path_segment(text: &str) -> bool {
 }
 
 /// Adds caller headers, refusing the ones the client owns.
+/// Headers each attempt adds to its request's: `Authorization`, and a signed delivery's
+/// timestamp and signature.
+const ATTEMPT_HEADERS: usize = 3;
+
+/// A request's header map, with room for the caller's `extra` headers, `own` more of the
+/// request's, and what each attempt adds, so that no attempt's copy grows (and rehashes) it.
+pub(crate) fn headers_with_room(extra: &HeaderMap, own: usize) -> HeaderMap {
+    HeaderMap::with_capacity(extra.len() + own + ATTEMPT_HEADERS)
+}
+
 pub(crate) fn add_headers(into: &mut HeaderMap, extra: &HeaderMap) -> Result<()> {
     for (name, value) in extra {
         if name == AUTHORIZATION {

@@ -232,14 +232,15 @@ impl Signer {
         let seconds = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
-        let timestamp = seconds.to_string();
+        let mut digits = [0; 20];
+        let timestamp = decimal(seconds, &mut digits);
         // "v1," and 44 base64 digits a secret, and the spaces between.
         let mut signatures = String::with_capacity(48 * self.secrets.len());
         for (at, secret) in self.secrets.iter().enumerate() {
             if at > 0 {
                 signatures.push(' ');
             }
-            secret.sign_into(id.as_bytes(), timestamp.as_bytes(), body, &mut signatures);
+            secret.sign_into(id.as_bytes(), timestamp, body, &mut signatures);
         }
         headers.insert(WEBHOOK_TIMESTAMP, HeaderValue::from(seconds));
         // Base64, digits, commas and spaces: always a valid header value.
@@ -250,11 +251,32 @@ impl Signer {
     }
 }
 
+/// `n` in decimal digits, written at the end of `digits`: a timestamp formatted without an
+/// allocation.
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn decimal_writes_every_digit() {
+        for n in [0, 7, 10, 1_700_000_000, u64::MAX] {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
+    }
 
     /// The reference vector of the `standardwebhooks` crate's own `test_sign`.
     const REFERENCE_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";

@@ -9,7 +9,9 @@ use http::{HeaderMap, HeaderName, Method};
 use crate::core::error::{Error, Result};
 use crate::core::key::{DeliveryId, IdempotencyKey};
 use crate::core::limit::RouteKey;
-use crate::core::request::{FixedRequest, add_headers, content_type, normalize_path, url_of};
+use crate::core::request::{
+    FixedRequest, add_headers, content_type, headers_with_room, normalize_path, url_of,
+};
 use crate::core::signing::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::vendors::Surface;
 use crate::vendors::hodoflow::routes::route_of;
@@ -45,7 +47,7 @@ impl FixedRequest {
         check_write(&method, path)?;
         Surface::JsonApiWrite.profile().vendor.keys.check(key)?;
         let url = url_of(base, path)?;
-        let mut headers = HeaderMap::new();
+        let mut headers = headers_with_room(extra, 2);
         add_headers(&mut headers, extra)?;
         headers.insert(
             HeaderName::from_static("idempotency-key"),
@@ -78,7 +80,7 @@ impl FixedRequest {
             )));
         }
         let url = url_of(base, path)?;
-        let mut headers = HeaderMap::new();
+        let mut headers = headers_with_room(extra, 0);
         add_headers(&mut headers, extra)?;
         Ok(Self::new(
             Surface::Read.profile(),
@@ -121,7 +123,8 @@ impl FixedRequest {
         signer: Option<Signer>,
     ) -> Result<Self> {
         Surface::Webhook.profile().vendor.keys.check(id.key())?;
-        let mut headers = HeaderMap::new();
+        // The delivery ID, the signed `webhook-id`, `Content-Type`.
+        let mut headers = headers_with_room(extra, 3);
         add_headers(&mut headers, extra)?;
         headers.insert(id.header().header_name(), id.key().to_header_value());
         if signer.is_some() {
