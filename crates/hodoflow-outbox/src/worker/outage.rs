@@ -27,7 +27,10 @@ pub const OUTAGE_READ_EVERY: Duration = Duration::from_millis(250);
 /// down for the fleet, before its own retry budget finds it down: a worker with a long healthy
 /// history needs seconds of refusals for its ratio to cross, and a fleet sends at its whole
 /// healthy rate meanwhile. Six, so a service failing a fifth of its attempts at random holds
-/// the fleet about once in 15,000 attempts, for one probe's time.
+/// the fleet about once in 20,000 attempts, for one probe's time and up to
+/// [`OUTAGE_READ_EVERY`] more; one failing a third of them, about once in 1,100 (every other
+/// second at a thousand attempts a second): a service that degraded sees less load, and
+/// nothing waits longer than that.
 pub const FAILURES_TO_HOLD: u32 = 6;
 /// Services kept at most; past this, what was read is forgotten and read again.
 const KEEP_SERVICES: usize = 1024;
