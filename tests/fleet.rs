@@ -11,7 +11,7 @@ use hodoflow_mock::{Fault, Limits, MockServer, RequestRecord};
 use hodoflow_retry::{
     Error, ErrorKind, HodoflowClient,
     attempt::WaitReason,
-    limit::{RetryBudget, RouteLimit},
+    limit::{Fleet, FleetAsk, FleetFuture, Heard, Refusal, RetryBudget, RouteLimit},
 };
 use support::{
     EVENT, JSON_API, PROJECTS, TOKEN, TRIGGER, WEBHOOKS, budget, builder, delivery, demo,
@@ -24,6 +24,7 @@ support::over_h2c!(
     without_the_retry_budget_the_same_storm_sends_every_attempt,
     clients_given_one_retry_budget_drain_it_together,
     a_success_after_retries_refunds_the_bucket,
+    a_fleet_hears_every_answer_the_failures_in_a_row_and_when_the_budget_finds_the_service_down,
     a_json_api_429_closes_the_credential_for_its_retry_after_and_its_api_waiters_succeed_after,
     the_trigger_limiter_keeps_a_burst_of_300_under_the_servers_limit,
     without_the_limiter_the_same_burst_meets_429s,
@@ -183,6 +184,80 @@ async fn a_success_after_retries_refunds_the_bucket() {
     assert_eq!(accepted.attempts().len(), 3);
     assert_eq!(client.stats().retry_budget_tokens, Some(500));
     assert_eq!(server.ledger().total_runs(), 1);
+}
+
+/// A fleet that admits every attempt and keeps what each answer told the call's retry budget:
+/// the hook a store of one's own is written against.
+#[derive(Debug, Default)]
+struct Hearing(std::sync::Mutex<Vec<Heard>>);
+
+impl Fleet for Hearing {
+    fn admit<'a>(
+        &'a self,
+        _: FleetAsk<'a>,
+        _: Duration,
+    ) -> FleetFuture<'a, Result<Option<i64>, Refusal>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn answered<'a>(
+        &'a self,
+        _: FleetAsk<'a>,
+        _: i64,
+        _: Option<RouteLimit>,
+    ) -> FleetFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn close<'a>(&'a self, _: FleetAsk<'a>, _: Duration, _: &'a str) -> FleetFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn heard<'a>(&'a self, _: FleetAsk<'a>, heard: Heard) -> FleetFuture<'a, ()> {
+        self.0.lock().unwrap().push(heard);
+        Box::pin(async {})
+    }
+}
+
+/// A delivery meets two 503s, a 429, a third 503, then is accepted. After each answer the fleet
+/// hears whether it was accepted, the failures in a row (a 429 neither counts nor ends the run:
+/// it speaks of a narrower scope) and, from the fourth refusal of a fresh client, that its
+/// budget finds the service down; the server ran the event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_hears_every_answer_the_failures_in_a_row_and_when_the_budget_finds_the_service_down()
+ {
+    let server = server().await;
+    for fault in [
+        Fault::respond(503).times(2),
+        Fault::respond(429).header("Retry-After", "1").times(1),
+        Fault::respond(503).times(1),
+    ] {
+        server.inject(fault.on("POST", WEBHOOKS));
+    }
+    let client = demo(builder(&server).budget(budget(6)));
+    let fleet = std::sync::Arc::new(Hearing::default());
+
+    client
+        .deliver(TRIGGER, EVENT)
+        .delivery_id(delivery("heard"))
+        .fleet(fleet.clone())
+        .send()
+        .await
+        .expect("accepted after the faults");
+
+    let heard = fleet.0.lock().unwrap().clone();
+    let accepted: Vec<bool> = heard.iter().map(Heard::accepted).collect();
+    assert_eq!(accepted, [false, false, false, false, true]);
+    let in_a_row: Vec<u32> = heard.iter().map(Heard::failed_in_a_row).collect();
+    assert_eq!(in_a_row, [1, 2, 2, 3, 0]);
+    let down: Vec<bool> = heard
+        .iter()
+        .map(|heard| heard.down_for().is_some())
+        .collect();
+    assert_eq!(&down[..4], [false, false, false, true]);
+    let ledger = server.ledger();
+    assert_eq!(ledger.requests_to("POST", WEBHOOKS).len(), 5);
+    assert_eq!(ledger.total_runs(), 1);
 }
 
 /// The requests the server saw on the credential (the token endpoint aside).
