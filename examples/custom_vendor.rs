@@ -169,8 +169,15 @@ pub mod draft_server {
 
     /// What the server did with one key: running, or done with the answer it stored.
     enum Entry {
-        Running { body: Bytes },
-        Done { body: Bytes, answer: String },
+        /// `seen`, when the server holds operations: told when a retry of this key met the 409.
+        Running {
+            body: Bytes,
+            seen: Option<Arc<tokio::sync::Notify>>,
+        },
+        Done {
+            body: Bytes,
+            answer: String,
+        },
     }
 
     #[derive(Default)]
@@ -183,9 +190,9 @@ pub mod draft_server {
     #[derive(Clone)]
     struct Shared {
         ledger: Arc<Mutex<Ledger>>,
-        /// Set when an operation runs until the server has answered a 409 for its key (so a
-        /// retry surely meets it in flight, however slow the machine); unset, it runs at once.
-        conflict_seen: Option<Arc<tokio::sync::Notify>>,
+        /// Whether an operation runs until the server has answered a 409 for its own key (so a
+        /// retry surely meets it in flight, however slow the machine); else it runs at once.
+        held: bool,
     }
 
     /// A running server of the draft.
@@ -215,7 +222,7 @@ pub mod draft_server {
     pub async fn start(held: bool) -> std::io::Result<DraftServer> {
         let shared = Shared {
             ledger: Arc::default(),
-            conflict_seen: held.then(Arc::default),
+            held,
         };
         let app = Router::new()
             .route("/orders", post(orders))
@@ -243,32 +250,36 @@ pub mod draft_server {
             );
         };
         let key = key.to_owned();
-        {
+        let seen = {
             let mut ledger = shared.ledger.lock().unwrap();
             match ledger.keys.get(&key) {
-                Some(Entry::Running { body: first } | Entry::Done { body: first, .. })
+                Some(Entry::Running { body: first, .. } | Entry::Done { body: first, .. })
                     if *first != body =>
                 {
                     return (StatusCode::UNPROCESSABLE_ENTITY, "key reused".to_owned());
                 }
-                Some(Entry::Running { .. }) => {
-                    if let Some(seen) = &shared.conflict_seen {
+                Some(Entry::Running { seen, .. }) => {
+                    if let Some(seen) = seen {
                         seen.notify_one();
                     }
                     return (StatusCode::CONFLICT, "in flight".to_owned());
                 }
                 Some(Entry::Done { answer, .. }) => return (StatusCode::CREATED, answer.clone()),
                 None => {
-                    ledger
-                        .keys
-                        .insert(key.clone(), Entry::Running { body: body.clone() });
+                    let seen = shared.held.then(Arc::default);
+                    let running = Entry::Running {
+                        body: body.clone(),
+                        seen: seen.clone(),
+                    };
+                    ledger.keys.insert(key.clone(), running);
+                    seen
                 }
             }
-        }
+        };
         // The operation runs to its end whether or not the client waits for it, as a server's
         // does: a handler dropped with its connection must not leave the key running for ever.
         let run = tokio::spawn(async move {
-            if let Some(seen) = &shared.conflict_seen {
+            if let Some(seen) = seen {
                 seen.notified().await;
             }
             let mut ledger = shared.ledger.lock().unwrap();
