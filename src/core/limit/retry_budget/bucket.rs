@@ -39,10 +39,19 @@ impl Bucket {
     /// mark (10 to 20 seconds ago, `calls` counted so far) earn one each, at least `least`,
     /// less what it spent since, net of refunds. A client with little traffic spends little,
     /// so a fleet of small clients spends together what one client of their summed traffic
-    /// would.
-    pub(super) fn share_left(&mut self, now: Instant, calls: u64, least: u32) -> u64 {
+    /// would. And it spends them no faster than it earns them: in any second, no more than an
+    /// average second of its calls earns (at least `least`), so a fleet whose attempts all
+    /// time out together does not spend 10 to 20 seconds of retries in one.
+    pub(super) fn share_left(&mut self, now: Instant, calls: u64, least: u32) -> Share {
         let (earned, spent) = self.pace.since_older(now, calls, self.spent);
-        earned.max(u64::from(least)).saturating_sub(spent)
+        let window = earned.max(u64::from(least)).saturating_sub(spent);
+        let a_second = (self.pace.rate(now, calls) as u64).max(u64::from(least));
+        let (this_second, next_second) = self.pace.this_second(now, self.spent);
+        let second_left = a_second.saturating_sub(this_second);
+        Share {
+            left: window.min(second_left),
+            next_second: (second_left < window).then_some(next_second),
+        }
     }
 
     /// Adds one token per `every` since the last refill, up to `capacity`. Time spent full is
@@ -72,6 +81,15 @@ impl Bucket {
     pub(super) fn refund(&mut self, tokens: u32) {
         self.spent = self.spent.saturating_sub(u64::from(tokens));
     }
+}
+
+/// What a client may still spend of its share of tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Share {
+    /// The tokens.
+    pub(super) left: u64,
+    /// When the second's pace is what holds it to `left`: how long until the next second.
+    pub(super) next_second: Option<Duration>,
 }
 
 /// The retries a second that go with the bucket empty: a bucket of its own, refilled
@@ -107,12 +125,16 @@ impl Floor {
 }
 
 /// How many calls the client made lately, how fast, and what it spent meanwhile: counted from
-/// a mark 10 to 20 seconds old, renewed every 10 seconds when the bucket is read. A call only
-/// adds to an atomic count; this reads it under the bucket's lock.
+/// a mark 10 to 20 seconds old, renewed every 10 seconds when the bucket is read, and what it
+/// spent in the current second. A call only adds to an atomic count; this reads it under the
+/// bucket's lock.
 #[derive(Debug)]
 pub(super) struct Pace {
     older: Mark,
     newer: Mark,
+    /// The start of the current second (the first spend at least a second after the last
+    /// one), and the tokens spent by then.
+    second: (Instant, u64),
 }
 
 /// The counts at an instant.
@@ -136,6 +158,7 @@ impl Pace {
         Self {
             older: mark,
             newer: mark,
+            second: (now, 0),
         }
     }
 
@@ -157,6 +180,18 @@ impl Pace {
             calls.saturating_sub(self.older.calls),
             spent.saturating_sub(self.older.spent),
         )
+    }
+
+    /// The tokens spent in the current second (a new one starts when this is read a second or
+    /// more after the current one's start), and how long until it ends.
+    fn this_second(&mut self, now: Instant, spent: u64) -> (u64, Duration) {
+        const SECOND: Duration = Duration::from_secs(1);
+        let (start, spent_before) = &mut self.second;
+        if now.saturating_duration_since(*start) >= SECOND {
+            (*start, *spent_before) = (now, spent);
+        }
+        let ends_in = SECOND.saturating_sub(now.saturating_duration_since(*start));
+        (spent.saturating_sub(*spent_before), ends_in)
     }
 
     /// Calls a second since the older mark (over one second at least).

@@ -30,14 +30,17 @@
 //!    **Both are a share of the client's own calls**, not a constant per client: a client
 //!    spends no more tokens in 10 to 20 seconds than its calls of that time earn, one each (at
 //!    least one retry's worth, and three in a new client's first 10 seconds, so its first calls
-//!    each keep a retry; retries that succeed give theirs back), and the floor is at most a
-//!    tenth of those calls a second. A client
+//!    each keep a retry; retries that succeed give theirs back), **and no faster than it earns
+//!    them**: in any second, no more than an average second of its calls earns (at least one
+//!    retry's worth). The floor is at most a tenth of those calls a second. A client
 //!    sending a hundred calls a second keeps AWS's full bucket and Finagle's floor; a thousand
 //!    clients sending a call a second each retry together what that one client would, where a
 //!    full bucket and a floor each would let them send fifty times as many retries. (Measured
 //!    in the fleet simulator: a thousand small open-loop senders with a 3 s attempt timeout
 //!    were metastable after a 10 s drop with a bucket and a floor each, and recover with
-//!    these shares.)
+//!    these shares. Without the pace a second, a thousand senders of 13 calls a second whose
+//!    attempts began to time out together spent 10 to 20 seconds of retries in two, and took
+//!    7 s to recover instead of 1.)
 //! 2. **Retries the server paced are free.** A retry that follows a `Retry-After` of at least
 //!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] costs no token and is never held: the server said
 //!    when to come back (Hodoflow's webhook sender guide: "For 429, the server's Retry-After is
@@ -124,7 +127,7 @@ use crate::core::limit::{Ask, Limiter, Refusal as Refused};
 use crate::core::map::Map;
 use crate::core::runtime::{self, Clock, TokioClock};
 
-use bucket::{Bucket, Floor};
+use bucket::{Bucket, Floor, Share};
 use history::Counts;
 use throttle::{Ramp, STALE_AFTER, Service, Throttle, probe_interval};
 
@@ -307,8 +310,8 @@ impl RetryBudget {
     }
 
     /// The retry tokens left now, or `None` when disabled. (In the adaptive budget a client
-    /// spends no more of them in 10 to 20 seconds than its own calls of that time earn; see
-    /// [`RetryBudgetBuilder::capacity`].)
+    /// spends no more of them in 10 to 20 seconds than its own calls of that time earn, nor in
+    /// a second than an average second of them earns; see [`RetryBudgetBuilder::capacity`].)
     pub fn tokens(&self) -> Option<u32> {
         self.bucket.as_ref().map(|shared| shared.bucket().tokens)
     }
@@ -753,7 +756,9 @@ impl RetryBudgetBuilder {
 
     /// The tokens of a full bucket, and the tokens it starts with. In the adaptive budget a
     /// client spends no more of them in 10 to 20 seconds than its own calls of that time earn,
-    /// one token each, at least one retry's worth (three in its first 10 seconds).
+    /// one token each, at least one retry's worth (three in its first 10 seconds), nor in any
+    /// second more than an average second of its calls earns (at least one retry's worth); a
+    /// retry held back by that pace goes in the next second.
     ///
     /// Default: 500. At least the cost of one retry.
     pub fn capacity(mut self, tokens: u32) -> Self {
@@ -1154,9 +1159,14 @@ impl BudgetState {
         // budget's; the plain bucket is AWS's, unchanged).
         let share = match self.config.adaptive {
             true => bucket.share_left(now, calls, self.least_share(now)),
-            false => u64::MAX,
+            false => Share {
+                left: u64::MAX,
+                next_second: None,
+            },
         };
-        let tokens = u64::from(bucket.tokens).min(share);
+        // A retry held back by the second's pace alone looks again when the next one starts.
+        let next_second = share.next_second.unwrap_or(Duration::MAX);
+        let tokens = u64::from(bucket.tokens).min(share.left);
         let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
         if cost > 0 && tokens < cost {
             // The floor: a few retries a second go whatever the bucket holds, so a client is
@@ -1180,12 +1190,16 @@ impl BudgetState {
                 // and the floor or the refill may give one by time.
                 Err(refill) if in_flight => {
                     let refill_every = self.config.refill_every.unwrap_or(Duration::MAX);
-                    return wait(refill.min(refill_every));
+                    return wait(refill.min(refill_every).min(next_second));
                 }
+                // Held by the second's pace, not by what it may spend: the next second pays.
+                Err(_) if share.next_second.is_some() => return wait(next_second),
                 Err(_) if !self.config.adaptive => {
                     return Step::Refuse(Refusal::Tokens { left: tokens, cost });
                 }
-                Err(refill) if self.config.min_retries_per_sec > 0 => return wait(refill),
+                Err(refill) if self.config.min_retries_per_sec > 0 => {
+                    return wait(refill.min(next_second));
+                }
                 // No floor: nothing in flight can bring tokens back. Alone, a retry is refused;
                 // when other retries wait here too (every call of a worker pool such a retry),
                 // one goes for what is left and the others wait for its answer.
@@ -1956,6 +1970,39 @@ mod tests {
             "the least share"
         );
         assert!(take(&budget, TIMEOUT_RETRY).await.is_err());
+    }
+
+    /// A client spends its share no faster than its calls earn it: in a second, what an
+    /// average second of them earns. A retry held back by that pace alone goes in the next
+    /// second, even without a floor, and is not refused.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_spends_its_share_no_faster_than_its_calls_earn_it() {
+        let budget = no_floor().build().unwrap();
+        for _ in 0..10 {
+            calls(&budget, 35).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        // 350 calls in 10 s: 35 retries after a timeout in the window, but 3 in a second
+        // (35 tokens an average second, 10 a retry).
+        for _ in 0..3 {
+            assert_eq!(take(&budget, TIMEOUT_RETRY).await, Ok(10));
+        }
+        assert!(
+            matches!(
+                take(&budget, TIMEOUT_RETRY).await,
+                Err(Refusal::NoTime { .. })
+            ),
+            "a fourth in the same second waits for the next"
+        );
+        let started = Instant::now();
+        let mut went = Vec::new();
+        for _ in 0..3 {
+            let ticket = budget.admit(TIMEOUT_RETRY, Limits::of(LONG)).await.unwrap();
+            assert_eq!(ticket.cost(), 10);
+            went.push(started.elapsed());
+        }
+        let second = Duration::from_secs(1);
+        assert_eq!(went, [second; 3], "the next second pays for the next three");
     }
 
     /// A new client's first calls each keep a retry before they have earned any: three
