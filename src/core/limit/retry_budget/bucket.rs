@@ -51,6 +51,7 @@ impl Bucket {
         Share {
             left: window.min(second_left),
             next_second: (second_left < window).then_some(next_second),
+            renews_in: self.pace.renews_in(now),
         }
     }
 
@@ -90,10 +91,15 @@ pub(super) struct Share {
     pub(super) left: u64,
     /// When the second's pace is what holds it to `left`: how long until the next second.
     pub(super) next_second: Option<Duration>,
+    /// How long until the window renews (its older mark moves on, and the least share with it).
+    pub(super) renews_in: Duration,
 }
 
 /// The retries a second that go with the bucket empty: a bucket of its own, refilled
-/// continuously, holding one second's worth.
+/// continuously, holding one second's worth. A floor of less than one retry a second is none:
+/// banking one retry for a client of a few calls a second would give each of a thousand such
+/// clients a retry to send at the same instant when their attempts begin to fail together, and
+/// a client's least share already pays for its lone retry.
 #[derive(Debug)]
 pub(super) struct Floor {
     retries: f64,
@@ -105,13 +111,14 @@ impl Floor {
     pub(super) const SHARE: f64 = 0.1;
 
     /// Takes one retry if one is left by `now`, at `per_sec` retries a second (a second's worth
-    /// kept, at least one), else says how long until one is.
+    /// kept), else says how long until one is: `Duration::MAX` when `per_sec` is under one,
+    /// which is no floor.
     pub(super) fn take(&mut self, now: Instant, per_sec: f64) -> Result<(), Duration> {
-        if per_sec <= 0.0 {
+        if per_sec < 1.0 {
             return Err(Duration::MAX);
         }
         let since = now.saturating_duration_since(self.at).as_secs_f64();
-        self.retries = (self.retries + since * per_sec).min(per_sec.max(1.0));
+        self.retries = (self.retries + since * per_sec).min(per_sec);
         self.at = now;
         if self.retries >= 1.0 {
             self.retries -= 1.0;
@@ -180,6 +187,11 @@ impl Pace {
             calls.saturating_sub(self.older.calls),
             spent.saturating_sub(self.older.spent),
         )
+    }
+
+    /// How long until the marks move on.
+    fn renews_in(&self, now: Instant) -> Duration {
+        Self::WINDOW.saturating_sub(now.saturating_duration_since(self.newer.at))
     }
 
     /// The tokens spent in the current second (a new one starts when this is read a second or
