@@ -96,10 +96,7 @@ pub(super) struct Share {
 }
 
 /// The retries a second that go with the bucket empty: a bucket of its own, refilled
-/// continuously, holding one second's worth. A floor of less than one retry a second is none:
-/// banking one retry for a client of a few calls a second would give each of a thousand such
-/// clients a retry to send at the same instant when their attempts begin to fail together, and
-/// a client's least share already pays for its lone retry.
+/// continuously, holding one second's worth (at least one retry).
 #[derive(Debug)]
 pub(super) struct Floor {
     retries: f64,
@@ -111,14 +108,13 @@ impl Floor {
     pub(super) const SHARE: f64 = 0.1;
 
     /// Takes one retry if one is left by `now`, at `per_sec` retries a second (a second's worth
-    /// kept), else says how long until one is: `Duration::MAX` when `per_sec` is under one,
-    /// which is no floor.
+    /// kept, at least one), else says how long until one is.
     pub(super) fn take(&mut self, now: Instant, per_sec: f64) -> Result<(), Duration> {
-        if per_sec < 1.0 {
+        if per_sec <= 0.0 {
             return Err(Duration::MAX);
         }
         let since = now.saturating_duration_since(self.at).as_secs_f64();
-        self.retries = (self.retries + since * per_sec).min(per_sec);
+        self.retries = (self.retries + since * per_sec).min(per_sec.max(1.0));
         self.at = now;
         if self.retries >= 1.0 {
             self.retries -= 1.0;

@@ -32,10 +32,11 @@
 //!    least one retry's worth, and three in a new client's first 10 seconds, so its first calls
 //!    each keep a retry; retries that succeed give theirs back), **and no faster than it earns
 //!    them**: in any second, no more than an average second of its calls earns (at least one
-//!    retry's worth). The floor is at most a tenth of those calls a second, and a client of
-//!    fewer than ten calls a second has none (a retry its share cannot pay waits for the share
-//!    to renew): a floor retry banked by each of a thousand small clients went at the same
-//!    instant when their attempts began to time out together. A client
+//!    retry's worth). The floor is at most a tenth of those calls a second, and under one
+//!    retry a second (a client of fewer than ten calls a second) it pays no retry after a
+//!    timeout, which waits for the share to renew: a floor retry banked by each of a thousand
+//!    small clients went at the same instant when their attempts began to time out together.
+//!    A client
 //!    sending a hundred calls a second keeps AWS's full bucket and Finagle's floor; a thousand
 //!    clients sending a call a second each retry together what that one client would, where a
 //!    full bucket and a floor each would let them send fifty times as many retries. (Measured
@@ -43,8 +44,9 @@
 //!    were metastable after a 10 s drop with a bucket and a floor each, and recover with
 //!    these shares. Without the pace a second, a thousand senders of 13 calls a second whose
 //!    attempts began to time out together spent 10 to 20 seconds of retries in two, and took
-//!    7 s to recover instead of 1; with a floor retry banked by each of ten thousand senders of
-//!    a call a second, they sent 1.115 attempts per event during the drop, 1.083 without.)
+//!    7 s to recover instead of 1; ten thousand senders of a call a second, each sending the
+//!    floor retry it had banked, sent 1.115 attempts per event during the drop, 1.083 when the
+//!    floor pays none after a timeout.)
 //! 2. **Retries the server paced are free.** A retry that follows a `Retry-After` of at least
 //!    [`RetryBudget::FREE_AFTER_RETRY_AFTER`] costs no token and is never held: the server said
 //!    when to come back (Hodoflow's webhook sender guide: "For 429, the server's Retry-After is
@@ -269,8 +271,9 @@ impl RetryBudget {
     /// Retries a second that go even when the bucket is empty (Finagle's `minRetriesPerSec`,
     /// reqwest's retry floor): 10, and no more than a tenth of the client's own calls a second,
     /// so a client is never refused a lone retry after a blip that emptied its bucket, and a
-    /// fleet of small clients does not add up to many floors. A client of fewer than ten calls
-    /// a second has none: a retry its share cannot pay waits for the share to renew.
+    /// fleet of small clients does not add up to many floors. Under one retry a second (a
+    /// client of fewer than ten calls a second), it pays no retry after a timeout: that one
+    /// waits for the client's share to renew.
     pub const MIN_RETRIES_PER_SEC: u32 = 10;
 
     /// The default budget: adaptive, with a full bucket of the default size.
@@ -458,6 +461,13 @@ impl RetryBudget {
         let ask = Asked {
             cost,
             first: admission == Admission::First,
+            after_timeout: matches!(
+                admission,
+                Admission::Retry {
+                    after_timeout: true,
+                    ..
+                }
+            ),
             final_retry: admission != Admission::First && attempts_left <= 1,
             limits: limits(),
         };
@@ -815,8 +825,8 @@ impl RetryBudgetBuilder {
     }
 
     /// Retries a second that go when the bucket is empty, in the adaptive budget, and no more
-    /// than a tenth of the client's own calls a second (under one is none: a retry its share
-    /// cannot pay then waits for the share to renew, every 10 s); 0 turns the floor off. While a service is down, the hold decides before the bucket does, so the
+    /// than a tenth of the client's own calls a second (under one, it pays no retry after a
+    /// timeout, which waits for the share to renew, every 10 s); 0 turns the floor off. While a service is down, the hold decides before the bucket does, so the
     /// floor adds no load to an outage.
     ///
     /// Default: [`RetryBudget::MIN_RETRIES_PER_SEC`] (10).
@@ -924,6 +934,8 @@ const RAMP_STEPS: u32 = 3;
 struct Asked {
     cost: u32,
     first: bool,
+    /// A retry after an attempt that timed out.
+    after_timeout: bool,
     /// A retry with no attempt left after it: not spent as a probe while its hold lasts, but
     /// for those its allowance of paced retries pays (`Limits::free_probes`).
     final_retry: bool,
@@ -1183,7 +1195,15 @@ impl BudgetState {
                 true => {
                     let share = Floor::SHARE * bucket.pace.rate(now, calls);
                     let per_sec = f64::from(self.config.min_retries_per_sec).min(share);
-                    bucket.floor.take(now, per_sec)
+                    // Under one retry a second, the floor keeps the lone retry of a blip or of
+                    // a key still in progress, but pays none after a timeout: a thousand small
+                    // clients each sending the retry it banked while calm, at the instant their
+                    // attempts began to time out together, kept a queue past the timeout.
+                    if ask.after_timeout && per_sec < 1.0 {
+                        Err(Duration::MAX)
+                    } else {
+                        bucket.floor.take(now, per_sec)
+                    }
                 }
                 false => Err(Duration::MAX),
             };
@@ -1205,8 +1225,8 @@ impl BudgetState {
                     return Step::Refuse(Refusal::Tokens { left: tokens, cost });
                 }
                 Err(refill) if refill != Duration::MAX => return wait(refill.min(next_second)),
-                // A floor under one retry a second, for a client of few calls, is none; a retry
-                // its share cannot pay waits for the share to renew instead.
+                // A retry after a timeout that a floor under one retry a second does not pay
+                // waits for the share to renew.
                 Err(_) if self.config.min_retries_per_sec > 0 && share.left < u64::from(cost) => {
                     return wait(share.renews_in);
                 }
@@ -2074,12 +2094,13 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_millis(500));
     }
 
-    /// A client of fewer than ten calls a second has no floor (a tenth of them is under one
-    /// retry a second): once its share is spent, its next retry waits for the share to renew
-    /// instead of going on a floor retry banked while it was calm, which a thousand such
-    /// clients would all send at the instant their attempts began to fail.
+    /// A client of fewer than ten calls a second (a floor under one retry a second) keeps its
+    /// floor retry for a blip's lone retry, but not for a retry after a timeout: that one
+    /// waits for the share to renew, instead of going on a floor retry banked while the client
+    /// was calm, which a thousand such clients would all send the instant their attempts began
+    /// to time out.
     #[tokio::test(start_paused = true)]
-    async fn a_client_of_a_few_calls_a_second_has_no_floor_and_waits_for_its_share() {
+    async fn a_small_client_s_floor_pays_no_retry_after_a_timeout() {
         let budget = RetryBudget::new();
         for _ in 0..10 {
             calls(&budget, 5).await;
@@ -2088,7 +2109,14 @@ mod tests {
         // 50 calls in 10 s: five retries after a timeout, one a second (its least share).
         let started = Instant::now();
         let mut went = Vec::new();
-        for _ in 0..6 {
+        for n in 0..6 {
+            if n == 5 {
+                assert_eq!(
+                    take(&budget, RETRY).await,
+                    Ok(0),
+                    "the share spent, a blip's retry goes on the floor"
+                );
+            }
             let ticket = budget.admit(TIMEOUT_RETRY, Limits::of(LONG)).await.unwrap();
             assert_eq!(ticket.cost(), 10, "paid from the share, not the floor");
             went.push(started.elapsed().as_secs());
@@ -2096,7 +2124,7 @@ mod tests {
         // The sixth: the window that began at 10 s holds the five, so the share renews with
         // the least of one retry at 30 s.
         assert_eq!(went, [0, 1, 2, 3, 4, 20]);
-        assert_eq!(budget.admissions().floor, 0);
+        assert_eq!(budget.admissions().floor, 1);
     }
 
     #[tokio::test(start_paused = true)]
