@@ -79,9 +79,11 @@ fn the_sdk_defaults_recover_in_the_smoke_osdi_case() {
 
 /// A thousand small open-loop senders (1.33 events a second each) with the OSDI'22 client's
 /// 3 s attempt timeout: each client's retry tokens and floor are a share of its own calls, so
-/// together they retry what one client of their summed traffic would, and the fleet recovers.
+/// together they retry what one client of their summed traffic would, and the fleet recovers
+/// within the fleet targets: at most 1.1 attempts per event during the drop and after it.
 /// (With a full bucket and a floor of 10 retries a second each, the same fleet stayed
-/// metastable: 1.69 attempts per event after the trigger, 7,135 events lost.)
+/// metastable: 1.69 attempts per event after the trigger, 7,135 events lost; with each
+/// client's floor paying a retry after a timeout, 1.11 during the drop and 4 s to recover.)
 #[test]
 fn a_thousand_small_senders_with_a_3_s_timeout_recover_and_lose_nothing() {
     let rate = Scenario::OSDI_RATE / 10.0;
@@ -91,6 +93,7 @@ fn a_thousand_small_senders_with_a_3_s_timeout_recover_and_lose_nothing() {
     assert!(!figures.metastable, "{figures:?}");
     assert!(figures.recovery_s.is_some_and(|s| s <= 5), "{figures:?}");
     assert_eq!(figures.lost, 0, "{figures:?}");
-    assert!(figures.amplification_after <= 1.2, "{figures:?}");
+    assert!(figures.amplification_during <= 1.1, "{figures:?}");
+    assert!(figures.amplification_after <= 1.1, "{figures:?}");
     assert_eq!(figures.duplicate_executions, 0);
 }
