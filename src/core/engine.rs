@@ -26,7 +26,7 @@ use crate::core::jitter::Jitter;
 use crate::core::limit::retry_budget::Admission;
 use crate::core::limit::scope::{self, Scope, ServiceKey};
 use crate::core::limit::shared::Fleet;
-use crate::core::limit::{Ask, Limiter, Limiters, Permits, Queued};
+use crate::core::limit::{Ask, Limiters, Permits, Queued};
 use crate::core::matrix::Verdict;
 use crate::core::otel;
 use crate::core::plan::{Event, Now, Plan, Step};
@@ -250,11 +250,23 @@ impl Engine {
         let waits = Waits::new(policy.backoff, policy.schedule.as_ref());
         let holds_token = self.tokens.is_some();
         // A call that may queue takes its route's slots first; its budget starts after.
-        let queued = self.queue(request, policy).await?;
+        // An allowance under a second is no queue: the wait is the budget's, as without one.
+        // A queue's wait (rare) runs from an allocation of its own, freed before the first
+        // attempt.
+        let queued = match (policy.queue, request.route_key) {
+            (Some(max), Some(_)) if max >= QUEUE_LOOK_AGAIN => {
+                Some(Box::pin(self.queue(request, policy, max)).await?)
+            }
+            _ => None,
+        };
         let mut plan = Plan::new(profile, policy.budget, waits, holds_token, runtime::now());
         let mut call = CallState {
-            ask: self.ask(request, policy, *plan.deadline()),
-            secrets: (self.tokens.as_ref().map(TokenCache::secrets), request),
+            request,
+            policy,
+            secrets: self.tokens.as_ref().map(TokenCache::secrets),
+            admission: Admission::First,
+            attempts_left: policy.budget.max_attempts,
+            paced_left: policy.budget.paced_allowance(),
             queued,
             permits: None,
             answer: None,
@@ -277,13 +289,14 @@ impl Engine {
                     paced_left,
                     retry,
                 } => {
-                    call.ask.admission = admission;
-                    (call.ask.attempts_left, call.ask.paced_left) = (attempts_left, paced_left);
-                    self.admit(&mut call, retry).await
+                    call.admission = admission;
+                    (call.attempts_left, call.paced_left) = (attempts_left, paced_left);
+                    self.admit(&mut call, plan.deadline(), retry).await
                 }
                 Step::Token(wait) => self.token(&mut call, wait).await,
                 Step::Send { timeout } => {
-                    self.attempt(request, transport, &mut call, timeout).await
+                    self.attempt(transport, &mut call, plan.deadline(), timeout)
+                        .await
                 }
                 Step::Sleep {
                     wait,
@@ -301,7 +314,8 @@ impl Engine {
                     verdict,
                 } => {
                     call.waits(Duration::ZERO, WaitReason::Reexchange, cause, verdict);
-                    self.reexchange(&call, wait).await
+                    // A re-exchange (rare) from an allocation of its own.
+                    Box::pin(self.reexchange(&call, wait)).await
                 }
                 Step::Done { refund, verdict } => {
                     call.trace(verdict, None);
@@ -320,17 +334,15 @@ impl Engine {
         }
     }
 
-    /// Queues a call that may ([`Policy::queue`]) for its route's slots, before it starts. It
+    /// Queues a call for up to `max` ([`Policy::queue`]) for its route's slots, before it starts. It
     /// stops queueing, sending nothing, once the service it would send to has been down for
     /// longer than its budget: no call started then could ride the outage out.
-    async fn queue(&self, request: &FixedRequest, policy: &Policy) -> Result<Option<Queued>> {
-        // An allowance under a second is no queue: the wait is the budget's, as without one.
-        let (Some(max), Some(_)) = (policy.queue, request.route_key) else {
-            return Ok(None);
-        };
-        if max < QUEUE_LOOK_AGAIN {
-            return Ok(None);
-        }
+    async fn queue(
+        &self,
+        request: &FixedRequest,
+        policy: &Policy,
+        max: Duration,
+    ) -> Result<Queued> {
         let budget = policy.budget.max_elapsed;
         let started = runtime::now();
         let service = self.service(request);
@@ -372,7 +384,7 @@ impl Engine {
         };
         tokio::select! {
             queued = self.limits.queue(&ask) => match queued {
-                Ok(queued) => Ok(Some(queued)),
+                Ok(queued) => Ok(queued),
                 Err(refusal) => {
                     let error = Error::new(refusal.kind, refusal.message);
                     Err(error.with_retry_after(refusal.retry_after))
@@ -406,9 +418,29 @@ impl Engine {
         }
     }
 
+    /// What the call's next attempt asks of the limiters, within `deadline`: built for each
+    /// question, so that a call in flight does not carry it.
+    fn ask_of<'a>(&'a self, call: &CallState<'a, '_>, deadline: &Deadline) -> Ask<'a> {
+        Ask {
+            admission: call.admission,
+            attempts_left: call.attempts_left,
+            paced_left: call.paced_left,
+            ..self.ask(call.request, call.policy, *deadline)
+        }
+    }
+
     /// Asks the limiters to admit the next attempt; counts a retry once it is admitted.
-    async fn admit(&self, call: &mut CallState<'_, '_>, retry: Option<RetryCause>) -> Event {
-        match self.limits.admit_with(&call.ask, call.queued.take()).await {
+    async fn admit(
+        &self,
+        call: &mut CallState<'_, '_>,
+        deadline: &Deadline,
+        retry: Option<RetryCause>,
+    ) -> Event {
+        // From an allocation of its own, freed once admitted: a call in flight does not carry
+        // room for the limiters' waits.
+        let ask = self.ask_of(call, deadline);
+        let admitted = Box::pin(self.limits.admit_with(&ask, call.queued.take())).await;
+        match admitted {
             Ok(admitted) => {
                 let (cost, probe) = (admitted.cost(), admitted.is_probe());
                 call.permits = Some(admitted);
@@ -426,7 +458,13 @@ impl Engine {
         let Some(tokens) = &self.tokens else {
             return Event::Ready;
         };
-        match tokens.get(wait).await {
+        // The cached token at once; an exchange (rare) from an allocation of its own, so that
+        // a call in flight does not carry room for one.
+        let got = match tokens.fresh() {
+            Some(fresh) => Ok(fresh),
+            None => Box::pin(tokens.get(wait)).await,
+        };
+        match got {
             Ok(fresh) => {
                 *call.token = Some(fresh);
                 Event::Ready
@@ -438,11 +476,12 @@ impl Engine {
     /// Sends the attempt, lets the limiters hear its answer, and records it.
     async fn attempt<T: Transport>(
         &self,
-        request: &FixedRequest,
         transport: &mut T,
         call: &mut CallState<'_, '_>,
+        deadline: &Deadline,
         timeout: Duration,
     ) -> Event {
+        let request = call.request;
         let sent = call.attempts.len();
         let got = match self
             .send(request, transport, call.token.as_ref(), timeout, sent)
@@ -464,7 +503,12 @@ impl Engine {
             retry_after,
         );
         if let Some(admitted) = call.permits.take() {
-            self.limits.heard(admitted, &call.ask, &signal).await;
+            let ask = self.ask_of(call, deadline);
+            let slot = self.limits.heard(admitted, &ask, &signal);
+            if ask.fleet.is_some() {
+                // The fleet's store (rare) from an allocation of its own, as the admission.
+                Box::pin(self.limits.heard_by_fleet(slot, &ask, &signal)).await;
+            }
         }
         call.attempts
             .push(record(sent as u32 + 1, &got, request.profile));
@@ -517,10 +561,16 @@ impl Engine {
 /// What one call holds while the engine interprets its plan: its ask of the limiters, the
 /// permits of the attempt in flight, the last answer, and the exit's records and token.
 struct CallState<'a, 'e> {
-    ask: Ask<'a>,
-    /// What a server's words are cleaned of before they are logged: the client's secrets
-    /// (read when a line is written, so a token issued mid-call counts) and the request's.
-    secrets: (Option<&'a Secrets>, &'a FixedRequest),
+    request: &'a FixedRequest,
+    policy: &'a Policy,
+    /// What a server's words are cleaned of before they are logged, with the request's own:
+    /// the client's secrets (read when a line is written, so a token issued mid-call counts).
+    secrets: Option<&'a Secrets>,
+    /// What the retry budget charges for the next attempt, and what the call may still send:
+    /// the parts of its [`Ask`] the plan sets.
+    admission: Admission,
+    attempts_left: u32,
+    paced_left: u32,
     /// The route's slots it queued for, which its first attempt goes with.
     queued: Option<Queued>,
     permits: Option<Permits>,
@@ -559,8 +609,7 @@ impl CallState<'_, '_> {
     /// and bounded, as the attempt keeps it.
     fn request_id(&self) -> Option<String> {
         let id = self.answer.as_ref()?.request_id()?;
-        let (shared, request) = self.secrets;
-        Some(request.cleaner(shared).text(id, MAX_REQUEST_ID))
+        Some(self.request.cleaner(self.secrets).text(id, MAX_REQUEST_ID))
     }
 
     /// One event for the last attempt: number, status or transport error, `x-request-id`,

@@ -51,9 +51,13 @@ pub(crate) async fn sleep_until(until: Instant) {
     tokio::time::sleep_until(until).await;
 }
 
-/// Runs `future` for at most `limit`: `None` when it did not finish in time.
-pub(crate) async fn timeout<T>(limit: Duration, future: impl Future<Output = T>) -> Option<T> {
-    tokio::time::timeout(limit, future).await.ok()
+/// Runs `future` for at most `limit`: an error when it did not finish in time.
+///
+/// Tokio's own future, not an `async fn` around it: that would hold `future` twice, once as
+/// its argument and once inside the timeout it awaits, and an attempt's send is the largest
+/// thing a call holds while it is in flight.
+pub(crate) fn timeout<F: Future>(limit: Duration, future: F) -> tokio::time::Timeout<F> {
+    tokio::time::timeout(limit, future)
 }
 
 /// Tells the time. Inject your own to test a schedule or an outbox without waiting.

@@ -97,7 +97,7 @@ impl Transport for Http<'_> {
                 };
                 runtime::timeout(timeout, sent)
                     .await
-                    .unwrap_or_else(|| Answer::no_response(TransportKind::Timeout))
+                    .unwrap_or_else(|_| Answer::no_response(TransportKind::Timeout))
             }
             Sender::Custom(transport) => {
                 let outgoing = Outgoing {
@@ -109,7 +109,7 @@ impl Transport for Http<'_> {
                 // attempt is a timeout whatever the transport was doing.
                 runtime::timeout(timeout, transport.send(outgoing))
                     .await
-                    .unwrap_or_else(|| Answer::no_response(TransportKind::Timeout))
+                    .unwrap_or_else(|_| Answer::no_response(TransportKind::Timeout))
             }
         }
     }

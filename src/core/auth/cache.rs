@@ -28,9 +28,22 @@ const MAX_REFRESH_SKEW: Duration = Duration::from_secs(30);
 /// tokens are cached and one per backoff step while they are not.
 pub(crate) const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(1);
 
-/// A token handed out by a [`TokenCache`], with the exchange it came from.
+/// A token handed out by a [`TokenCache`], with the exchange it came from: shared, so that
+/// each call holds a pointer to it, not a copy.
 #[derive(Debug, Clone)]
-pub(crate) struct CachedToken {
+pub(crate) struct CachedToken(Arc<Issued>);
+
+impl std::ops::Deref for CachedToken {
+    type Target = Issued;
+
+    fn deref(&self) -> &Issued {
+        &self.0
+    }
+}
+
+/// What one exchange issued, as its callers hold it.
+#[derive(Debug)]
+pub(crate) struct Issued {
     token: AccessToken,
     generation: u64,
     /// `Bearer …`, built once per exchange; `None` when the token cannot be a header value.
@@ -211,17 +224,21 @@ impl TokenCache {
         self.inner.finished.load(Ordering::Acquire)
     }
 
+    /// The cached token, while it need not be refreshed: what [`get`](Self::get) answers at
+    /// once, without a future.
+    pub(crate) fn fresh(&self) -> Option<CachedToken> {
+        self.inner
+            .current()
+            .as_ref()
+            .and_then(|held| held.fresh(runtime::now()))
+    }
+
     /// A token to send: the cached one while fresh, else the token of the one shared exchange,
     /// waited for within `wait`.
     ///
     /// While a refresh ahead of expiry fails, the old token is used while it lasts.
     pub(crate) async fn get(&self, wait: TokenWait) -> Result<CachedToken> {
-        if let Some(token) = self
-            .inner
-            .current()
-            .as_ref()
-            .and_then(|held| held.fresh(runtime::now()))
-        {
+        if let Some(token) = self.fresh() {
             return Ok(token);
         }
         let asked = runtime::now();
@@ -236,7 +253,7 @@ impl TokenCache {
                 }
                 Next::Exchange(mut finished) => {
                     let left = wait.until.saturating_duration_since(runtime::now());
-                    if runtime::timeout(left, finished.changed()).await.is_none() {
+                    if runtime::timeout(left, finished.changed()).await.is_err() {
                         return Err(unanswered(wait, asked));
                     }
                     waited_for = Some(*finished.borrow_and_update());
@@ -329,8 +346,8 @@ impl TokenCache {
             let started = runtime::now();
             let result =
                 match runtime::timeout(wait.exchange_timeout, inner.exchanger.exchange()).await {
-                    Some(result) => result,
-                    None => Err(Error::token_exchange(format_args!(
+                    Ok(result) => result,
+                    Err(_) => Err(Error::token_exchange(format_args!(
                         "no answer from the token endpoint within {:?}, the attempt timeout",
                         shown(wait.exchange_timeout)
                     ))),
@@ -366,12 +383,12 @@ impl TokenState {
                 self.secrets.add_token(token.secret().expose());
                 let short_lived = short_lived(&token, started, now);
                 let authorization = token.authorization().ok();
-                let cached = CachedToken {
+                let cached = CachedToken(Arc::new(Issued {
                     token,
                     generation: state.finished,
                     authorization,
                     short_lived,
-                };
+                }));
                 match short_lived {
                     Some(lifetime) => {
                         state.handoff = Some(cached);

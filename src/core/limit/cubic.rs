@@ -261,7 +261,7 @@ impl Limiter for SendRates {
 
     /// Counts the answer in the client's rate; a 429 without `Retry-After` cuts the rate of
     /// the scope it speaks for.
-    async fn heard(&self, sent_at: Instant, _: &Ask<'_>, signal: &Signal<'_>) {
+    fn heard(&self, sent_at: Instant, _: &Ask<'_>, signal: &Signal<'_>) {
         let now = runtime::now();
         let mut state = self.lock();
         state.measured.record(now);

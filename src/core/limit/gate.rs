@@ -389,7 +389,7 @@ impl Limiter for Gate {
     }
 
     /// Closes the scope the answer closes, if any.
-    async fn heard(&self, (): (), _: &Ask<'_>, signal: &Signal<'_>) {
+    fn heard(&self, (): (), _: &Ask<'_>, signal: &Signal<'_>) {
         if let Some(closing) = signal.closes {
             self.close(closing, runtime::now());
             tracing::debug!(

@@ -137,8 +137,9 @@ pub(crate) trait Limiter {
     /// Admits the attempt of `ask`: at once, after a wait within its time, or not at all.
     async fn admit(&self, ask: &Ask<'_>) -> Result<Self::Permit, Refusal>;
 
-    /// The attempt of `permit` came back (or gave up) with `signal`.
-    async fn heard(&self, permit: Self::Permit, ask: &Ask<'_>, signal: &Signal<'_>);
+    /// The attempt of `permit` came back (or gave up) with `signal`: heard at once, with no
+    /// wait (a call in flight carries no room for one).
+    fn heard(&self, permit: Self::Permit, ask: &Ask<'_>, signal: &Signal<'_>);
 }
 
 /// The limiters of one client, asked in one order: the retry budget (may the call send at
@@ -216,32 +217,45 @@ impl Limiters {
     }
 }
 
-impl Limiter for Limiters {
-    type Permit = Permits;
-
-    async fn admit(&self, ask: &Ask<'_>) -> Result<Permits, Refusal> {
-        self.admit_with(ask, None).await
-    }
-
-    async fn heard(&self, permits: Permits, ask: &Ask<'_>, signal: &Signal<'_>) {
+impl Limiters {
+    /// The attempt of `permits` came back (or gave up) with `signal`: the client's own
+    /// limiters hear it at once. A call given a fleet then tells the fleet
+    /// ([`heard_by_fleet`](Self::heard_by_fleet)) with the shared slot returned here.
+    pub(crate) fn heard(
+        &self,
+        permits: Permits,
+        ask: &Ask<'_>,
+        signal: &Signal<'_>,
+    ) -> Option<SharedSlot> {
         // The window learns what the answer said before its slot is released, so the slot is
         // held for the window the server just stated.
-        self.windows.heard(permits.slot, ask, signal).await;
-        self.gate.heard((), ask, signal).await;
-        self.rates.heard(permits.sent_at, ask, signal).await;
-        let shared = SharedLimits(&self.windows);
-        shared.heard(permits.shared, ask, signal).await;
-        self.retry_budget.heard(permits.ticket, ask, signal).await;
-        if ask.fleet.is_some() {
-            // What the budget now finds of the service, for the processes that share it.
-            let accepted = retry_budget::accepted(signal.answer.status());
-            let (down_for, failed_in_a_row) = self.retry_budget.service_health(ask.service);
-            let heard = Heard {
-                accepted,
-                down_for,
-                failed_in_a_row,
-            };
-            shared.heard_service(ask, heard).await;
+        self.windows.heard(permits.slot, ask, signal);
+        self.gate.heard((), ask, signal);
+        self.rates.heard(permits.sent_at, ask, signal);
+        self.retry_budget.heard(permits.ticket, ask, signal);
+        permits.shared
+    }
+
+    /// Tells the fleet of a call given one what its attempt's answer said: the shared slot
+    /// back, the scope it closed, and what the retry budget now finds of the service.
+    pub(crate) async fn heard_by_fleet(
+        &self,
+        slot: Option<SharedSlot>,
+        ask: &Ask<'_>,
+        signal: &Signal<'_>,
+    ) {
+        if ask.fleet.is_none() {
+            return;
         }
+        let shared = SharedLimits(&self.windows);
+        shared.heard(slot, ask, signal).await;
+        let accepted = retry_budget::accepted(signal.answer.status());
+        let (down_for, failed_in_a_row) = self.retry_budget.service_health(ask.service);
+        let heard = Heard {
+            accepted,
+            down_for,
+            failed_in_a_row,
+        };
+        shared.heard_service(ask, heard).await;
     }
 }

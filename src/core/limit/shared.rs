@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::core::limit::figures::{RouteLimit, RoutePacing};
 use crate::core::limit::scope::{Scope, Signal};
 use crate::core::limit::window::Windows;
-use crate::core::limit::{Ask, Limiter, Refusal};
+use crate::core::limit::{Ask, Refusal};
 use crate::core::runtime;
 use crate::core::stats::{Counters, Holding};
 
@@ -216,19 +216,19 @@ impl SharedLimits<'_> {
     }
 }
 
-impl Limiter for SharedLimits<'_> {
-    type Permit = Option<SharedSlot>;
-
+/// Not a [`Limiter`](super::Limiter): its answers come from a store over the network, so it is awaited after
+/// an answer too, where the client's own limiters hear at once.
+impl SharedLimits<'_> {
     /// Waits for the fleet's closed scope and shared window, within the time left; a store
     /// that does not answer ends the call when its time does.
-    async fn admit(&self, ask: &Ask<'_>) -> Result<Option<SharedSlot>, Refusal> {
+    pub(crate) async fn admit(&self, ask: &Ask<'_>) -> Result<Option<SharedSlot>, Refusal> {
         let Some(fleet) = ask.fleet else {
             return Ok(None);
         };
         let max_wait = ask.max_wait();
         match runtime::timeout(max_wait, fleet.admit(self.ask(ask, ask.scope), max_wait)).await {
-            Some(admitted) => admitted.map(|slot| slot.map(SharedSlot)),
-            None => Err(Refusal::past_budget(format!(
+            Ok(admitted) => admitted.map(|slot| slot.map(SharedSlot)),
+            Err(_) => Err(Refusal::past_budget(format!(
                 "the fleet's store did not answer for the shared limits of {} within the {:.1}s this call has left to wait",
                 ask.scope.label(),
                 max_wait.as_secs_f64()
@@ -238,7 +238,7 @@ impl Limiter for SharedLimits<'_> {
 
     /// Gives the shared slot back with what the answer stated of its window, and closes for
     /// every worker the scope the answer closed.
-    async fn heard(&self, slot: Option<SharedSlot>, ask: &Ask<'_>, signal: &Signal<'_>) {
+    pub(crate) async fn heard(&self, slot: Option<SharedSlot>, ask: &Ask<'_>, signal: &Signal<'_>) {
         let Some(fleet) = ask.fleet else {
             return;
         };

@@ -287,9 +287,9 @@ impl Windows {
                 let started = runtime::now();
                 let _held = hold.begin(Some(pacing));
                 match runtime::timeout(max_wait, Arc::clone(&lane.permits).acquire_owned()).await {
-                    Some(Ok(permit)) => (permit, runtime::now().saturating_duration_since(started)),
+                    Ok(Ok(permit)) => (permit, runtime::now().saturating_duration_since(started)),
                     // The semaphore is never closed; a timeout means the window stayed full.
-                    Some(Err(_)) | None => return Err(()),
+                    Ok(Err(_)) | Err(_) => return Err(()),
                 }
             }
         };
@@ -361,7 +361,7 @@ impl Limiter for Windows {
 
     /// Learns what the answer said of the route's window, then lets its slot go one window
     /// after the answer.
-    async fn heard(&self, slot: Option<WindowSlot>, ask: &Ask<'_>, signal: &Signal<'_>) {
+    fn heard(&self, slot: Option<WindowSlot>, ask: &Ask<'_>, signal: &Signal<'_>) {
         if let Some(route) = ask.route {
             self.heard_window(route, signal.window);
         }

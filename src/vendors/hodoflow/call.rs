@@ -5,11 +5,13 @@
 //! ID is an `invalid_input` or `payload_too_large` error with no attempt made.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 
+use crate::core::answer::FinalAnswer;
 use crate::core::auth::secret::Secret;
 use crate::core::call_options::{CallOptions, per_call_setters};
 use crate::core::engine::Policy;
@@ -100,6 +102,9 @@ impl<'a> Call<'a> {
 
     /// Sends the call, retrying as the surface's matrix says.
     ///
+    /// The request is checked and fixed when `send` is called; nothing is sent until the
+    /// future is awaited, and a bad request's error comes from awaiting it.
+    ///
     /// Cancellation is safe: dropping the future stops sending; an attempt already on the
     /// wire may still run on the server, so resend the same operation with the same key.
     ///
@@ -107,10 +112,17 @@ impl<'a> Call<'a> {
     ///
     /// An [`Error`] whose [`kind`](Error::kind) says why it stopped and whose
     /// [`may_have_run`](Error::may_have_run) says whether the operation may have taken effect.
-    pub async fn send(self) -> Result<Response> {
+    pub fn send(self) -> impl Future<Output = Result<Response>> + Send + 'a {
+        // Checked and moved into the call's one allocation here, so that the future holds the
+        // allocation and not the builder.
         let shared = self.shared;
-        let (request, policy) = self.fixed()?;
-        send_for_response(shared, request, policy).await
+        let call = self
+            .fixed()
+            .map(|(request, policy)| shared.engine.run_boxed(request, policy, Http(&shared.http)));
+        async move {
+            let (answered, _) = call?.await;
+            response_of(answered)
+        }
     }
 
     /// The call's request and policy, checked. It takes the builder whole, so that the send
@@ -142,6 +154,11 @@ pub(crate) async fn send_for_response(
         .engine
         .run_boxed(request, policy, Http(&shared.http))
         .await;
+    response_of(answered)
+}
+
+/// A call's final answer as a [`Response`].
+fn response_of(answered: Result<FinalAnswer>) -> Result<Response> {
     let answered = answered?;
     Ok(Response::new(
         answered.status,
@@ -274,6 +291,9 @@ impl<'a> Delivering<'a> {
     /// `202 accepted` and `202 duplicate` are both success: a duplicate means the event was
     /// already accepted and no second run was created.
     ///
+    /// The delivery is checked and fixed when `send` is called; nothing is sent until the
+    /// future is awaited, and a bad delivery's error comes from awaiting it.
+    ///
     /// Cancellation is safe: dropping the future stops sending; an attempt already on the
     /// wire may still start a run, so deliver again with the same delivery ID.
     ///
@@ -285,19 +305,19 @@ impl<'a> Delivering<'a> {
     /// the delivery may have started a run. A signed delivery the trigger refuses with `422
     /// Unsupported trigger authentication` stops after that one attempt (a retry signed with
     /// the same secrets cannot succeed), and the error names each secret's fingerprint.
-    pub async fn send(self) -> Result<Delivery> {
+    pub fn send(self) -> impl Future<Output = Result<Delivery>> + Send + 'a {
+        // Checked and moved into the delivery's one allocation here, so that the future holds
+        // the allocation and not the builder.
         let shared = self.shared;
-        let (request, id, policy) = self.fixed()?;
-        let (answered, request) = shared
-            .engine
-            .run_boxed(request, policy, Http(&shared.http))
-            .await;
-        let answered = answered.map_err(|error| match &request.signer {
-            Some(signer) => refused_signature(error, signer),
-            None => error,
-        })?;
-        let outcome = WebhookOutcome::from_body(&answered.body).cleaned(&answered.cleaner);
-        Ok(Delivery::new(outcome, id, answered.attempts))
+        let call = self.fixed().map(|(request, id, policy)| {
+            let call = shared.engine.run_boxed(request, policy, Http(&shared.http));
+            (call, id)
+        });
+        async move {
+            let (call, id) = call?;
+            let (answered, request) = call.await;
+            delivered(answered, &request, id)
+        }
     }
 
     /// The delivery's request, ID and policy, checked before anything is sent. It takes the
@@ -357,6 +377,21 @@ impl<'a> Delivering<'a> {
         )?;
         Ok((request, id, self.options.policy))
     }
+}
+
+/// What a delivery's final answer says: its outcome, its ID and its attempts; a refusal of a
+/// signed delivery's signature names the secrets' fingerprints.
+fn delivered(
+    answered: Result<FinalAnswer>,
+    request: &FixedRequest,
+    id: DeliveryId,
+) -> Result<Delivery> {
+    let answered = answered.map_err(|error| match &request.signer {
+        Some(signer) => refused_signature(error, signer),
+        None => error,
+    })?;
+    let outcome = WebhookOutcome::from_body(&answered.body).cleaned(&answered.cleaner);
+    Ok(Delivery::new(outcome, id, answered.attempts))
 }
 
 /// The error of a signed delivery, naming the secrets' fingerprints when the trigger refused

@@ -277,7 +277,9 @@ impl MethodCall<'_> {
         // bounded by the call's budget, and the attempts get what it leaves.
         let started = runtime::now();
         let max_elapsed = self.options.policy.budget.max_elapsed;
-        let read = runtime::timeout(max_elapsed, self.modulify.effect_of(&self.method)).await;
+        let read = runtime::timeout(max_elapsed, self.modulify.effect_of(&self.method))
+            .await
+            .ok();
         let left = max_elapsed.saturating_sub(runtime::now().saturating_duration_since(started));
         let effect = match read {
             Some(effect) => effect?,

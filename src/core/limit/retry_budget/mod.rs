@@ -578,7 +578,7 @@ impl Limiter for RetryBudget {
     }
 
     /// Counts the answer in its service's ratio; a probe's answer may start the ramp.
-    async fn heard(&self, ticket: Ticket, _: &Ask<'_>, signal: &Signal<'_>) {
+    fn heard(&self, ticket: Ticket, _: &Ask<'_>, signal: &Signal<'_>) {
         self.answered(ticket, signal.answer.status());
     }
 }
