@@ -107,13 +107,16 @@ impl Engine {
     ) -> Result<FinalAnswer> {
         policy.budget.validate()?;
         self.counters.call_started();
-        let span = otel::call_span(request);
-        let result = self
-            .attempts(request, policy, transport)
-            .instrument(span.clone())
-            .await;
+        // Pinned in place, so that its span is read after it ends: no second copy of the span
+        // is held while the call is in flight.
+        let mut call = std::pin::pin!(
+            self.attempts(request, policy, transport)
+                .instrument(otel::call_span(request))
+        );
+        let result = call.as_mut().await;
+        let span = call.span();
         self.counters.call_ended(result.is_ok());
-        otel::record_call(&span, &result);
+        otel::record_call(span, &result);
         span.in_scope(|| self.trace_call(&result));
         result
     }
@@ -255,7 +258,7 @@ impl Engine {
         // attempt.
         let queued = match (policy.queue, request.route_key) {
             (Some(max), Some(_)) if max >= QUEUE_LOOK_AGAIN => {
-                Some(Box::pin(self.queue(request, policy, max)).await?)
+                Some(Box::new(Box::pin(self.queue(request, policy, max)).await?))
             }
             _ => None,
         };
@@ -275,13 +278,15 @@ impl Engine {
         };
         let mut event = Event::Begin;
         loop {
-            let at = runtime::now();
-            let now = Now {
-                at,
-                wall: runtime::wall_at(at),
+            let step = {
+                let at = runtime::now();
+                let now = Now {
+                    at,
+                    wall: runtime::wall_at(at),
+                };
+                let answer = call.answer.as_ref();
+                self.jitter.with(|rng| plan.next(event, answer, now, rng))
             };
-            let answer = call.answer.as_ref();
-            let step = self.jitter.with(|rng| plan.next(event, answer, now, rng));
             event = match step {
                 Step::Admit {
                     admission,
@@ -439,7 +444,11 @@ impl Engine {
         // From an allocation of its own, freed once admitted: a call in flight does not carry
         // room for the limiters' waits.
         let ask = self.ask_of(call, deadline);
-        let admitted = Box::pin(self.limits.admit_with(&ask, call.queued.take())).await;
+        let admitted = Box::pin(
+            self.limits
+                .admit_with(&ask, call.queued.take().map(|queued| *queued)),
+        )
+        .await;
         match admitted {
             Ok(admitted) => {
                 let (cost, probe) = (admitted.cost(), admitted.is_probe());
@@ -540,20 +549,22 @@ impl Engine {
         let authorization = token.map(CachedToken::authorization).transpose()?;
         let limit = request.profile.answer_limit.unwrap_or(self.answer_limit);
         self.counters.attempt_sent();
-        let attempt_span = otel::attempt_span(request, sent as u32 + 1);
         #[cfg(feature = "metrics")]
         let sent_at = runtime::now();
-        let answer = transport
-            .send(request, authorization, timeout, limit)
-            .instrument(attempt_span.clone())
-            .await;
+        // Pinned in place, so that its span is read after it ends (as the call's).
+        let mut sending = std::pin::pin!(
+            transport
+                .send(request, authorization, timeout, limit)
+                .instrument(otel::attempt_span(request, sent as u32 + 1))
+        );
+        let answer = sending.as_mut().await;
         #[cfg(feature = "metrics")]
         self.meter.attempt(
             &request.method,
             &answer,
             runtime::now().saturating_duration_since(sent_at),
         );
-        otel::record_attempt(&attempt_span, &answer);
+        otel::record_attempt(sending.span(), &answer);
         Ok(answer)
     }
 }
@@ -571,8 +582,8 @@ struct CallState<'a, 'e> {
     admission: Admission,
     attempts_left: u32,
     paced_left: u32,
-    /// The route's slots it queued for, which its first attempt goes with.
-    queued: Option<Queued>,
+    /// The route's slots it queued for (rare, so boxed), which its first attempt goes with.
+    queued: Option<Box<Queued>>,
     permits: Option<Permits>,
     answer: Option<Answer>,
     attempts: &'e mut Vec<Attempt>,
