@@ -74,6 +74,29 @@ async fn accepts_a_first_delivery_with_its_run_id() {
     assert_eq!(ledger.runs_for_delivery(&key), [run_id(&delivery)]);
 }
 
+/// A delivery's future is a pointer to its call's one allocation, not the call: a sender
+/// with ten thousand deliveries in flight holds a few bytes a delivery beside them, however
+/// it moves the futures (into tasks, a `select!`). Nothing is sent until it is awaited.
+#[tokio::test]
+async fn a_delivery_s_future_points_to_its_call_and_sends_nothing_until_awaited() {
+    let server = server().await;
+    let client = client(&server);
+    let send = client
+        .deliver(TRIGGER, EVENT)
+        .delivery_id(delivery("order-4711:small"))
+        .send();
+    let bytes = std::mem::size_of_val(&send);
+    assert!(bytes <= 64, "a delivery's future is {bytes} bytes");
+    assert!(server.ledger().requests().is_empty(), "nothing sent yet");
+
+    let delivered = send.await.expect("delivered");
+    let key = identity(&delivered);
+    assert_eq!(
+        server.ledger().runs_for_delivery(&key),
+        [run_id(&delivered)]
+    );
+}
+
 #[tokio::test]
 async fn a_lost_202_is_retried_with_the_same_id_and_answered_duplicate_with_one_run() {
     let server = server().await;

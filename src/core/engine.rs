@@ -122,19 +122,21 @@ impl Engine {
     }
 
     /// [`run`](Self::run) from one allocation per call, which owns the request, the policy and
-    /// the attempt loop's state: the caller's future stays small while the call is in flight,
-    /// and a caller that moves it (into a task, a `select!`, a local and then `.await`) moves a
-    /// few hundred bytes, not the loop. The request comes back with the result, for what the
-    /// caller reads of it after.
-    pub(crate) fn run_boxed<'a, T: Transport + 'a>(
+    /// the attempt loop's state, and ends with `then` (what the caller makes of the result and
+    /// the request): the caller's future stays small while the call is in flight, and a
+    /// caller that moves it (into a task, a `select!`, a local and then `.await`) moves a
+    /// pointer, not the loop. What `then` holds (a delivery's ID) is held once, in the
+    /// allocation.
+    pub(crate) fn run_boxed<'a, T: Transport + 'a, O: 'a>(
         &'a self,
         request: FixedRequest,
         policy: Policy,
         mut transport: T,
-    ) -> Pin<Box<impl Future<Output = (Result<FinalAnswer>, FixedRequest)> + Send + 'a>> {
+        then: impl FnOnce(Result<FinalAnswer>, FixedRequest) -> O + Send + 'a,
+    ) -> Pin<Box<impl Future<Output = O> + Send + 'a>> {
         Box::pin(async move {
             let result = self.run(&request, &policy, &mut transport).await;
-            (result, request)
+            then(result, request)
         })
     }
 
@@ -441,14 +443,11 @@ impl Engine {
         deadline: &Deadline,
         retry: Option<RetryCause>,
     ) -> Event {
-        // From an allocation of its own, freed once admitted: a call in flight does not carry
-        // room for the limiters' waits.
+        // The limiters' waits are small here (a retry budget's slow path has an allocation
+        // of its own): no larger than the attempt a call in flight carries anyway.
         let ask = self.ask_of(call, deadline);
-        let admitted = Box::pin(
-            self.limits
-                .admit_with(&ask, call.queued.take().map(|queued| *queued)),
-        )
-        .await;
+        let queued = call.queued.take().map(|queued| *queued);
+        let admitted = self.limits.admit_with(&ask, queued).await;
         match admitted {
             Ok(admitted) => {
                 let (cost, probe) = (admitted.cost(), admitted.is_probe());

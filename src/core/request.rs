@@ -61,7 +61,10 @@ impl FixedRequest {
             method,
             url,
             route,
-            headers,
+            // A copy keeps the map's index (room for each attempt's headers, so that no
+            // attempt's copy rehashes) but only its length of entries: the room a call holds
+            // while it is in flight is a few bytes an entry, not a hundred.
+            headers: headers.clone(),
             body,
             identity,
             route_key: None,
@@ -254,17 +257,18 @@ pub(crate) fn is_path_segment(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
 }
 
-/// Adds caller headers, refusing the ones the client owns.
-/// Headers each attempt adds to its request's: `Authorization`, and a signed delivery's
-/// timestamp and signature.
-const ATTEMPT_HEADERS: usize = 3;
+/// Headers each attempt's copy of its request's adds: `Authorization`, reqwest's `Accept`, and
+/// a signed delivery's timestamp and signature.
+const ATTEMPT_HEADERS: usize = 4;
 
 /// A request's header map, with room for the caller's `extra` headers, `own` more of the
-/// request's, and what each attempt adds, so that no attempt's copy grows (and rehashes) it.
+/// request's, and what each attempt adds, so that no attempt's copy rehashes.
+/// [`FixedRequest::new`] keeps a copy of it, with only its length of entries.
 pub(crate) fn headers_with_room(extra: &HeaderMap, own: usize) -> HeaderMap {
     HeaderMap::with_capacity(extra.len() + own + ATTEMPT_HEADERS)
 }
 
+/// Adds caller headers, refusing the ones the client owns.
 pub(crate) fn add_headers(into: &mut HeaderMap, extra: &HeaderMap) -> Result<()> {
     for (name, value) in extra {
         if name == AUTHORIZATION {

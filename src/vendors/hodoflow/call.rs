@@ -116,13 +116,11 @@ impl<'a> Call<'a> {
         // Checked and moved into the call's one allocation here, so that the future holds the
         // allocation and not the builder.
         let shared = self.shared;
-        let call = self
-            .fixed()
-            .map(|(request, policy)| shared.engine.run_boxed(request, policy, Http(&shared.http)));
-        async move {
-            let (answered, _) = call?.await;
-            response_of(answered)
-        }
+        let call = self.fixed().map(|(request, policy)| {
+            let then = |answered, _| response_of(answered);
+            (shared.engine).run_boxed(request, policy, Http(&shared.http), then)
+        });
+        async move { call?.await }
     }
 
     /// The call's request and policy, checked. It takes the builder whole, so that the send
@@ -150,11 +148,10 @@ pub(crate) async fn send_for_response(
     request: FixedRequest,
     policy: Policy,
 ) -> Result<Response> {
-    let (answered, _) = shared
-        .engine
-        .run_boxed(request, policy, Http(&shared.http))
-        .await;
-    response_of(answered)
+    let then = |answered, _| response_of(answered);
+    (shared.engine)
+        .run_boxed(request, policy, Http(&shared.http), then)
+        .await
 }
 
 /// A call's final answer as a [`Response`].
@@ -310,14 +307,11 @@ impl<'a> Delivering<'a> {
         // the allocation and not the builder.
         let shared = self.shared;
         let call = self.fixed().map(|(request, id, policy)| {
-            let call = shared.engine.run_boxed(request, policy, Http(&shared.http));
-            (call, id)
+            // The ID is held once, in the allocation, until the answer.
+            let then = move |answered, request: FixedRequest| delivered(answered, &request, id);
+            (shared.engine).run_boxed(request, policy, Http(&shared.http), then)
         });
-        async move {
-            let (call, id) = call?;
-            let (answered, request) = call.await;
-            delivered(answered, &request, id)
-        }
+        async move { call?.await }
     }
 
     /// The delivery's request, ID and policy, checked before anything is sent. It takes the

@@ -123,8 +123,8 @@ impl FixedRequest {
         signer: Option<Signer>,
     ) -> Result<Self> {
         Surface::Webhook.profile().vendor.keys.check(id.key())?;
-        // The delivery ID, the signed `webhook-id`, `Content-Type`.
-        let mut headers = headers_with_room(extra, 3);
+        // The delivery ID, `Content-Type`, and the signed `webhook-id`.
+        let mut headers = headers_with_room(extra, 2 + usize::from(signer.is_some()));
         add_headers(&mut headers, extra)?;
         headers.insert(id.header().header_name(), id.key().to_header_value());
         if signer.is_some() {

@@ -300,9 +300,9 @@ impl MethodCall<'_> {
             self.body,
             &self.options.headers,
         )?;
-        let (answered, _) = inner
-            .engine
-            .run_boxed(request, self.options.policy, Http(&inner.http))
+        let then = |answered, _| answered;
+        let answered = (inner.engine)
+            .run_boxed(request, self.options.policy, Http(&inner.http), then)
             .await;
         let answered = match answered {
             Ok(answered) => answered,

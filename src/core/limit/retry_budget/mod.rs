@@ -471,7 +471,9 @@ impl RetryBudget {
             final_retry: admission != Admission::First && attempts_left <= 1,
             limits: limits(),
         };
-        shared.admit_slow(service, ask).await
+        // The slow path (a retry, or a service not calm) from an allocation of its own, so
+        // that a calm call's admission, and the engine's future around it, stay small.
+        Box::pin(shared.admit_slow(service, ask)).await
     }
 
     /// The answer (`status`, `None` when none came back) to the attempt of `ticket`.
