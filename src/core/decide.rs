@@ -35,6 +35,7 @@ use crate::core::limit::Refusal;
 use crate::core::limit::retry_budget::{Admission, RetryBudget};
 use crate::core::matrix::Verdict;
 use crate::core::profile::SurfaceProfile;
+use crate::core::runtime::WallAnchor;
 use crate::core::schedule::Waits;
 use crate::core::stats::RetryCause;
 
@@ -73,12 +74,20 @@ pub(crate) struct Heard<'a> {
     pub(crate) retry_after: Option<Duration>,
 }
 
-/// The time of a decision: the engine's instant (for the deadline) and the wall clock's (for
-/// the dates an error quotes), both read from the one runtime (`runtime.rs`).
+/// The time of a decision: the engine's instant (for the deadline), and the wall clock's (for
+/// the dates an error quotes) counted from an anchor only when a date is quoted; both from the
+/// one runtime (`runtime.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Now {
     pub(crate) at: Instant,
-    pub(crate) wall: SystemTime,
+    pub(crate) anchor: WallAnchor,
+}
+
+impl Now {
+    /// The wall-clock time of the decision.
+    pub(crate) fn wall(&self) -> SystemTime {
+        self.anchor.wall_at(self.at)
+    }
 }
 
 /// One call's course: what it has decided so far, and what it asks of the retry budget next.
@@ -228,7 +237,7 @@ impl<'a> Course<'a> {
         if verdict == Verdict::Success {
             return decision(Step::Done);
         }
-        let stopped = || final_error(self.profile, answer, now.wall);
+        let stopped = || final_error(self.profile, answer, now.wall());
         let reexchange = verdict == Verdict::ReexchangeOnce;
         // Without a token source the caller's own credential was refused: nothing to
         // re-exchange, so the 401 stops at once.

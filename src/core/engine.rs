@@ -33,7 +33,7 @@ use crate::core::plan::{Event, Now, Plan, Step};
 use crate::core::profile::SurfaceProfile;
 use crate::core::redact::Secrets;
 use crate::core::request::FixedRequest;
-use crate::core::runtime;
+use crate::core::runtime::{self, WallAnchor};
 use crate::core::schedule::{SharedSchedule, Waits};
 use crate::core::stats::{Counters, RetryCause, Stats};
 use crate::core::transport::Transport;
@@ -284,7 +284,7 @@ impl Engine {
                 let at = runtime::now();
                 let now = Now {
                     at,
-                    wall: runtime::wall_at(at),
+                    anchor: WallAnchor::get(at),
                 };
                 let answer = call.answer.as_ref();
                 self.jitter.with(|rng| plan.next(event, answer, now, rng))

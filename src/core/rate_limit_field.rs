@@ -344,7 +344,10 @@ impl<'a> Parser<'a> {
         if whole.len() > 15 {
             return None;
         }
-        let value: i64 = whole.parse().ok()?;
+        // At most 15 ASCII digits: no overflow, and no general parser's checks.
+        let value = whole
+            .bytes()
+            .fold(0i64, |value, digit| value * 10 + i64::from(digit - b'0'));
         Some(Bare::Integer(if negative { -value } else { value }))
     }
 

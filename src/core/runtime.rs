@@ -33,11 +33,33 @@ pub(crate) fn wall_now() -> SystemTime {
 /// The wall-clock time at `now`, an instant of the runtime's clock (see [`wall_now`]): one
 /// clock read serves both.
 pub(crate) fn wall_at(now: Instant) -> SystemTime {
-    static ANCHOR: OnceLock<(Instant, SystemTime)> = OnceLock::new();
-    let (at, wall) = *ANCHOR.get_or_init(|| (now, SystemTime::now()));
-    match now.checked_duration_since(at) {
-        Some(since) => wall.checked_add(since).unwrap_or(wall),
-        None => wall.checked_sub(at - now).unwrap_or(wall),
+    WallAnchor::get(now).wall_at(now)
+}
+
+/// An instant of the runtime's clock and the wall-clock time then: the wall clock at any other
+/// instant, counted from it when it is asked for (see [`wall_now`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WallAnchor {
+    pub(crate) at: Instant,
+    pub(crate) wall: SystemTime,
+}
+
+impl WallAnchor {
+    /// The runtime's anchor, taken when first asked (at `now`).
+    pub(crate) fn get(now: Instant) -> Self {
+        static ANCHOR: OnceLock<WallAnchor> = OnceLock::new();
+        *ANCHOR.get_or_init(|| WallAnchor {
+            at: now,
+            wall: SystemTime::now(),
+        })
+    }
+
+    /// The wall-clock time at `now`.
+    pub(crate) fn wall_at(self, now: Instant) -> SystemTime {
+        match now.checked_duration_since(self.at) {
+            Some(since) => self.wall.checked_add(since).unwrap_or(self.wall),
+            None => self.wall.checked_sub(self.at - now).unwrap_or(self.wall),
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use crate::core::limit::Refusal;
 use crate::core::limit::retry_budget::Admission;
 use crate::core::matrix::Verdict;
 use crate::core::matrix::{Rule, When};
+use crate::core::runtime::WallAnchor;
 use crate::core::schedule::Waits;
 use crate::core::stats::RetryCause;
 use crate::vendors::Surface;
@@ -36,9 +37,13 @@ fn rng() -> StdRng {
 }
 
 fn start() -> Now {
+    let at = Instant::now();
     Now {
-        at: Instant::now(),
-        wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        at,
+        anchor: WallAnchor {
+            at,
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        },
     }
 }
 
@@ -120,7 +125,7 @@ fn decide_first(surface: Surface, answer: &Answer, renews_tokens: bool) -> Decis
     let mut course = course_under(surface, &Budget::new(), renews_tokens);
     let heard = Heard {
         answer,
-        retry_after: answer.retry_after(now.wall),
+        retry_after: answer.retry_after(now.wall()),
     };
     course.decide(heard, &deadline, now, &mut rng())
 }
