@@ -6,7 +6,9 @@
 //! wait that ends in time for the attempt, or refuses it with why (a wait that cannot end
 //! inside the budget is refused at once, never slept). After the answer each limiter hears
 //! what it said of the scopes ([`Signal`], read from the vendor's profile by
-//! [`scope::signal`]), with the permit it gave.
+//! [`scope::signal`]), with the permit it gave: at once, with no wait, so that a call in flight
+//! carries no room for one. Only the fleet's store (`shared.rs`) is awaited after an answer,
+//! being over the network, and only for a call given a fleet.
 //!
 //! One limiter a file, each holding only the scope it is asked for:
 //! - `retry_budget/`: the client's retry bucket (`bucket.rs`) and, per service, the SRE
@@ -15,7 +17,8 @@
 //! - `window.rs`: per route, the pacing of a window (a route's requests per window);
 //! - `gate.rs`: the credential's rate budget, and every scope a server closed until an instant;
 //! - `shared.rs`: the same scopes, and which services are down, through a store, for workers
-//!   in many processes.
+//!   in many processes (asked as the others are, but not a [`Limiter`]: its answers are
+//!   awaited).
 //!
 //! tower's `Budget` (`deposit`/`withdraw`) and smithy-rs's `RetryStrategy` (asked before and
 //! after each attempt) cut the same way: a limit is a small trait with one question, and a new
