@@ -292,7 +292,7 @@ impl ClientBuilder {
                 routes: RouteUrls::default(),
                 http: sender,
                 engine,
-                policy,
+                policy: Arc::new(policy),
             }),
         })
     }

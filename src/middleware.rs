@@ -145,7 +145,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
     engine: EngineOwner,
-    policy: Policy,
+    policy: Arc<Policy>,
 }
 
 /// Whose engine the middleware runs.
@@ -255,7 +255,7 @@ impl RetryMiddlewareBuilder {
         );
         Ok(RetryMiddleware {
             engine: EngineOwner::Own(Arc::new(engine)),
-            policy,
+            policy: Arc::new(policy),
         })
     }
 }

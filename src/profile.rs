@@ -479,7 +479,7 @@ impl Request<'_> {
         send_for_response(shared, request, policy).await
     }
 
-    fn fixed(self) -> Result<(FixedRequest, crate::core::engine::Policy)> {
+    fn fixed(self) -> Result<(FixedRequest, std::sync::Arc<crate::core::engine::Policy>)> {
         let table = self.profile.table();
         let keys = &table.vendor.keys;
         let url = url_of(&self.shared.base, &self.path)?;

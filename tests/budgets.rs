@@ -162,6 +162,18 @@ async fn a_per_call_budget_overrides_the_clients_both_ways() {
     );
     assert_eq!(statuses(narrowed.attempts()), [Some(503), Some(503)]);
     assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 5);
+
+    // A call's budget is its own: the clients' next calls have the clients' budgets.
+    server.clear_faults();
+    server.inject(Fault::respond(503).on("GET", PROJECTS).times(3));
+    let stingy_again = stingy.get(PROJECTS).send().await.unwrap_err();
+    let generous_again = generous.get(PROJECTS).send().await.unwrap();
+    assert_eq!(statuses(stingy_again.attempts()), [Some(503)]);
+    assert_eq!(
+        statuses(generous_again.attempts()),
+        [Some(503), Some(503), Some(200)]
+    );
+    assert_eq!(server.ledger().requests_to("GET", PROJECTS).len(), 9);
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! What one call may change of its client's settings, and the setters that change it, written
 //! once for every call type of every vendor.
 
+use std::sync::Arc;
+
 use http::HeaderMap;
 
 use crate::core::engine::Policy;
@@ -9,10 +11,13 @@ use crate::core::shared::Shared;
 /// What one call may change of its client's settings, held once by [`Call`](crate::Call),
 /// [`Delivering`](crate::webhook::Delivering) and [`MethodCall`](crate::modulify::MethodCall): the headers it adds, and its policy (budget, backoff
 /// or schedule, and the outbox's fleet). The setters are written once, by [`per_call_setters`].
+///
+/// The policy is the client's own `Arc` until a setter changes it: a call that changes nothing
+/// holds a pointer while it is in flight, not a copy.
 #[derive(Debug, Clone)]
 pub(crate) struct CallOptions {
     pub(crate) headers: HeaderMap,
-    pub(crate) policy: Policy,
+    pub(crate) policy: Arc<Policy>,
 }
 
 impl CallOptions {
@@ -20,8 +25,13 @@ impl CallOptions {
     pub(crate) fn of(shared: &Shared) -> Self {
         Self {
             headers: HeaderMap::new(),
-            policy: shared.policy.clone(),
+            policy: Arc::clone(&shared.policy),
         }
+    }
+
+    /// This call's own policy, copied from the client's on the first change.
+    pub(crate) fn policy_mut(&mut self) -> &mut Policy {
+        Arc::make_mut(&mut self.policy)
     }
 }
 
@@ -32,7 +42,7 @@ macro_rules! per_call_setters {
     ($noun:literal) => {
         #[doc = concat!("The budget of this ", $noun, ".\n\nDefault: the client's budget.")]
         pub fn budget(mut self, budget: $crate::core::budget::Budget) -> Self {
-            self.options.policy.budget = budget;
+            self.options.policy_mut().budget = budget;
             self
         }
 
@@ -42,8 +52,9 @@ macro_rules! per_call_setters {
             " before.\n\nDefault: the client's backoff."
         )]
         pub fn backoff(mut self, backoff: $crate::core::backoff::Backoff) -> Self {
-            self.options.policy.backoff = backoff;
-            self.options.policy.schedule = None;
+            let policy = self.options.policy_mut();
+            policy.backoff = backoff;
+            policy.schedule = None;
             self
         }
 
@@ -56,7 +67,7 @@ macro_rules! per_call_setters {
             "Default: the client's schedule, if one was set; otherwise the waits are the backoff's."
         )]
         pub fn schedule(mut self, schedule: impl $crate::core::schedule::Schedule + 'static) -> Self {
-            self.options.policy.schedule = Some($crate::core::schedule::SharedSchedule::new(schedule));
+            self.options.policy_mut().schedule = Some($crate::core::schedule::SharedSchedule::new(schedule));
             self
         }
 
@@ -65,7 +76,7 @@ macro_rules! per_call_setters {
         ///
         /// Default: none; this process's limits alone.
         pub fn fleet(mut self, fleet: std::sync::Arc<dyn $crate::core::limit::shared::Fleet>) -> Self {
-            self.options.policy.fleet = Some(fleet);
+            self.options.policy_mut().fleet = Some(fleet);
             self
         }
     };

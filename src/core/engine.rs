@@ -130,7 +130,7 @@ impl Engine {
     pub(crate) fn run_boxed<'a, T: Transport + 'a, O: 'a>(
         &'a self,
         request: FixedRequest,
-        policy: Policy,
+        policy: Arc<Policy>,
         mut transport: T,
         then: impl FnOnce(Result<FinalAnswer>, FixedRequest) -> O + Send + 'a,
     ) -> Pin<Box<impl Future<Output = O> + Send + 'a>> {

@@ -5,6 +5,8 @@
 //! A call holds a reference to this, not to the client, so the calls, the run follower and the
 //! client depend on it and not on each other.
 
+use std::sync::Arc;
+
 use crate::core::engine::{Engine, Policy};
 use crate::core::request::RouteUrls;
 use crate::core::transport::Sender;
@@ -18,5 +20,6 @@ pub(crate) struct Shared {
     /// Every attempt of the client's calls goes out through it.
     pub(crate) http: Sender,
     pub(crate) engine: Engine,
-    pub(crate) policy: Policy,
+    /// The policy of every call that changes none of it.
+    pub(crate) policy: Arc<Policy>,
 }

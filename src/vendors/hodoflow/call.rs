@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -125,7 +126,7 @@ impl<'a> Call<'a> {
 
     /// The call's request and policy, checked. It takes the builder whole, so that the send
     /// future does not hold it while the call is in flight.
-    fn fixed(self) -> Result<(FixedRequest, Policy)> {
+    fn fixed(self) -> Result<(FixedRequest, Arc<Policy>)> {
         let base = &self.shared.base;
         let headers = &self.options.headers;
         let request = match self.target {
@@ -146,7 +147,7 @@ impl<'a> Call<'a> {
 pub(crate) async fn send_for_response(
     shared: &Shared,
     request: FixedRequest,
-    policy: Policy,
+    policy: Arc<Policy>,
 ) -> Result<Response> {
     let then = |answered, _| response_of(answered);
     (shared.engine)
@@ -279,7 +280,7 @@ impl<'a> Delivering<'a> {
     ///
     /// Default: none: a wait for the window is part of the delivery's budget.
     pub fn queue(mut self, max: Duration) -> Self {
-        self.options.policy.queue = Some(max);
+        self.options.policy_mut().queue = Some(max);
         self
     }
 
@@ -316,7 +317,7 @@ impl<'a> Delivering<'a> {
 
     /// The delivery's request, ID and policy, checked before anything is sent. It takes the
     /// builder whole, so that the send future does not hold it while the delivery is in flight.
-    fn fixed(self) -> Result<(FixedRequest, DeliveryId, Policy)> {
+    fn fixed(self) -> Result<(FixedRequest, DeliveryId, Arc<Policy>)> {
         let (inner, settings) = (self.shared, self.settings);
         if self.body.len() > settings.webhook_body_limit {
             return Err(Error::new(

@@ -288,7 +288,8 @@ impl MethodCall<'_> {
         if left.is_zero() {
             return Err(catalogue_late(max_elapsed));
         }
-        self.options.policy.budget = self.options.policy.budget.max_elapsed(left);
+        let policy = self.options.policy_mut();
+        policy.budget = policy.budget.max_elapsed(left);
         let key = effect
             .needs_key()
             .then(|| self.key.unwrap_or_else(IdempotencyKey::random));
