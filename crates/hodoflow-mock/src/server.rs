@@ -178,7 +178,7 @@ impl MockServerBuilder {
             self.modulify,
         ));
         let app = app(shared.clone(), self.control_routes);
-        let listener = TcpListener::bind(self.listen).await?;
+        let listener = bind(self.listen)?;
         let addr = listener.local_addr()?;
         let mut protocols = auto::Builder::new(TokioExecutor::new());
         // hyper's default of 200 streams would queue a load test's deliveries in the client, and
@@ -526,6 +526,23 @@ impl Drop for MockServer {
     fn drop(&mut self) {
         self.accept.abort();
     }
+}
+
+/// The most connections waiting to be accepted that the server asks the kernel for (which caps
+/// it at `net.core.somaxconn`, 4,096 on Linux): tokio's `bind` asks for 1,024, and thousands of
+/// connections opened at once overflowed it, each then waiting out the client's SYN retries
+/// (1 s, 3 s, 7 s, ...), which spread a test's simultaneous requests over tens of seconds.
+const ACCEPT_BACKLOG: u32 = 65_535;
+
+/// A listener on `addr` with [`ACCEPT_BACKLOG`].
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
 }
 
 #[cfg(test)]
