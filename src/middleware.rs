@@ -449,7 +449,7 @@ impl Middleware for RetryMiddleware {
             Cow::Owned(route.into_owned()),
             headers,
             body,
-            key.as_ref().map(|key| key.as_str().to_owned()),
+            key.as_ref(),
         )
         .in_route(trigger);
         let version = req.version();

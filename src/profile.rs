@@ -517,7 +517,7 @@ impl Request<'_> {
             route_of(&self.path),
             headers,
             self.body,
-            key.map(|key| key.as_str().to_owned()),
+            key.as_ref(),
         );
         Ok((request, self.options.policy))
     }

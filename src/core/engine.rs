@@ -509,6 +509,7 @@ impl Engine {
             request.route_key,
             &got,
             retry_after,
+            &self.limits.windows.policy_memo,
         );
         if let Some(admitted) = call.permits.take() {
             let ask = self.ask_of(call, deadline);

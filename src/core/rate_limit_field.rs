@@ -62,15 +62,30 @@ pub(crate) struct RouteWindow {
 /// send nothing, the latest reset among the policies other than the route's with nothing
 /// remaining (`None` when none is exhausted). A field that is absent or malformed says
 /// nothing.
+#[cfg(any(test, fuzzing))]
 pub(crate) fn read(
     headers: &HeaderMap,
     route_policy: Option<&str>,
     in_route: bool,
 ) -> (RouteWindow, Option<Duration>) {
+    read_with(headers, route_policy, in_route, None)
+}
+
+/// [`read`], the route's policy through `memo`: a `RateLimit-Policy` line the same as the last
+/// one read is not parsed again.
+pub(crate) fn read_with(
+    headers: &HeaderMap,
+    route_policy: Option<&str>,
+    in_route: bool,
+    memo: Option<&PolicyMemo>,
+) -> (RouteWindow, Option<Duration>) {
     let route = route_policy.filter(|_| in_route);
     let mut window = RouteWindow::default();
     if let Some(policy) = route {
-        window.limit = route_limit(headers, policy);
+        window.limit = match memo {
+            Some(memo) => memo.route_limit(headers, policy),
+            None => route_limit(headers, policy),
+        };
     }
     let (spent_for, credential) = exhausted(headers, route_policy).unwrap_or_default();
     if route.is_some() {
@@ -79,10 +94,66 @@ pub(crate) fn read(
     (window, credential)
 }
 
+/// The last `RateLimit-Policy` line a client read, by its bytes, and what it said of a route's
+/// policy. A server sends the same line on answer after answer until its policy changes, so
+/// the line is compared, not parsed, on most answers. Only a field of one line is kept. A
+/// memo another answer is reading is not waited for: the line is parsed.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyMemo(std::sync::Mutex<Option<Memo>>);
+
+#[derive(Debug)]
+struct Memo {
+    line: Box<[u8]>,
+    policy: Box<str>,
+    limit: Option<RouteLimit>,
+}
+
+impl PolicyMemo {
+    /// [`route_limit`], read from the memo when `headers` hold the line it keeps.
+    fn route_limit(&self, headers: &HeaderMap, policy: &str) -> Option<RouteLimit> {
+        let mut lines = headers.get_all(&RATE_LIMIT_POLICY).iter();
+        let (Some(line), None) = (lines.next(), lines.next()) else {
+            return route_limit(headers, policy);
+        };
+        let Ok(mut memo) = self.0.try_lock() else {
+            return route_limit(headers, policy);
+        };
+        if let Some(known) = &*memo
+            && *known.line == *line.as_bytes()
+            && *known.policy == *policy
+        {
+            return known.limit;
+        }
+        let limit = route_limit(headers, policy);
+        *memo = Some(Memo {
+            line: line.as_bytes().into(),
+            policy: policy.into(),
+            limit,
+        });
+        limit
+    }
+}
+
 /// The `RateLimit` field's exhausted policies: the latest reset of the route's (`route_policy`)
 /// and of the others, each `r` a non-negative integer and each `t` one of at most a day; `None`
 /// when the field is malformed.
 fn exhausted(
+    headers: &HeaderMap,
+    route_policy: Option<&str>,
+) -> Option<(Option<Duration>, Option<Duration>)> {
+    // The usual answer has quota left: it says nothing here, whether it parses or not.
+    if !headers
+        .get_all(&RATE_LIMIT)
+        .iter()
+        .any(|line| may_be_spent(line.as_bytes()))
+    {
+        return Some((None, None));
+    }
+    parse_exhausted(headers, route_policy)
+}
+
+/// [`exhausted`], every line parsed.
+fn parse_exhausted(
     headers: &HeaderMap,
     route_policy: Option<&str>,
 ) -> Option<(Option<Duration>, Option<Duration>)> {
@@ -108,6 +179,22 @@ fn exhausted(
         }
     })?;
     (!malformed).then_some((route, credential))
+}
+
+/// Whether a `RateLimit` line may hold a member with nothing remaining: an `r=` followed by
+/// an integer of zeros (`r=0`, `r=00`, `r=-0`). A line without one has no such member, however
+/// it parses. Any other `r=0` (of a key ending in `r`, in a string) is only a false alarm: the
+/// line is parsed.
+fn may_be_spent(line: &[u8]) -> bool {
+    line.windows(2).enumerate().any(|(at, pair)| {
+        if pair != b"r=" {
+            return false;
+        }
+        let rest = &line[at + 2..];
+        let rest = rest.strip_prefix(b"-").unwrap_or(rest);
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        digits > 0 && rest[..digits].iter().all(|b| *b == b'0')
+    })
 }
 
 /// The route policy's members' quota and window, the smallest rate of them; `None` when there is
@@ -460,6 +547,104 @@ mod tests {
             .0
             .limit
             .map(|limit| (limit.requests(), limit.per().as_secs()))
+    }
+
+    #[test]
+    fn a_memo_reads_each_policy_line_as_a_parse_does() {
+        let memo = PolicyMemo::default();
+        let lines: &[&[&str]] = &[
+            &[r#""route";q=100;w=60"#],
+            &[r#""route";q=100;w=60"#],
+            &[r#""route";q=50;w=60"#],
+            &[r#""route";q=50;w=60"#, r#""route";q=10;w=60"#],
+            &[r#""route";q=50;w=60"#],
+            &[r#""route";q=0;w=60"#],
+            &[r#""other";q=5;w=1"#],
+            &[],
+            &[r#""route";q=50;w=60"#],
+        ];
+        for policy in ["route", "other", "route"] {
+            for values in lines {
+                let headers = headers(&RATE_LIMIT_POLICY, values);
+                assert_eq!(
+                    read_with(&headers, Some(policy), true, Some(&memo)),
+                    read(&headers, Some(policy), true),
+                    "{values:?} for {policy}"
+                );
+            }
+        }
+        let kept = memo.0.lock().unwrap();
+        let kept = kept.as_ref().expect("a line of one field line is kept");
+        assert_eq!(&*kept.line, br#""route";q=50;w=60"#);
+        assert_eq!(kept.limit.map(|limit| limit.requests()), Some(50));
+    }
+
+    #[test]
+    fn a_line_without_a_zero_remaining_is_not_parsed_and_one_with_is() {
+        for spent in [
+            r#""route";r=0;t=5"#,
+            r#""route";r=00;t=5"#,
+            r#""route";r=-0;t=5"#,
+            r#"a;r=1, "route";r=0"#,
+        ] {
+            assert!(may_be_spent(spent.as_bytes()), "{spent}");
+        }
+        for left in [
+            r#""route";r=10;t=5"#,
+            r#""route";r=01;t=5"#,
+            r#""route";r;t=0"#,
+            r#""route";t=0"#,
+            "",
+        ] {
+            assert!(!may_be_spent(left.as_bytes()), "{left}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The quick look says "nothing spent" only of fields whose parse says so too.
+        #[test]
+        fn the_quick_look_never_misses_a_spent_policy(
+            members in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["\"route\"", "a", "\"b;r=0\"", "*x"]),
+                    proptest::collection::vec(
+                        (
+                            proptest::sample::select(vec!["r", "t", "r", "t", "q", "hr", "r0"]),
+                            proptest::prop_oneof![
+                                9 => proptest::sample::select(vec!["0", "00", "-0", "1", "10", "01"]),
+                                1 => proptest::sample::select(vec!["0.0", "\"0\"", "?0", "", "-1"]),
+                            ],
+                        ),
+                        0..4,
+                    ),
+                ),
+                0..4,
+            ),
+            lines in 1usize..3,
+        ) {
+            let member = |(name, parameters): &(&str, Vec<(&str, &str)>)| {
+                let parameters: String = parameters
+                    .iter()
+                    .map(|(key, value)| match *value {
+                        "" => format!(";{key}"),
+                        value => format!(";{key}={value}"),
+                    })
+                    .collect();
+                format!("{name}{parameters}")
+            };
+            let list: Vec<String> = members.iter().map(member).collect();
+            let per_line = list.len().div_ceil(lines).max(1);
+            let values: Vec<String> = list.chunks(per_line).map(|chunk| chunk.join(", ")).collect();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            let headers = headers(&RATE_LIMIT, &values);
+            for policy in [Some(ROUTE), None] {
+                proptest::prop_assert_eq!(
+                    exhausted(&headers, policy).unwrap_or_default(),
+                    parse_exhausted(&headers, policy).unwrap_or_default(),
+                    "{:?}", values
+                );
+            }
+        }
     }
 
     #[test]

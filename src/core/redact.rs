@@ -253,21 +253,29 @@ impl Pattern {
         self.windows.is_empty() && self.short.is_empty()
     }
 
+    /// Whether `window` is a window of a form of a secret: its bit first, then the windows.
+    fn holds(&self, window: u64) -> bool {
+        let bit = bit(window);
+        self.seen[bit / 64] & (1 << (bit % 64)) != 0 && self.windows.binary_search(&window).is_ok()
+    }
+
     /// Adds to `found` the byte ranges of `text` that are a form of a secret of `patterns`, or a
     /// piece of one: each window of the text is read and hashed once for every pattern.
     fn find_any(patterns: &[&Pattern], text: &str, found: &mut Vec<Range<usize>>) {
-        if patterns.iter().any(|pattern| !pattern.windows.is_empty()) {
+        let mut scan = |holds: &dyn Fn(u64) -> bool| {
             for (at, bytes) in text.as_bytes().windows(PIECE).enumerate() {
-                let window = window(bytes);
-                let bit = bit(window);
-                for pattern in patterns {
-                    if pattern.seen[bit / 64] & (1 << (bit % 64)) != 0
-                        && pattern.windows.binary_search(&window).is_ok()
-                    {
-                        found.push(at..at + PIECE);
-                    }
+                if holds(window(bytes)) {
+                    found.push(at..at + PIECE);
                 }
             }
+        };
+        match patterns {
+            [] => {}
+            // One pattern (the usual cleaner: the client's secrets and a route's key): no loop
+            // over the patterns inside the loop over the windows.
+            [pattern] if !pattern.windows.is_empty() => scan(&|window| pattern.holds(window)),
+            [_] => {}
+            _ => scan(&|window| patterns.iter().any(|pattern| pattern.holds(window))),
         }
         for form in patterns.iter().flat_map(|pattern| &pattern.short) {
             found.extend(

@@ -8,13 +8,14 @@
 //! over the same bytes (`signing.rs`).
 
 use std::borrow::Cow;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Method};
 
 use crate::core::error::{Error, Result};
+use crate::core::key::IdempotencyKey;
 use crate::core::limit::RouteKey;
 use crate::core::map::Map;
 use crate::core::profile::SurfaceProfile;
@@ -34,11 +35,13 @@ pub(crate) struct FixedRequest {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
     /// The Idempotency-Key or delivery ID, for logs (keys are not secrets: Hodoflow's "Idempotency
-    /// and retries").
-    pub(crate) identity: Option<String>,
+    /// and retries"), shared with the caller's key.
+    pub(crate) identity: Option<Arc<str>>,
     /// The route with a window of its own (a webhook route), by a hash of its key; `None` on
     /// the API.
     pub(crate) route_key: Option<RouteKey>,
+    /// Where the route's key starts in `url`'s path (its last segment), found once.
+    route_name_at: Option<u32>,
     /// The secrets a signed delivery's every attempt is signed with; `None`: unsigned.
     pub(crate) signer: Option<Signer>,
 }
@@ -54,7 +57,7 @@ impl FixedRequest {
         route: Cow<'static, str>,
         headers: HeaderMap,
         body: Bytes,
-        identity: Option<String>,
+        identity: Option<&IdempotencyKey>,
     ) -> Self {
         Self {
             profile,
@@ -66,8 +69,9 @@ impl FixedRequest {
             // while it is in flight is a few bytes an entry, not a hundred.
             headers: headers.clone(),
             body,
-            identity,
+            identity: identity.map(IdempotencyKey::shared_text),
             route_key: None,
+            route_name_at: None,
             signer: None,
         }
     }
@@ -75,6 +79,13 @@ impl FixedRequest {
     /// The request sits in the route with `key`, a window of its own.
     pub(crate) fn in_route(mut self, key: Option<RouteKey>) -> Self {
         self.route_key = key;
+        self.route_name_at = key.and_then(|_| {
+            let path = self.url.path();
+            let start = path.rfind('/').map_or(0, |slash| slash + 1);
+            (start < path.len())
+                .then_some(u32::try_from(start).ok())
+                .flatten()
+        });
         self
     }
 
@@ -329,11 +340,9 @@ impl FixedRequest {
     /// The route's key (a delivery's route token, the last segment of its path); a secret,
     /// never logged.
     pub(crate) fn route_name(&self) -> Option<&str> {
-        self.route_key
-            .is_some()
-            .then(|| self.url.path().rsplit('/').next())
-            .flatten()
-            .filter(|token| !token.is_empty())
+        self.url
+            .path()
+            .get(usize::try_from(self.route_name_at?).ok()?..)
     }
 }
 

@@ -58,8 +58,9 @@ impl From<String> for Secret {
 }
 
 impl From<&str> for Secret {
+    /// One allocation: the text is copied once, into the shared value.
     fn from(value: &str) -> Self {
-        Self::new(value)
+        Self(Arc::from(value))
     }
 }
 

@@ -40,6 +40,11 @@ impl IdempotencyKey {
         &self.text
     }
 
+    /// The key as text, shared rather than copied.
+    pub(crate) fn shared_text(&self) -> Arc<str> {
+        Arc::clone(&self.text)
+    }
+
     /// The key as a header value, ready to send.
     pub fn to_header_value(&self) -> HeaderValue {
         self.header.clone()

@@ -24,7 +24,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::core::answer::Answer;
-use crate::core::rate_limit_field::{self, RouteWindow};
+use crate::core::rate_limit_field::{self, PolicyMemo, RouteWindow};
 
 /// A route with a window of its own, by the vendor's noun for it and a hash of its key: the
 /// key itself (often a secret, as a URL token is) is never kept.
@@ -219,12 +219,14 @@ pub(crate) struct Signal<'a> {
 }
 
 /// Reads `answer` (with its `retry_after`) for a request to `route` of a surface with
-/// `scopes`: the scope it closes, the scope it throttles, what it says of the route's window.
+/// `scopes`: the scope it closes, the scope it throttles, what it says of the route's window
+/// (its policy through the client's `memo`).
 pub(crate) fn signal<'a>(
     scopes: &Scopes,
     route: Option<RouteKey>,
     answer: &'a Answer,
     retry_after: Option<Duration>,
+    memo: &PolicyMemo,
 ) -> Signal<'a> {
     let mut signal = Signal {
         answer,
@@ -237,7 +239,7 @@ pub(crate) fn signal<'a>(
     };
     let named = scopes.closed_by(status, route);
     let (window, credential_spent) =
-        rate_limit_field::read(headers, scopes.route_policy, route.is_some());
+        rate_limit_field::read_with(headers, scopes.route_policy, route.is_some(), Some(memo));
     signal.window = window;
     let route_spent = signal.window.spent_for.zip(route);
     signal.closes = match (named, retry_after) {

@@ -54,7 +54,7 @@ use crate::core::error::Result;
 pub use crate::core::limit::figures::{PacingSource, RouteLimit, RoutePacing};
 use crate::core::limit::scope::{RouteKey, Signal};
 use crate::core::limit::{Ask, Limiter, Refusal};
-use crate::core::rate_limit_field::RouteWindow;
+use crate::core::rate_limit_field::{PolicyMemo, RouteWindow};
 use crate::core::runtime;
 use crate::core::stats::Hold;
 
@@ -76,6 +76,8 @@ pub(crate) struct Windows {
     /// The limit before the server has said: the vendor's documented default, if it has one.
     until_told: Option<RouteLimit>,
     state: Mutex<State>,
+    /// The last `RateLimit-Policy` line its routes' answers carried, read once.
+    pub(crate) policy_memo: PolicyMemo,
 }
 
 #[derive(Debug, Default)]
@@ -213,6 +215,7 @@ impl Windows {
             learn,
             until_told,
             state: Mutex::new(State::default()),
+            policy_memo: PolicyMemo::default(),
         }
     }
 

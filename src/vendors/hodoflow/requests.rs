@@ -63,7 +63,7 @@ impl FixedRequest {
             route_of(path),
             headers,
             body,
-            Some(key.as_str().to_owned()),
+            Some(key),
         ))
     }
 
@@ -147,7 +147,7 @@ impl FixedRequest {
             route_of(path),
             headers,
             body,
-            Some(id.key().as_str().to_owned()),
+            Some(id.key()),
         )
         .in_route(Some(trigger))
         .signed(signer))

@@ -41,7 +41,7 @@ impl FixedRequest {
             Cow::Owned(path),
             headers,
             body,
-            key.map(|key| key.as_str().to_owned()),
+            key,
         ))
     }
 

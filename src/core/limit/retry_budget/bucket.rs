@@ -58,6 +58,12 @@ impl Bucket {
     /// Adds one token per `every` since the last refill, up to `capacity`. Time spent full is
     /// not banked for later.
     pub(super) fn refill(&mut self, every: Duration, capacity: u32, now: Instant) {
+        // Full (a healthy client's usual state): as below, without its 128-bit division.
+        if self.tokens >= capacity {
+            self.tokens = capacity;
+            self.refilled_at = now;
+            return;
+        }
         let elapsed = now.saturating_duration_since(self.refilled_at);
         let due = elapsed.as_nanos() / every.as_nanos();
         let due = u32::try_from(due).unwrap_or(u32::MAX);

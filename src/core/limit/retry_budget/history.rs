@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The span of one bucket.
+/// The span of one bucket: whole seconds, so that a bucket's index is a division of whole
+/// seconds (a division of nanoseconds is a 128-bit one, on every record and read).
 pub(super) const BUCKET: Duration = Duration::from_secs(1);
+const _: () = assert!(BUCKET.subsec_nanos() == 0 && BUCKET.as_secs() > 0);
 /// Buckets kept: two minutes of history, as the SRE book suggests.
 pub(super) const BUCKETS: usize = 120;
 /// The short horizon, in buckets: the last five seconds, so a client that was healthy for two
@@ -81,8 +83,7 @@ impl History {
     /// The absolute bucket index of `now`; never moves back.
     fn index(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.origin);
-        let index = since.as_nanos() / BUCKET.as_nanos();
-        u64::try_from(index).unwrap_or(u64::MAX).max(self.newest)
+        (since.as_secs() / BUCKET.as_secs()).max(self.newest)
     }
 
     /// Moves the window to `now`, clearing every bucket time has left behind.
@@ -109,14 +110,21 @@ impl History {
     }
 
     /// The whole window's counts.
+    #[cfg(test)]
     pub(super) fn long(&mut self, now: Instant) -> Counts {
         self.advance(now);
         self.total
     }
 
     /// The counts of the last [`SHORT`] buckets, the current one included.
+    #[cfg(test)]
     pub(super) fn short(&mut self, now: Instant) -> Counts {
         self.advance(now);
+        self.recent()
+    }
+
+    /// [`short`](Self::short), the window already at now.
+    fn recent(&self) -> Counts {
         let mut counts = Counts::default();
         for back in 0..SHORT as u64 {
             let Some(index) = self.newest.checked_sub(back) else {
@@ -129,7 +137,8 @@ impl History {
 
     /// The throttling ratio now: the larger of the two horizons'.
     pub(super) fn ratio(&mut self, now: Instant) -> f64 {
-        self.long(now).ratio().max(self.short(now).ratio())
+        self.advance(now);
+        self.total.ratio().max(self.recent().ratio())
     }
 }
 
