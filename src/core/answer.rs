@@ -3,13 +3,115 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
 use crate::core::attempt::{Attempt, TransportKind};
 use crate::core::retry_after::parse_retry_after;
 
 /// The header every answer carries to name its request (never an identity).
-pub(crate) const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The `RateLimit` field's name (`rate_limit_field.rs`).
+pub(crate) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// The `RateLimit-Policy` field's name (`rate_limit_field.rs`).
+pub(crate) const RATE_LIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// The fields of an answer's headers that the engine reads after each attempt, found in one
+/// pass over them: a lookup by name hashes the name, and an answer carries a handful of
+/// headers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fields<'h> {
+    headers: &'h HeaderMap,
+    retry_after: Option<&'h HeaderValue>,
+    request_id: Option<&'h HeaderValue>,
+    rate_limit: Lines<'h>,
+    rate_limit_policy: Lines<'h>,
+}
+
+/// A field's lines: none, one, or more (then read again by name).
+#[derive(Debug, Clone, Copy)]
+enum Lines<'h> {
+    None,
+    One(&'h HeaderValue),
+    Many,
+}
+
+impl<'h> Lines<'h> {
+    fn add(&mut self, line: &'h HeaderValue) {
+        *self = match self {
+            Lines::None => Lines::One(line),
+            Lines::One(_) | Lines::Many => Lines::Many,
+        };
+    }
+}
+
+impl<'h> Fields<'h> {
+    /// The fields of `headers`, in one pass.
+    pub(crate) fn of(headers: &'h HeaderMap) -> Self {
+        let mut fields = Self {
+            headers,
+            retry_after: None,
+            request_id: None,
+            rate_limit: Lines::None,
+            rate_limit_policy: Lines::None,
+        };
+        for (name, value) in headers {
+            // The first line of a name, as `HeaderMap::get`.
+            match name.as_str() {
+                "retry-after" => {
+                    fields.retry_after.get_or_insert(value);
+                }
+                "x-request-id" => {
+                    fields.request_id.get_or_insert(value);
+                }
+                "ratelimit" => fields.rate_limit.add(value),
+                "ratelimit-policy" => fields.rate_limit_policy.add(value),
+                _ => {}
+            }
+        }
+        fields
+    }
+
+    /// The `Retry-After` header, if any.
+    pub(crate) fn retry_after(&self) -> Option<&'h HeaderValue> {
+        self.retry_after
+    }
+
+    /// The `x-request-id`, if any and readable.
+    pub(crate) fn request_id(&self) -> Option<&'h str> {
+        self.request_id?.to_str().ok()
+    }
+
+    /// Every line of the `RateLimit` field.
+    pub(crate) fn rate_limit(&self) -> impl Iterator<Item = &'h HeaderValue> + use<'h> {
+        self.lines(self.rate_limit, &RATE_LIMIT)
+    }
+
+    /// Every line of the `RateLimit-Policy` field.
+    pub(crate) fn rate_limit_policy(&self) -> impl Iterator<Item = &'h HeaderValue> + use<'h> {
+        self.lines(self.rate_limit_policy, &RATE_LIMIT_POLICY)
+    }
+
+    /// The `RateLimit-Policy` field when it is one line.
+    pub(crate) fn rate_limit_policy_line(&self) -> Option<&'h HeaderValue> {
+        match self.rate_limit_policy {
+            Lines::One(line) => Some(line),
+            Lines::None | Lines::Many => None,
+        }
+    }
+
+    fn lines(
+        &self,
+        lines: Lines<'h>,
+        name: &HeaderName,
+    ) -> impl Iterator<Item = &'h HeaderValue> + use<'h> {
+        let (one, many) = match lines {
+            Lines::None => (None, None),
+            Lines::One(line) => (Some(line), None),
+            Lines::Many => (None, Some(self.headers.get_all(name).iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
 
 /// What one attempt came back with: an answer, or none.
 #[derive(Debug, Clone)]

@@ -15,14 +15,14 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tracing::Instrument;
 
-use crate::core::answer::{Answer, FinalAnswer};
+use crate::core::answer::{Answer, Fields, FinalAnswer};
 use crate::core::attempt::{Attempt, MAX_REQUEST_ID, TransportKind, WaitReason};
 use crate::core::auth::{CachedToken, TokenCache, TokenWait};
 use crate::core::backoff::Backoff;
 use crate::core::budget::{Budget, Deadline};
 use crate::core::classify;
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::jitter::Jitter;
+use crate::core::jitter::{Draws, Jitter};
 use crate::core::limit::retry_budget::Admission;
 use crate::core::limit::scope::{self, Scope, ServiceKey};
 use crate::core::limit::shared::Fleet;
@@ -33,6 +33,7 @@ use crate::core::plan::{Event, Now, Plan, Step};
 use crate::core::profile::SurfaceProfile;
 use crate::core::redact::Secrets;
 use crate::core::request::FixedRequest;
+use crate::core::retry_after::parse_retry_after;
 use crate::core::runtime::{self, WallAnchor};
 use crate::core::schedule::{SharedSchedule, Waits};
 use crate::core::stats::{Counters, RetryCause, Stats};
@@ -287,7 +288,7 @@ impl Engine {
                     anchor: WallAnchor::get(at),
                 };
                 let answer = call.answer.as_ref();
-                self.jitter.with(|rng| plan.next(event, answer, now, rng))
+                plan.next(event, answer, now, &mut Draws(&self.jitter))
             };
             event = match step {
                 Step::Admit {
@@ -498,16 +499,16 @@ impl Engine {
             Ok(got) => got,
             Err(error) => return Event::Failed(error),
         };
+        let fields = got.headers().map(Fields::of);
         // The wall clock only for a `Retry-After` to read (an HTTP date is counted from it).
-        let retry_after = got
-            .headers()
-            .is_some_and(|headers| headers.contains_key(http::header::RETRY_AFTER))
-            .then(|| got.retry_after(runtime::wall_now()))
-            .flatten();
+        let retry_after = fields
+            .and_then(|fields| fields.retry_after())
+            .and_then(|value| parse_retry_after(value, runtime::wall_now()));
         let signal = scope::signal(
             &request.profile.scopes,
             request.route_key,
             &got,
+            fields.as_ref(),
             retry_after,
             &self.limits.windows.policy_memo,
         );
@@ -519,8 +520,9 @@ impl Engine {
                 Box::pin(self.limits.heard_by_fleet(slot, &ask, &signal)).await;
             }
         }
+        let request_id = fields.and_then(|fields| fields.request_id());
         call.attempts
-            .push(record(sent as u32 + 1, &got, request.profile));
+            .push(record(sent as u32 + 1, &got, request_id, request.profile));
         call.answer = Some(got);
         Event::Answered { retry_after }
     }
@@ -659,10 +661,15 @@ impl CallState<'_, '_> {
 /// The record of attempt `number`: an answer that the same key is still running (the
 /// profile's `in_progress` status, unless its matrix row says otherwise, such as Hodoflow's 409
 /// for a reused key) says the operation may be running.
-fn record(number: u32, answer: &Answer, profile: &SurfaceProfile) -> Attempt {
+fn record(
+    number: u32,
+    answer: &Answer,
+    request_id: Option<&str>,
+    profile: &SurfaceProfile,
+) -> Attempt {
     match answer.status() {
         Some(status) => {
-            let request_id = answer.request_id().map(str::to_owned);
+            let request_id = request_id.map(str::to_owned);
             let mut attempt = Attempt::answered(number, status, request_id);
             if profile.in_progress == Some(status.as_u16())
                 && matches!(

@@ -32,6 +32,24 @@ impl Jitter {
     }
 }
 
+/// A client's generator as the plan draws from it: locked for each draw alone, so that a step
+/// that draws nothing (most do) takes no lock, and no step holds the lock while it decides.
+pub(crate) struct Draws<'a>(pub(crate) &'a Jitter);
+
+impl rand::RngCore for Draws<'_> {
+    fn next_u32(&mut self) -> u32 {
+        self.0.with(rand::RngCore::next_u32)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0.with(rand::RngCore::next_u64)
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.0.with(|rng| rng.fill_bytes(dest));
+    }
+}
+
 impl fmt::Debug for Jitter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Jitter")

@@ -27,14 +27,10 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use http::HeaderMap;
+use http::HeaderValue;
 
+use crate::core::answer::Fields;
 use crate::core::limit::figures::RouteLimit;
-
-/// The `RateLimit` field's name.
-const RATE_LIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
-/// The `RateLimit-Policy` field's name.
-const RATE_LIMIT_POLICY: http::HeaderName = http::HeaderName::from_static("ratelimit-policy");
 
 /// The longest reset honoured: a larger `t` is taken as malformed (RFC 9651 integers have at
 /// most 15 digits; a day is more than any documented window).
@@ -64,17 +60,17 @@ pub(crate) struct RouteWindow {
 /// nothing.
 #[cfg(any(test, fuzzing))]
 pub(crate) fn read(
-    headers: &HeaderMap,
+    headers: &http::HeaderMap,
     route_policy: Option<&str>,
     in_route: bool,
 ) -> (RouteWindow, Option<Duration>) {
-    read_with(headers, route_policy, in_route, None)
+    read_with(&Fields::of(headers), route_policy, in_route, None)
 }
 
 /// [`read`], the route's policy through `memo`: a `RateLimit-Policy` line the same as the last
 /// one read is not parsed again.
 pub(crate) fn read_with(
-    headers: &HeaderMap,
+    fields: &Fields<'_>,
     route_policy: Option<&str>,
     in_route: bool,
     memo: Option<&PolicyMemo>,
@@ -83,11 +79,11 @@ pub(crate) fn read_with(
     let mut window = RouteWindow::default();
     if let Some(policy) = route {
         window.limit = match memo {
-            Some(memo) => memo.route_limit(headers, policy),
-            None => route_limit(headers, policy),
+            Some(memo) => memo.route_limit(fields, policy),
+            None => route_limit(fields, policy),
         };
     }
-    let (spent_for, credential) = exhausted(headers, route_policy).unwrap_or_default();
+    let (spent_for, credential) = exhausted(fields, route_policy).unwrap_or_default();
     if route.is_some() {
         window.spent_for = spent_for;
     }
@@ -109,14 +105,13 @@ struct Memo {
 }
 
 impl PolicyMemo {
-    /// [`route_limit`], read from the memo when `headers` hold the line it keeps.
-    fn route_limit(&self, headers: &HeaderMap, policy: &str) -> Option<RouteLimit> {
-        let mut lines = headers.get_all(&RATE_LIMIT_POLICY).iter();
-        let (Some(line), None) = (lines.next(), lines.next()) else {
-            return route_limit(headers, policy);
+    /// [`route_limit`], read from the memo when `fields` hold the line it keeps.
+    fn route_limit(&self, fields: &Fields<'_>, policy: &str) -> Option<RouteLimit> {
+        let Some(line) = fields.rate_limit_policy_line() else {
+            return route_limit(fields, policy);
         };
         let Ok(mut memo) = self.0.try_lock() else {
-            return route_limit(headers, policy);
+            return route_limit(fields, policy);
         };
         if let Some(known) = &*memo
             && *known.line == *line.as_bytes()
@@ -124,7 +119,7 @@ impl PolicyMemo {
         {
             return known.limit;
         }
-        let limit = route_limit(headers, policy);
+        let limit = route_limit(fields, policy);
         *memo = Some(Memo {
             line: line.as_bytes().into(),
             policy: policy.into(),
@@ -138,28 +133,27 @@ impl PolicyMemo {
 /// and of the others, each `r` a non-negative integer and each `t` one of at most a day; `None`
 /// when the field is malformed.
 fn exhausted(
-    headers: &HeaderMap,
+    fields: &Fields<'_>,
     route_policy: Option<&str>,
 ) -> Option<(Option<Duration>, Option<Duration>)> {
     // The usual answer has quota left: it says nothing here, whether it parses or not.
-    if !headers
-        .get_all(&RATE_LIMIT)
-        .iter()
+    if !fields
+        .rate_limit()
         .any(|line| may_be_spent(line.as_bytes()))
     {
         return Some((None, None));
     }
-    parse_exhausted(headers, route_policy)
+    parse_exhausted(fields, route_policy)
 }
 
 /// [`exhausted`], every line parsed.
 fn parse_exhausted(
-    headers: &HeaderMap,
+    fields: &Fields<'_>,
     route_policy: Option<&str>,
 ) -> Option<(Option<Duration>, Option<Duration>)> {
     let (mut route, mut credential) = (None::<Duration>, None::<Duration>);
     let mut malformed = false;
-    each(headers, &RATE_LIMIT, |member| {
+    each(fields.rate_limit(), |member| {
         let (Some(remaining), Some(reset)) = (optional(&member.r), optional(&member.t)) else {
             malformed = true;
             return;
@@ -186,23 +180,22 @@ fn parse_exhausted(
 /// it parses. Any other `r=0` (of a key ending in `r`, in a string) is only a false alarm: the
 /// line is parsed.
 fn may_be_spent(line: &[u8]) -> bool {
-    line.windows(2).enumerate().any(|(at, pair)| {
-        if pair != b"r=" {
-            return false;
+    (1..line.len()).any(|at| {
+        line[at] == b'=' && line[at - 1] == b'r' && {
+            let value = &line[at + 1..];
+            let digits = value.strip_prefix(b"-").unwrap_or(value);
+            let width = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+            width > 0 && digits[..width].iter().all(|b| *b == b'0')
         }
-        let rest = &line[at + 2..];
-        let rest = rest.strip_prefix(b"-").unwrap_or(rest);
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        digits > 0 && rest[..digits].iter().all(|b| *b == b'0')
     })
 }
 
 /// The route policy's members' quota and window, the smallest rate of them; `None` when there is
 /// none, or one without a positive integer `q` and `w` (or with a `w` over a day).
-fn route_limit(headers: &HeaderMap, policy: &str) -> Option<RouteLimit> {
+fn route_limit(fields: &Fields<'_>, policy: &str) -> Option<RouteLimit> {
     let mut strictest: Option<RouteLimit> = None;
     let mut malformed = false;
-    each(headers, &RATE_LIMIT_POLICY, |member| {
+    each(fields.rate_limit_policy(), |member| {
         if member.name != policy || malformed {
             return;
         }
@@ -272,16 +265,15 @@ enum Bare {
     Other,
 }
 
-/// Every member of every line of `name`, combined into one list (RFC 9651, 4.2), to `visit`;
+/// Every member of every line of a field, combined into one list (RFC 9651, 4.2), to `visit`;
 /// `None` when any line is not visible ASCII or the list does not parse (the members visited
 /// before say nothing then). A member that is an inner list is malformed here: a policy is an
 /// item.
 fn each<'h>(
-    headers: &'h HeaderMap,
-    name: &http::HeaderName,
+    lines: impl Iterator<Item = &'h HeaderValue>,
     mut visit: impl FnMut(Member<'h>),
 ) -> Option<()> {
-    for value in headers.get_all(name) {
+    for value in lines {
         let text = value.to_str().ok()?;
         if text.trim_matches([' ', '\t']).is_empty() {
             continue;
@@ -525,7 +517,10 @@ impl<'a> Parser<'a> {
 
 #[cfg(test)]
 mod tests {
+    use http::HeaderMap;
+
     use super::*;
+    use crate::core::answer::{RATE_LIMIT, RATE_LIMIT_POLICY};
 
     /// A vendor's name for a route's policy, as Hodoflow's.
     const ROUTE: &str = "route";
@@ -567,7 +562,7 @@ mod tests {
             for values in lines {
                 let headers = headers(&RATE_LIMIT_POLICY, values);
                 assert_eq!(
-                    read_with(&headers, Some(policy), true, Some(&memo)),
+                    read_with(&Fields::of(&headers), Some(policy), true, Some(&memo)),
                     read(&headers, Some(policy), true),
                     "{values:?} for {policy}"
                 );
@@ -639,8 +634,8 @@ mod tests {
             let headers = headers(&RATE_LIMIT, &values);
             for policy in [Some(ROUTE), None] {
                 proptest::prop_assert_eq!(
-                    exhausted(&headers, policy).unwrap_or_default(),
-                    parse_exhausted(&headers, policy).unwrap_or_default(),
+                    exhausted(&Fields::of(&headers), policy).unwrap_or_default(),
+                    parse_exhausted(&Fields::of(&headers), policy).unwrap_or_default(),
                     "{:?}", values
                 );
             }

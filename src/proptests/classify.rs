@@ -5,6 +5,25 @@ use super::*;
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
     #[test]
+    fn the_fields_read_in_one_pass_are_those_read_by_name(headers in headers()) {
+        use crate::core::answer::{Fields, RATE_LIMIT, RATE_LIMIT_POLICY, X_REQUEST_ID};
+        let fields = Fields::of(&headers);
+        prop_assert_eq!(fields.retry_after(), headers.get(http::header::RETRY_AFTER));
+        prop_assert_eq!(
+            fields.request_id(),
+            headers.get(X_REQUEST_ID).and_then(|id| id.to_str().ok())
+        );
+        prop_assert!(fields.rate_limit().eq(headers.get_all(RATE_LIMIT)));
+        prop_assert!(fields.rate_limit_policy().eq(headers.get_all(RATE_LIMIT_POLICY)));
+        let mut policy = headers.get_all(RATE_LIMIT_POLICY).iter();
+        let one = match (policy.next(), policy.next()) {
+            (Some(line), None) => Some(line),
+            _ => None,
+        };
+        prop_assert_eq!(fields.rate_limit_policy_line(), one);
+    }
+
+    #[test]
     fn classification_is_total_over_every_answer(
         surface in select(surfaces()),
         status in 100u16..=599,

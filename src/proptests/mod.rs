@@ -242,7 +242,9 @@ fn headers() -> impl Strategy<Value = HeaderMap> {
             "retry-after",
             "x-request-id",
             "content-type",
-            "idempotency-replayed"
+            "idempotency-replayed",
+            "ratelimit",
+            "ratelimit-policy"
         ])
         .prop_map(HeaderName::from_static),
         "[a-z][a-z0-9-]{0,15}".prop_map(|name| {

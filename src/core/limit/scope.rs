@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::core::answer::Answer;
+use crate::core::answer::{Answer, Fields};
 use crate::core::rate_limit_field::{self, PolicyMemo, RouteWindow};
 
 /// A route with a window of its own, by the vendor's noun for it and a hash of its key: the
@@ -220,11 +220,12 @@ pub(crate) struct Signal<'a> {
 
 /// Reads `answer` (with its `retry_after`) for a request to `route` of a surface with
 /// `scopes`: the scope it closes, the scope it throttles, what it says of the route's window
-/// (its policy through the client's `memo`).
+/// (its policy through the client's `memo`), from its header `fields`.
 pub(crate) fn signal<'a>(
     scopes: &Scopes,
     route: Option<RouteKey>,
     answer: &'a Answer,
+    fields: Option<&Fields<'_>>,
     retry_after: Option<Duration>,
     memo: &PolicyMemo,
 ) -> Signal<'a> {
@@ -234,12 +235,12 @@ pub(crate) fn signal<'a>(
         throttles: None,
         window: RouteWindow::default(),
     };
-    let (Some(status), Some(headers)) = (answer.status(), answer.headers()) else {
+    let (Some(status), Some(fields)) = (answer.status(), fields) else {
         return signal;
     };
     let named = scopes.closed_by(status, route);
     let (window, credential_spent) =
-        rate_limit_field::read_with(headers, scopes.route_policy, route.is_some(), Some(memo));
+        rate_limit_field::read_with(fields, scopes.route_policy, route.is_some(), Some(memo));
     signal.window = window;
     let route_spent = signal.window.spent_for.zip(route);
     signal.closes = match (named, retry_after) {
