@@ -265,7 +265,8 @@ impl Engine {
             }
             _ => None,
         };
-        let mut plan = Plan::new(profile, policy.budget, waits, holds_token, runtime::now());
+        let started = runtime::now();
+        let mut plan = Plan::new(profile, policy.budget, waits, holds_token, started);
         let mut call = CallState {
             request,
             policy,
@@ -280,9 +281,11 @@ impl Engine {
             token,
         };
         let mut event = Event::Begin;
+        // The first step is taken when the plan starts: the clock is read once for both.
+        let mut first = Some(started);
         loop {
             let step = {
-                let at = runtime::now();
+                let at = first.take().unwrap_or_else(runtime::now);
                 let now = Now {
                     at,
                     anchor: WallAnchor::get(at),

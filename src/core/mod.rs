@@ -15,6 +15,7 @@
 
 pub(crate) mod answer;
 pub(crate) mod answer_limit;
+pub(crate) mod ascii;
 pub(crate) mod attempt;
 pub(crate) mod auth;
 pub(crate) mod backoff;

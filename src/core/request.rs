@@ -203,15 +203,28 @@ pub(crate) fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
     Ok(join(base, &normalize_path(path)?))
 }
 
-/// The URLs of the routes a client sent to lately, by path: a route's URL is built on its
-/// first call and kept (at most [`RouteUrls::KEPT`]), not built again on every call. A path
-/// holds a route's key (a secret, such as a token): `Debug` shows how many are kept, never one.
+/// The URLs of the routes a client sent to lately, by route under one prefix: a route's URL is
+/// built on its first call and kept (at most [`RouteUrls::KEPT`]), not built again, and its
+/// path not even written, on every call. A route holds its key (a secret, such as a token):
+/// `Debug` shows how many are kept, never one.
 #[derive(Default)]
-pub(crate) struct RouteUrls(Mutex<Map<Box<str>, reqwest::Url>>);
+pub(crate) struct RouteUrls(Mutex<KeptUrls>);
+
+#[derive(Default)]
+struct KeptUrls {
+    /// The prefix the kept routes are under; a call under another starts afresh.
+    prefix: &'static str,
+    urls: Map<Box<str>, reqwest::Url>,
+}
 
 impl std::fmt::Debug for RouteUrls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).len();
+        let kept = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .urls
+            .len();
         f.debug_struct("RouteUrls").field("kept", &kept).finish()
     }
 }
@@ -220,17 +233,27 @@ impl RouteUrls {
     /// The routes kept at most; past this they are forgotten and built again.
     const KEPT: usize = 256;
 
-    /// [`join`] of `base` and `path`, kept for the next call of the same path.
-    pub(crate) fn join(&self, base: &reqwest::Url, path: &str) -> reqwest::Url {
+    /// [`join`] of `base` and the path `prefix` then `route`, kept for the next call of the
+    /// same route.
+    pub(crate) fn join(
+        &self,
+        base: &reqwest::Url,
+        prefix: &'static str,
+        route: &str,
+    ) -> reqwest::Url {
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(url) = kept.get(path) {
+        if kept.prefix != prefix {
+            kept.urls.clear();
+            kept.prefix = prefix;
+        }
+        if let Some(url) = kept.urls.get(route) {
             return url.clone();
         }
-        let url = join(base, path);
-        if kept.len() >= Self::KEPT {
-            kept.clear();
+        let url = join(base, &[prefix, route].concat());
+        if kept.urls.len() >= Self::KEPT {
+            kept.urls.clear();
         }
-        kept.insert(path.into(), url.clone());
+        kept.urls.insert(route.into(), url.clone());
         url
     }
 }
@@ -355,14 +378,20 @@ mod tests {
         let routes = RouteUrls::default();
         let base = reqwest::Url::parse("http://127.0.0.1:9/prefix/").unwrap();
         for _ in 0..2 {
-            let url = routes.join(&base, "/api/v1/webhooks/trg_SECRET_key_1");
+            let url = routes.join(&base, "/api/v1/webhooks/", "trg_SECRET_key_1");
             assert_eq!(
                 url.as_str(),
                 "http://127.0.0.1:9/prefix/api/v1/webhooks/trg_SECRET_key_1"
             );
         }
+        let other = routes.join(&base, "/other/", "trg_SECRET_key_1");
+        assert_eq!(
+            other.as_str(),
+            "http://127.0.0.1:9/prefix/other/trg_SECRET_key_1",
+            "a route under another prefix is another URL"
+        );
         for n in 0..RouteUrls::KEPT {
-            routes.join(&base, &format!("/api/v1/webhooks/trg_{n}"));
+            routes.join(&base, "/other/", &format!("trg_{n}"));
         }
         let shown = format!("{routes:?}");
         assert!(

@@ -46,7 +46,11 @@ impl IdempotencyKey {
                 value.len()
             )));
         }
-        if let Some(at) = value.bytes().position(|byte| !byte.is_ascii_graphic()) {
+        if !crate::core::ascii::visible(value.as_bytes()) {
+            let at = value
+                .bytes()
+                .position(|byte| !byte.is_ascii_graphic())
+                .unwrap_or_default();
             return Err(Error::invalid_input(format_args!(
                 "idempotency key has an invalid character at byte {at}: only visible ASCII is allowed"
             )));

@@ -4,6 +4,7 @@
 //! a header the client owns, an oversize webhook body or a missing delivery
 //! ID is an `invalid_input` or `payload_too_large` error with no attempt made.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -25,7 +26,9 @@ use crate::core::signing::Signer;
 use crate::core::transport::Http;
 use crate::vendors::hodoflow::outcome::{Delivery, Response, WebhookOutcome};
 use crate::vendors::hodoflow::routes::redact_path;
-use crate::vendors::hodoflow::routes::{check_trigger_token, trigger_key};
+use crate::vendors::hodoflow::routes::{
+    TOKEN_ONLY_ROUTE, check_trigger_token, route_of, trigger_key,
+};
 use crate::vendors::hodoflow::settings::Settings;
 use crate::vendors::hodoflow::tables::{UNSUPPORTED_AUTHENTICATION, WEBHOOK, WEBHOOKS_PREFIX};
 
@@ -339,20 +342,24 @@ impl<'a> Delivering<'a> {
                 )
             })?,
         };
-        let path = match &self.legacy_org {
+        // The route under the webhook prefix, and the path as it is logged (the token redacted).
+        let (route, logged) = match &self.legacy_org {
             Some(org) if is_path_segment(org) => {
                 tracing::warn!(
                     org_domain = %org,
                     "the organization-qualified webhook route is deprecated: use the token-only route"
                 );
-                format!("{WEBHOOKS_PREFIX}{org}/{token}")
+                let route = format!("{org}/{token}");
+                let logged = route_of(&[WEBHOOKS_PREFIX, &route].concat());
+                (Cow::Owned(route), logged)
             }
             Some(_) => {
                 return Err(Error::invalid_input(
                     "the organization domain must be one URL path segment",
                 ));
             }
-            None => [WEBHOOKS_PREFIX, token].concat(),
+            // A token checked as one path segment: its path is logged as every such path is.
+            None => (Cow::Borrowed(token), Cow::Borrowed(TOKEN_ONLY_ROUTE)),
         };
         let signer = match &self.signing_secrets {
             Some(secrets) => Signer::parse(secrets)?,
@@ -360,10 +367,10 @@ impl<'a> Delivering<'a> {
         };
         let trigger = trigger_key(token);
         // Built of the webhook prefix and segments checked above, once a route.
-        let url = inner.routes.join(&inner.base, &path);
+        let url = inner.routes.join(&inner.base, WEBHOOKS_PREFIX, &route);
         let request = FixedRequest::webhook(
             url,
-            &path,
+            logged,
             trigger,
             &id,
             self.body,

@@ -112,10 +112,11 @@ impl FixedRequest {
 
     /// A webhook delivery to a trigger, identified by `id`, signed when `signer` is set.
     ///
-    /// `path` holds the trigger token: it is only ever logged as `route`, redacted.
+    /// `url` holds the trigger token: it is only ever logged as `route`, its path with the token
+    /// redacted ([`route_of`]).
     pub(crate) fn webhook(
         url: reqwest::Url,
-        path: &str,
+        route: Cow<'static, str>,
         trigger: RouteKey,
         id: &DeliveryId,
         body: Bytes,
@@ -144,7 +145,7 @@ impl FixedRequest {
             Surface::Webhook.profile(),
             Method::POST,
             url,
-            route_of(path),
+            route,
             headers,
             body,
             Some(id.key()),
@@ -188,7 +189,7 @@ mod tests {
             assert!(error.to_string().contains("blank"), "{error}");
             let delivery = FixedRequest::webhook(
                 join(&base(), "/api/v1/webhooks/trg_1"),
-                "/api/v1/webhooks/trg_1",
+                route_of("/api/v1/webhooks/trg_1"),
                 trigger_key("trg_1"),
                 &DeliveryId::new(key),
                 Bytes::new(),
@@ -333,7 +334,7 @@ mod tests {
         let id = DeliveryId::new(key());
         let request = FixedRequest::webhook(
             join(&base(), "/api/v1/webhooks/trg_secret"),
-            "/api/v1/webhooks/trg_secret",
+            route_of("/api/v1/webhooks/trg_secret"),
             trigger_key("trg_secret"),
             &id,
             Bytes::from_static(b"{}"),

@@ -58,15 +58,17 @@ pub(crate) fn surface_of(method: &Method, path: &str) -> Option<Surface> {
     })
 }
 
+/// The token-only webhook route as it is logged, its token redacted.
+pub(crate) const TOKEN_ONLY_ROUTE: &str = "/api/v1/webhooks/<redacted>";
+
 /// The path as it may be logged: no query, trigger token redacted.
 pub(crate) fn route_of(path: &str) -> Cow<'static, str> {
     // The common webhook route needs no work: the whole token goes.
-    const TOKEN_ONLY: &str = "/api/v1/webhooks/<redacted>";
     if let Some(token) = path.strip_prefix(WEBHOOKS_PREFIX)
         && !token.is_empty()
-        && !token.contains(['/', '?', '#'])
+        && !token.bytes().any(|b| matches!(b, b'/' | b'?' | b'#'))
     {
-        return Cow::Borrowed(TOKEN_ONLY);
+        return Cow::Borrowed(TOKEN_ONLY_ROUTE);
     }
     Cow::Owned(redact_path(
         path.split(['?', '#']).next().unwrap_or_default(),
