@@ -43,12 +43,16 @@ struct Cli {
     /// How many deliveries `hold` starts at once.
     #[arg(long, hide = true, default_value_t = 0)]
     in_flight: u64,
-    /// How many deliveries `count` sends, one after another.
+    /// How many deliveries `count` sends.
     #[arg(long, hide = true, default_value_t = 0)]
     requests: u64,
     /// Whether `count`'s SDK signs every delivery (`overhead_signed`).
     #[arg(long, hide = true)]
     signed: bool,
+    /// How many of `count`'s deliveries are in flight at once (1: one after another), to
+    /// profile a client under concurrency.
+    #[arg(long, hide = true, default_value_t = 1)]
+    concurrency: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -166,7 +170,13 @@ fn main() -> ExitCode {
         HolderArg::Reqwest => Holder::Reqwest,
     };
     if cli.what == What::Count {
-        let counted = hodoflow_bench::count_requests(holder, cli.signed, &cli.url, cli.requests);
+        let counted = hodoflow_bench::count_requests(
+            holder,
+            cli.signed,
+            &cli.url,
+            cli.requests,
+            cli.concurrency,
+        );
         return match runtime.block_on(counted) {
             Ok(0) => ExitCode::SUCCESS,
             Ok(failed) => {

@@ -185,9 +185,9 @@ async fn batch(
     (started.elapsed(), failed.load(Ordering::Relaxed))
 }
 
-/// Runs `requests` deliveries of `holder`'s client (the SDK signing each when `signed`) one
-/// after another, after its token exchange, against the contract server at `base_url`; returns
-/// how many failed.
+/// Runs `requests` deliveries of `holder`'s client (the SDK signing each when `signed`),
+/// `concurrency` at a time (1 for the counts), after its token exchange, against the contract
+/// server at `base_url`; returns how many failed.
 ///
 /// This is the bench binary's hidden `count` mode: the overhead scenario runs it under
 /// `valgrind --tool=callgrind` at two request counts, against a server in its own process, and
@@ -201,6 +201,7 @@ pub async fn count_requests(
     signed: bool,
     base_url: &str,
     requests: u64,
+    concurrency: usize,
 ) -> Result<u64> {
     let side = match (holder, signed) {
         (Holder::Reqwest, _) => Side::Reqwest,
@@ -209,7 +210,7 @@ pub async fn count_requests(
     };
     let peer = Peer::connect(side, base_url).await?;
     let ids = Arc::new(AtomicU64::new(0));
-    let (_, failed) = batch(&peer, 1, requests, &ids).await;
+    let (_, failed) = batch(&peer, concurrency.max(1), requests, &ids).await;
     Ok(failed)
 }
 
