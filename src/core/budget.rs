@@ -297,6 +297,8 @@ pub(crate) struct Deadline {
     started: Instant,
     /// `None` when the budget reaches past what an `Instant` can hold.
     end: Option<Instant>,
+    /// [`Budget::least_attempt_time`], worked out once: each step of a call asks for it.
+    least: Duration,
 }
 
 impl Deadline {
@@ -306,6 +308,7 @@ impl Deadline {
             budget,
             started: now,
             end: now.checked_add(budget.max_elapsed),
+            least: budget.least_attempt_time(),
         }
     }
 
@@ -333,7 +336,7 @@ impl Deadline {
 
     /// The least time an attempt needs ([`Budget::least_attempt_time`]).
     pub(crate) fn least(&self) -> Duration {
-        self.budget.least_attempt_time()
+        self.least
     }
 
     /// The longest a limiter may hold an attempt starting its wait at `now`: what remains, less

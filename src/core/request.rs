@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
-use http::{HeaderMap, HeaderValue, Method};
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
@@ -32,7 +32,7 @@ pub(crate) struct FixedRequest {
     /// The path for logs: route tokens redacted, no query.
     pub(crate) route: Cow<'static, str>,
     /// Every header but `Authorization`, the key or delivery ID included.
-    pub(crate) headers: HeaderMap,
+    pub(crate) headers: FixedHeaders,
     pub(crate) body: Bytes,
     /// The Idempotency-Key or delivery ID, for logs (keys are not secrets: Hodoflow's "Idempotency
     /// and retries"), shared with the caller's key.
@@ -64,10 +64,7 @@ impl FixedRequest {
             method,
             url,
             route,
-            // A copy keeps the map's index (room for each attempt's headers, so that no
-            // attempt's copy rehashes) but only its length of entries: the room a call holds
-            // while it is in flight is a few bytes an entry, not a hundred.
-            headers: headers.clone(),
+            headers: FixedHeaders::of(headers),
             body,
             identity: identity.map(IdempotencyKey::shared_text),
             route_key: None,
@@ -203,10 +200,10 @@ pub(crate) fn url_of(base: &reqwest::Url, path: &str) -> Result<reqwest::Url> {
     Ok(join(base, &normalize_path(path)?))
 }
 
-/// The URLs of the routes a client sent to lately, by route under one prefix: a route's URL is
-/// built on its first call and kept (at most [`RouteUrls::KEPT`]), not built again, and its
-/// path not even written, on every call. A route holds its key (a secret, such as a token):
-/// `Debug` shows how many are kept, never one.
+/// The URLs of the routes a client sent to lately, by route under one prefix: a route's URL and
+/// [`RouteKey`] are made on its first call and kept (at most [`RouteUrls::KEPT`]), not made
+/// again, its path not even written and its key not hashed again, on every call. A route holds
+/// its key (a secret, such as a token): `Debug` shows how many are kept, never one.
 #[derive(Default)]
 pub(crate) struct RouteUrls(Mutex<KeptUrls>);
 
@@ -214,7 +211,7 @@ pub(crate) struct RouteUrls(Mutex<KeptUrls>);
 struct KeptUrls {
     /// The prefix the kept routes are under; a call under another starts afresh.
     prefix: &'static str,
-    urls: Map<Box<str>, reqwest::Url>,
+    urls: Map<Box<str>, (reqwest::Url, RouteKey)>,
 }
 
 impl std::fmt::Debug for RouteUrls {
@@ -233,28 +230,30 @@ impl RouteUrls {
     /// The routes kept at most; past this they are forgotten and built again.
     const KEPT: usize = 256;
 
-    /// [`join`] of `base` and the path `prefix` then `route`, kept for the next call of the
-    /// same route.
+    /// [`join`] of `base` and the path `prefix` then `route`, with the route's key (`key`,
+    /// called on its first call only: the same route always has the same key), kept for the
+    /// next call of the same route.
     pub(crate) fn join(
         &self,
         base: &reqwest::Url,
         prefix: &'static str,
         route: &str,
-    ) -> reqwest::Url {
+        key: impl FnOnce() -> RouteKey,
+    ) -> (reqwest::Url, RouteKey) {
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.prefix != prefix {
             kept.urls.clear();
             kept.prefix = prefix;
         }
-        if let Some(url) = kept.urls.get(route) {
-            return url.clone();
+        if let Some((url, key)) = kept.urls.get(route) {
+            return (url.clone(), *key);
         }
-        let url = join(base, &[prefix, route].concat());
+        let made = (join(base, &[prefix, route].concat()), key());
         if kept.urls.len() >= Self::KEPT {
             kept.urls.clear();
         }
-        kept.urls.insert(route.into(), url.clone());
-        url
+        kept.urls.insert(route.into(), made.clone());
+        made
     }
 }
 
@@ -291,15 +290,62 @@ pub(crate) fn is_path_segment(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
 }
 
-/// Headers each attempt's copy of its request's adds: `Authorization`, reqwest's `Accept`, and
+/// Headers each attempt's map adds to its request's: `Authorization`, reqwest's `Accept`, and
 /// a signed delivery's timestamp and signature.
 const ATTEMPT_HEADERS: usize = 4;
 
-/// A request's header map, with room for the caller's `extra` headers, `own` more of the
-/// request's, and what each attempt adds, so that no attempt's copy rehashes.
-/// [`FixedRequest::new`] keeps a copy of it, with only its length of entries.
+/// A request's header map, with room for the caller's `extra` headers and `own` more of the
+/// request's. [`FixedRequest::new`] keeps its entries, not the map.
 pub(crate) fn headers_with_room(extra: &HeaderMap, own: usize) -> HeaderMap {
-    HeaderMap::with_capacity(extra.len() + own + ATTEMPT_HEADERS)
+    HeaderMap::with_capacity(extra.len() + own)
+}
+
+/// A request's own headers, the same on every attempt: its entries in order, as many as it has
+/// and no index, so that a call in flight holds a few bytes an entry. Each attempt lays them
+/// into a map of its own, with room for what the attempt adds
+/// ([`attempt_map`](Self::attempt_map)): one allocation of the right size, where a copy of a
+/// map would grow on the attempt's first header. No `Debug`: values may be secrets.
+#[derive(Clone, Default)]
+pub(crate) struct FixedHeaders(Box<[(HeaderName, HeaderValue)]>);
+
+impl FixedHeaders {
+    /// The entries of `map`, in its order, moved out of it.
+    pub(crate) fn of(map: HeaderMap) -> Self {
+        let mut entries: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(map.len());
+        for (name, value) in map {
+            // A name comes with its first value only; the next ones are the same name's.
+            let Some(name) = name.or_else(|| entries.last().map(|(name, _)| name.clone())) else {
+                continue;
+            };
+            entries.push((name, value));
+        }
+        Self(entries.into_boxed_slice())
+    }
+
+    /// The first value of `name`.
+    pub(crate) fn get(&self, name: &HeaderName) -> Option<&HeaderValue> {
+        self.0
+            .iter()
+            .find_map(|(held, value)| (held == name).then_some(value))
+    }
+
+    pub(crate) fn contains_key(&self, name: &HeaderName) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Every entry, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+        self.0.iter().map(|(name, value)| (name, value))
+    }
+
+    /// An attempt's map: these entries, and room for the headers each attempt adds.
+    pub(crate) fn attempt_map(&self) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(self.0.len() + ATTEMPT_HEADERS);
+        for (name, value) in self.iter() {
+            map.append(name.clone(), value.clone());
+        }
+        map
+    }
 }
 
 /// Adds caller headers, refusing the ones the client owns.
@@ -340,7 +386,7 @@ impl FixedRequest {
     pub(crate) fn cleaner(&self, shared: Option<&Secrets>) -> Cleaner {
         let cleaner = match (shared, self.route_name()) {
             // The common case, a route's key the only secret of its own: its pattern is kept.
-            (Some(shared), Some(key)) if !self.headers.contains_key(AUTHORIZATION) => {
+            (Some(shared), Some(key)) if !self.headers.contains_key(&AUTHORIZATION) => {
                 Cleaner::for_route(shared, key)
             }
             _ => Cleaner::with(shared, self.secrets()),
@@ -354,7 +400,7 @@ impl FixedRequest {
     fn secrets(&self) -> impl Iterator<Item = &str> {
         let credentials = self
             .headers
-            .get(AUTHORIZATION)
+            .get(&AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .map(|value| value.split_once(' ').map_or(value, |(_, rest)| rest).trim());
         self.route_name().into_iter().chain(credentials)
@@ -377,21 +423,24 @@ mod tests {
     fn a_route_s_url_is_kept_and_its_key_never_shown() {
         let routes = RouteUrls::default();
         let base = reqwest::Url::parse("http://127.0.0.1:9/prefix/").unwrap();
+        let key = || RouteKey::of("trg_SECRET_key_1");
         for _ in 0..2 {
-            let url = routes.join(&base, "/api/v1/webhooks/", "trg_SECRET_key_1");
+            let (url, kept) = routes.join(&base, "/api/v1/webhooks/", "trg_SECRET_key_1", key);
             assert_eq!(
                 url.as_str(),
                 "http://127.0.0.1:9/prefix/api/v1/webhooks/trg_SECRET_key_1"
             );
+            assert_eq!(kept, key(), "the route's key, made once and kept");
         }
-        let other = routes.join(&base, "/other/", "trg_SECRET_key_1");
+        let (other, _) = routes.join(&base, "/other/", "trg_SECRET_key_1", key);
         assert_eq!(
             other.as_str(),
             "http://127.0.0.1:9/prefix/other/trg_SECRET_key_1",
             "a route under another prefix is another URL"
         );
         for n in 0..RouteUrls::KEPT {
-            routes.join(&base, "/other/", &format!("trg_{n}"));
+            let route = format!("trg_{n}");
+            routes.join(&base, "/other/", &route, || RouteKey::of(&route));
         }
         let shown = format!("{routes:?}");
         assert!(
@@ -401,6 +450,29 @@ mod tests {
         assert!(
             shown.contains("kept: 1"),
             "kept at most KEPT, then forgotten: {shown}"
+        );
+    }
+
+    #[test]
+    fn an_attempt_s_map_holds_the_request_s_headers_as_they_were_given() {
+        let mut given = HeaderMap::new();
+        given.append("x-b", HeaderValue::from_static("1"));
+        given.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        given.append("x-b", HeaderValue::from_static("2"));
+        given.append("x-a", HeaderValue::from_static("3"));
+        given.append("x-b", HeaderValue::from_static("4"));
+        let fixed = FixedHeaders::of(given.clone());
+        assert_eq!(fixed.attempt_map(), given);
+        assert_eq!(fixed.iter().count(), given.len(), "every value, each once");
+        let b = HeaderName::from_static("x-b");
+        assert_eq!(fixed.get(&b).unwrap(), "1", "the first value of a name");
+        assert!(fixed.contains_key(&CONTENT_TYPE));
+        assert!(!fixed.contains_key(&AUTHORIZATION));
+        let values: Vec<_> = fixed.attempt_map().get_all(&b).iter().cloned().collect();
+        assert_eq!(values, ["1", "2", "4"], "a name's values in their order");
+        assert!(
+            fixed.attempt_map().capacity() >= given.len() + ATTEMPT_HEADERS,
+            "room for what an attempt adds"
         );
     }
 

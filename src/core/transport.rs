@@ -234,7 +234,7 @@ pub(crate) fn attempt(
 /// The headers of one attempt of `request`: its fixed headers, `authorization` when the engine
 /// holds the token, and on a signed delivery this attempt's timestamp and signature, made now.
 fn headers_of(request: &FixedRequest, authorization: Option<HeaderValue>) -> HeaderMap {
-    let mut headers = request.headers.clone();
+    let mut headers = request.headers.attempt_map();
     if let Some(authorization) = authorization {
         headers.insert(AUTHORIZATION, authorization);
     }

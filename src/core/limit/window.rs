@@ -229,6 +229,13 @@ impl Windows {
         self.pacing_in(&state, route)
     }
 
+    /// Whether any route may be paced here: a limit set for every route or some, or the
+    /// server's figures to learn. Without one, [`pacing_in`](Self::pacing_in) is `None` for
+    /// every route.
+    fn paces_any(&self) -> bool {
+        self.every.is_some() || !self.overrides.is_empty() || self.learn
+    }
+
     fn pacing_in(&self, state: &State, route: RouteKey) -> Option<RoutePacing> {
         if let Some(limit) = self.overrides.get(&route).or(self.every.as_ref()) {
             return Some(RoutePacing::new(*limit, PacingSource::Caller));
@@ -336,7 +343,9 @@ impl Limiter for Windows {
 
     /// Waits for a slot of the attempt's route, when the route is paced, within its time.
     async fn admit(&self, ask: &Ask<'_>) -> std::result::Result<Option<WindowSlot>, Refusal> {
-        let Some(route) = ask.route else {
+        // A client that paces no route (none set, none to learn) reads no clock and takes no
+        // lock for a call.
+        let Some(route) = ask.route.filter(|_| self.paces_any()) else {
             return Ok(None);
         };
         let max_wait = ask.max_wait();

@@ -365,9 +365,11 @@ impl<'a> Delivering<'a> {
             Some(secrets) => Signer::parse(secrets)?,
             None => settings.signer.clone(),
         };
-        let trigger = trigger_key(token);
-        // Built of the webhook prefix and segments checked above, once a route.
-        let url = inner.routes.join(&inner.base, WEBHOOKS_PREFIX, &route);
+        // Built of the webhook prefix and segments checked above, and keyed by the token, once
+        // a route.
+        let (url, trigger) = inner
+            .routes
+            .join(&inner.base, WEBHOOKS_PREFIX, &route, || trigger_key(token));
         let request = FixedRequest::webhook(
             url,
             logged,

@@ -164,6 +164,8 @@ mod tests {
     use crate::core::request::join;
     use crate::vendors::hodoflow::routes::trigger_key;
 
+    const IDEMPOTENCY_KEY: http::HeaderName = http::HeaderName::from_static("idempotency-key");
+
     fn base() -> reqwest::Url {
         reqwest::Url::parse("http://127.0.0.1:9/prefix/").unwrap()
     }
@@ -226,8 +228,8 @@ mod tests {
             body.as_ptr(),
             "the bytes are shared, not copied"
         );
-        assert_eq!(request.headers["idempotency-key"], "op-1");
-        assert_eq!(request.headers[CONTENT_TYPE], JSON_API);
+        assert_eq!(request.headers.get(&IDEMPOTENCY_KEY).unwrap(), "op-1");
+        assert_eq!(request.headers.get(&CONTENT_TYPE).unwrap(), JSON_API);
     }
 
     #[test]
@@ -343,6 +345,6 @@ mod tests {
         )
         .unwrap();
         assert!(!request.route.contains("trg_secret"));
-        assert_eq!(request.headers["idempotency-key"], "op-1");
+        assert_eq!(request.headers.get(&IDEMPOTENCY_KEY).unwrap(), "op-1");
     }
 }
