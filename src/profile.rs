@@ -52,7 +52,7 @@ use crate::core::classify;
 use crate::core::error::{Error, Result};
 use crate::core::key::IdempotencyKey;
 use crate::core::limit::ServiceKey;
-use crate::core::matrix::{Rule, Verdict, rule};
+use crate::core::matrix::{Matrix, Rule, Verdict, rule};
 use crate::core::profile::{KeyRules, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
 use crate::core::redact::BodyLen;
 use crate::core::request::{FixedRequest, add_headers, content_type, url_of};
@@ -304,7 +304,7 @@ impl ProfileBuilder {
         let table = SurfaceProfile {
             name,
             vendor,
-            rules: Box::leak(rules.into_boxed_slice()),
+            rules: Matrix::new(Box::leak(rules.into_boxed_slice())),
             error_codes: self.error_codes,
             sends_key: self.sends_key,
             answer_limit: self.answer_limit,

@@ -27,7 +27,7 @@ pub(crate) fn verdict(profile: &SurfaceProfile, answer: &Answer) -> Verdict {
 
 /// The row of `profile`'s retry matrix that covers `answer`: the most specific match.
 pub(crate) fn rule_for(profile: &SurfaceProfile, answer: &Answer) -> &'static Rule {
-    lookup(profile.rules, answer, |body| profile.codes(body))
+    lookup(&profile.rules, answer, |body| profile.codes(body))
 }
 
 /// The error to return when the engine stops on `answer`: a stop of the matrix, a retryable

@@ -9,6 +9,8 @@
 //! then a list of statuses, then a status range, then `Other`. So the rows can follow the
 //! document's order.
 
+use std::sync::OnceLock;
+
 use crate::core::answer::Answer;
 use crate::core::error::ErrorKind;
 
@@ -134,20 +136,122 @@ const TOO_LARGE: Rule = rule(
     "The answer is over the client's limit; on a 2xx the server acted: read the current state",
 );
 
-/// The row of `rules` that covers `answer`: the most specific match. `codes` reads the error
+/// A surface's retry matrix: its rows, and the row each status falls to, worked out on its
+/// first lookup, so that an answer is looked up by its status rather than against every row.
+/// A status a row of an error code lists (its body decides), or outside 100-599, and no answer
+/// at all are looked up row by row, as before an index.
+pub(crate) struct Matrix {
+    rows: &'static [Rule],
+    by_status: OnceLock<Box<[u8; STATUSES]>>,
+}
+
+/// The statuses the index covers: 100 to 599.
+const FIRST_STATUS: u16 = 100;
+const STATUSES: usize = 500;
+/// In the index: look the status up row by row.
+const BY_ROWS: u8 = u8::MAX;
+
+impl Matrix {
+    pub(crate) const fn new(rows: &'static [Rule]) -> Self {
+        Self {
+            rows,
+            by_status: OnceLock::new(),
+        }
+    }
+
+    /// The rows, in the document's order.
+    #[cfg(test)]
+    pub(crate) const fn rows(&self) -> &'static [Rule] {
+        self.rows
+    }
+
+    /// The row `status` falls to by the index; `None` to look it up row by row.
+    fn indexed(&self, status: u16) -> Option<&'static Rule> {
+        let at = usize::from(status.checked_sub(FIRST_STATUS)?);
+        let by_status = self.by_status.get_or_init(|| index(self.rows));
+        let row = *by_status.get(at)?;
+        self.rows.get(usize::from(row))
+    }
+}
+
+/// Shows the rows, not the index.
+impl std::fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.rows).finish()
+    }
+}
+
+/// For each status from 100, the row the lookup finds for it without reading a body, or
+/// [`BY_ROWS`] where a row of an error code lists it (its body decides) or no row covers it.
+fn index(rows: &[Rule]) -> Box<[u8; STATUSES]> {
+    let mut by_status = Box::new([BY_ROWS; STATUSES]);
+    for (status, slot) in (FIRST_STATUS..).zip(by_status.iter_mut()) {
+        let coded = rows
+            .iter()
+            .any(|rule| matches!(rule.when, When::Code(statuses, _) if lists(statuses, status)));
+        if coded {
+            continue;
+        }
+        let found = scan(rows, Some(status), &[], |_| Vec::new());
+        if let Some(row) = rows.iter().position(|rule| std::ptr::eq(rule, found))
+            && let Ok(row) = u8::try_from(row)
+            && row != BY_ROWS
+        {
+            *slot = row;
+        }
+    }
+    by_status
+}
+
+/// The row of `matrix` that covers `answer`: the most specific match. `codes` reads the error
 /// codes of a body the way the table's vendor writes them; it is called only when a row of the
 /// answer's status matches on a code.
-pub(crate) fn lookup<'r>(
-    rules: &'r [Rule],
+pub(crate) fn lookup(
+    matrix: &Matrix,
     answer: &Answer,
     codes: impl FnOnce(&[u8]) -> Vec<String>,
-) -> &'r Rule {
+) -> &'static Rule {
     let status = answer.status().map(|status| status.as_u16());
+    let rule = match status.and_then(|status| matrix.indexed(status)) {
+        Some(rule) => rule,
+        None => scan(matrix.rows, status, answer.body(), codes),
+    };
+    over_limit_or(rule, answer)
+}
+
+/// [`TOO_LARGE`] for an answer over the client's limit that `rule` would not retry, else
+/// `rule`.
+fn over_limit_or(rule: &'static Rule, answer: &Answer) -> &'static Rule {
+    if answer.is_too_large() && !rule.verdict.retries() {
+        return &TOO_LARGE;
+    }
+    rule
+}
+
+/// [`lookup`] row by row, never by the index: what the index must agree with.
+#[cfg(test)]
+pub(crate) fn lookup_by_rows(
+    matrix: &Matrix,
+    answer: &Answer,
+    codes: impl FnOnce(&[u8]) -> Vec<String>,
+) -> &'static Rule {
+    let status = answer.status().map(|status| status.as_u16());
+    over_limit_or(scan(matrix.rows, status, answer.body(), codes), answer)
+}
+
+/// The row of `rows` that covers `status`, row by row; `codes` reads the error codes of `body`
+/// only when a row of an error code lists the status.
+fn scan<'r>(
+    rows: &'r [Rule],
+    status: Option<u16>,
+    body: &[u8],
+    codes: impl FnOnce(&[u8]) -> Vec<String>,
+) -> &'r Rule {
     // One pass for the rows of statuses alone; a row of an error code (the most specific) is
     // read only when one covers the status, and the body's codes only then.
     let mut best: Option<&Rule> = None;
     let mut coded = false;
-    for rule in rules {
+    for rule in rows {
         if let When::Code(statuses, _) = rule.when {
             coded |= status.is_some_and(|status| lists(statuses, status));
         } else if rule.when.matches(status, &[])
@@ -157,17 +261,13 @@ pub(crate) fn lookup<'r>(
         }
     }
     if coded {
-        let codes = codes(answer.body());
-        if let Some(rule) = rules
+        let codes = codes(body);
+        if let Some(rule) = rows
             .iter()
             .find(|rule| matches!(rule.when, When::Code(..)) && rule.when.matches(status, &codes))
         {
             best = Some(rule);
         }
     }
-    let rule = best.unwrap_or(&UNLISTED);
-    if answer.is_too_large() && !rule.verdict.retries() {
-        return &TOO_LARGE;
-    }
-    rule
+    best.unwrap_or(&UNLISTED)
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::key::IdempotencyKey;
 pub(crate) use crate::core::limit::scope::{Reach, Scopes};
-use crate::core::matrix::Rule;
+use crate::core::matrix::Matrix;
 
 /// What a vendor's documents fix for one surface.
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub(crate) struct SurfaceProfile {
     /// The vendor-wide rules.
     pub(crate) vendor: &'static Vendor,
     /// The literal retry matrix.
-    pub(crate) rules: &'static [Rule],
+    pub(crate) rules: Matrix,
     /// The error codes of an error body, the way this surface writes them.
     pub(crate) error_codes: fn(&Value) -> Vec<String>,
     /// Whether its requests carry an idempotency key or delivery ID.

@@ -322,6 +322,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_index_finds_the_row_a_row_by_row_lookup_finds() {
+        use crate::core::matrix::{lookup, lookup_by_rows};
+        for &surface in Surface::all() {
+            let matrix = &surface.profile().rules;
+            for status in 100..=999 {
+                let status = StatusCode::from_u16(status).unwrap();
+                for codes in [Vec::new(), known_codes(surface)] {
+                    for answer in [
+                        Answer::response(status, HeaderMap::new(), Bytes::from_static(b"{}")),
+                        Answer::too_large(status, HeaderMap::new()),
+                    ] {
+                        let indexed = lookup(matrix, &answer, |_| codes.clone());
+                        let by_rows = lookup_by_rows(matrix, &answer, |_| codes.clone());
+                        assert!(
+                            std::ptr::eq(indexed, by_rows),
+                            "{surface} {status} {codes:?}"
+                        );
+                    }
+                }
+            }
+            let none = Answer::no_response(TransportKind::Timeout);
+            let indexed = lookup(matrix, &none, |_| Vec::new());
+            assert!(std::ptr::eq(
+                indexed,
+                lookup_by_rows(matrix, &none, |_| Vec::new())
+            ));
+        }
+    }
+
     fn known_codes(surface: Surface) -> Vec<String> {
         surface
             .rules()

@@ -134,7 +134,7 @@ fn decide_first(surface: Surface, answer: &Answer, renews_tokens: bool) -> Decis
 fn every_row_of_every_table_decides_its_documented_step() {
     let mut rows = 0;
     for &surface in Surface::all() {
-        for rule in surface.profile().rules {
+        for rule in surface.profile().rules.rows() {
             let answers = answers_of(surface, rule);
             assert!(!answers.is_empty(), "{surface}: no answer reaches {rule:?}");
             rows += 1;
@@ -173,7 +173,7 @@ fn every_row_of_every_table_decides_its_documented_step() {
     }
     let total: usize = Surface::all()
         .iter()
-        .map(|surface| surface.profile().rules.len())
+        .map(|surface| surface.profile().rules.rows().len())
         .sum();
     assert_eq!(rows, total);
 }
@@ -181,7 +181,7 @@ fn every_row_of_every_table_decides_its_documented_step() {
 #[test]
 fn a_retry_after_on_a_retried_row_is_waited_with_a_small_jitter() {
     for &surface in Surface::all() {
-        for rule in surface.profile().rules {
+        for rule in surface.profile().rules.rows() {
             if !matches!(
                 rule.verdict,
                 Verdict::RetryAfterBackoff | Verdict::RetryAfterServerWait

@@ -138,7 +138,7 @@ impl Surface {
     /// This surface's retry matrix.
     #[cfg(test)]
     pub(crate) const fn rules(self) -> &'static [Rule] {
-        self.profile().rules
+        self.profile().rules.rows()
     }
 }
 

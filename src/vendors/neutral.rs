@@ -17,7 +17,7 @@ use http::Method;
 use serde_json::Value;
 
 use crate::core::error::ErrorKind;
-use crate::core::matrix::{Rule, Verdict, When, rule};
+use crate::core::matrix::{Matrix, Rule, Verdict, When, rule};
 
 #[cfg(any(feature = "middleware", test))]
 use super::Surface;
@@ -73,7 +73,7 @@ const SCOPES: Scopes = Scopes {
 pub(crate) static IDEMPOTENT_METHOD: SurfaceProfile = SurfaceProfile {
     name: "idempotent_method",
     vendor: &NEUTRAL,
-    rules: TRANSIENT_RETRIED,
+    rules: Matrix::new(TRANSIENT_RETRIED),
     error_codes: no_codes,
     sends_key: false,
     answer_limit: None,
@@ -87,7 +87,7 @@ pub(crate) static IDEMPOTENT_METHOD: SurfaceProfile = SurfaceProfile {
 pub(crate) static CALLER_KEYED: SurfaceProfile = SurfaceProfile {
     name: "caller_keyed",
     vendor: &NEUTRAL,
-    rules: TRANSIENT_RETRIED,
+    rules: Matrix::new(TRANSIENT_RETRIED),
     error_codes: no_codes,
     sends_key: true,
     answer_limit: None,

@@ -38,13 +38,15 @@ impl WebhookOutcome {
     /// `{"status":"duplicate"}`. Anything else, including an unreadable body, is accepted without
     /// a run ID: a 2xx means the server committed the delivery.
     pub(crate) fn from_body(body: &[u8]) -> Self {
+        // The status borrowed from the body (it is only compared), unless it is escaped.
         #[derive(serde::Deserialize)]
-        struct Body {
-            status: Option<String>,
+        struct Body<'a> {
+            #[serde(borrow)]
+            status: Option<std::borrow::Cow<'a, str>>,
             workflow_run_id: Option<String>,
         }
 
-        match serde_json::from_slice::<Body>(body) {
+        match serde_json::from_slice::<Body<'_>>(body) {
             Ok(Body {
                 status: Some(status),
                 ..
@@ -243,6 +245,11 @@ mod tests {
     fn reads_a_duplicate_without_a_run_id() {
         assert_eq!(
             WebhookOutcome::from_body(br#"{"status":"duplicate"}"#),
+            WebhookOutcome::Duplicate
+        );
+        // A status with an escape cannot be borrowed from the body: it is read all the same.
+        assert_eq!(
+            WebhookOutcome::from_body(br#"{"status":"dup\u006cicate"}"#),
             WebhookOutcome::Duplicate
         );
     }

@@ -10,7 +10,7 @@ use http::HeaderName;
 use serde_json::Value;
 
 use crate::core::error::ErrorKind;
-use crate::core::matrix::{Rule, Verdict, When, rule};
+use crate::core::matrix::{Matrix, Rule, Verdict, When, rule};
 use crate::vendors::hodoflow::limits::WEBHOOK_ANSWER_LIMIT;
 
 use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor, always_kept};
@@ -77,7 +77,7 @@ const API_SCOPES: Scopes = Scopes {
 pub(crate) static JSON_API_WRITE: SurfaceProfile = SurfaceProfile {
     name: "json_api_write",
     vendor: &HODOFLOW,
-    rules: JSON_API_WRITES,
+    rules: Matrix::new(JSON_API_WRITES),
     error_codes: json_api_codes,
     sends_key: true,
     answer_limit: None,
@@ -91,7 +91,7 @@ pub(crate) static JSON_API_WRITE: SurfaceProfile = SurfaceProfile {
 pub(crate) static WEBHOOK: SurfaceProfile = SurfaceProfile {
     name: "webhook",
     vendor: &HODOFLOW,
-    rules: WEBHOOK_DELIVERIES,
+    rules: Matrix::new(WEBHOOK_DELIVERIES),
     error_codes: webhook_codes,
     sends_key: true,
     answer_limit: Some(WEBHOOK_ANSWER_LIMIT),
@@ -105,7 +105,7 @@ pub(crate) static WEBHOOK: SurfaceProfile = SurfaceProfile {
 pub(crate) static READ: SurfaceProfile = SurfaceProfile {
     name: "read",
     vendor: &HODOFLOW,
-    rules: READS,
+    rules: Matrix::new(READS),
     error_codes: json_api_codes,
     sends_key: false,
     answer_limit: None,
@@ -119,7 +119,7 @@ pub(crate) static READ: SurfaceProfile = SurfaceProfile {
 pub(crate) static GRAPHQL: SurfaceProfile = SurfaceProfile {
     name: "graphql",
     vendor: &HODOFLOW,
-    rules: GRAPHQL_QUERIES,
+    rules: Matrix::new(GRAPHQL_QUERIES),
     error_codes: graphql_codes,
     sends_key: false,
     answer_limit: None,

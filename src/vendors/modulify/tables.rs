@@ -19,7 +19,7 @@ use http::HeaderName;
 use serde_json::Value;
 
 use crate::core::error::ErrorKind;
-use crate::core::matrix::{Rule, Verdict, When, rule};
+use crate::core::matrix::{Matrix, Rule, Verdict, When, rule};
 
 use crate::core::profile::{KeyRules, Reach, Replay, Scopes, SurfaceProfile, Vendor};
 
@@ -63,7 +63,7 @@ const SCOPES: Scopes = Scopes {
 pub(crate) static CALL: SurfaceProfile = SurfaceProfile {
     name: "modulify",
     vendor: &MODULIFY,
-    rules: METHOD_CALLS,
+    rules: Matrix::new(METHOD_CALLS),
     error_codes: codes,
     sends_key: true,
     answer_limit: None,
