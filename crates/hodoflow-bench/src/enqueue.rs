@@ -4,8 +4,8 @@
 //! One producer enqueues `events` webhook jobs (each with its own event ID, the outbox scenario's
 //! 115-byte body) in batches of `batch`, into a fresh store: SQLite (one file) and, when
 //! `OUTBOX_DATABASE_URL` names a database, PostgreSQL (a fresh database next to it). Each batch
-//! is timed from the call to its answer (every job stored and read back); events a second is
-//! all events over the sum of the batches' times. Then one batch of `batch` repeats of stored
+//! is timed from the call to its answer (every job stored, and each answered as stored); events
+//! a second is all events over the sum of the batches' times. Then one batch of `batch` repeats of stored
 //! event IDs shows the cost of a no-op batch. Rounds alternate nothing: one store at a time,
 //! `rounds` fresh stores each, the median round is the figure.
 //!
@@ -125,7 +125,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     report.param("body_bytes", BODY.len());
     report.param(
         "mode",
-        "one producer, Outbox::enqueue_many of `batch` fresh webhook events at a time into a fresh store, each batch timed to its answer (every job stored and read back); rate = events / sum of batch times; then one batch of repeats",
+        "one producer, Outbox::enqueue_many of `batch` fresh webhook events at a time into a fresh store, each batch timed to its answer (every job stored, and each answered as stored); rate = events / sum of batch times; then one batch of repeats",
     );
 
     let dir = std::env::temp_dir().join(format!("hodoflow-bench-enqueue-{}", std::process::id()));

@@ -167,6 +167,18 @@ impl Job {
             may_have_run: false,
         }
     }
+
+    /// The job `id` a store made of `new` at `now`, the millisecond it wrote as its creation:
+    /// what reading the row back would return.
+    pub(crate) fn stored(id: i64, new: NewJob, now: i64) -> Self {
+        Self::new(
+            id,
+            NewJob {
+                now: from_millis(now),
+                ..new
+            },
+        )
+    }
 }
 
 impl fmt::Debug for Job {

@@ -284,14 +284,15 @@ const GET: &str = "SELECT * FROM outbox_jobs WHERE event_id = $1";
 const MAX_PARSER_QUOTE: usize = 512;
 
 /// Many jobs in one statement: `$1`..`$6` the columns as arrays, `$7` now; a repeated event ID
-/// (stored, or earlier in the arrays) is skipped.
+/// (stored, or earlier in the arrays) is skipped. It returns the ID of each job stored: a job
+/// stored now is what its `NewJob` says, so only the others are read back.
 const ENQUEUE_MANY: &str = "
     INSERT INTO outbox_jobs (event_id, kind, method, route, body, identity, state, next_at, created_at)
     SELECT e, k, m, r, b, i, 'pending', $7, $7
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[])
         AS t(e, k, m, r, b, i)
     ON CONFLICT (event_id) DO NOTHING
-    RETURNING *";
+    RETURNING id, event_id";
 
 const GET_MANY: &str = "SELECT * FROM outbox_jobs WHERE event_id = ANY($1)";
 
@@ -800,12 +801,26 @@ impl Store for PostgresStore {
             for job in &jobs {
                 check_event_id(&job.event_id)?;
             }
+            // One creation time for the batch, as the statement writes it.
+            let Some(now) = jobs.first().map(|job| millis(job.now)) else {
+                return Ok(Vec::new());
+            };
+            // An event ID given twice in the batch is read back: which of its jobs the statement
+            // stored is not said.
+            let mut given = HashSet::with_capacity(jobs.len());
+            let repeated: HashSet<&str> = jobs
+                .iter()
+                .map(|job| job.event_id.as_str())
+                .filter(|id| !given.insert(*id))
+                .collect();
             let mut conn = self.pool.get().await?;
             let insert = conn.prepare(ENQUEUE_MANY).await?;
             let get = conn.prepare(GET_MANY).await?;
             let transaction = conn.client.transaction().await.map_err(store_error)?;
-            let mut inserted: HashMap<String, Job> = HashMap::with_capacity(jobs.len());
-            let mut existing: HashMap<String, Job> = HashMap::new();
+            // Stored now and given once: their IDs. Stored before, or given twice: their rows.
+            let mut inserted: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
+            let mut read: HashMap<String, Job> = HashMap::new();
+            let mut repeats_inserted: HashSet<String> = HashSet::new();
             for chunk in jobs.chunks(ENQUEUE_CHUNK) {
                 let rows: Vec<(String, String)> =
                     chunk.iter().map(|job| job.target.to_row()).collect();
@@ -815,7 +830,6 @@ impl Store for PostgresStore {
                 let routes: Vec<&str> = rows.iter().map(|(_, route)| route.as_str()).collect();
                 let bodies: Vec<&[u8]> = chunk.iter().map(|job| job.body.as_ref()).collect();
                 let identities: Vec<&str> = chunk.iter().map(|job| job.identity.as_str()).collect();
-                let now = chunk.first().map_or(0, |job| millis(job.now));
                 let returned = transaction
                     .query(
                         &insert,
@@ -832,13 +846,18 @@ impl Store for PostgresStore {
                     .await
                     .map_err(store_error)?;
                 for row in &returned {
-                    let job = job_of(row)?;
-                    inserted.insert(job.event_id.clone(), job);
+                    let id: i64 = row.try_get(0).map_err(store_error)?;
+                    let event_id: String = row.try_get(1).map_err(store_error)?;
+                    if repeated.contains(event_id.as_str()) {
+                        repeats_inserted.insert(event_id);
+                    } else {
+                        inserted.insert(event_id, id);
+                    }
                 }
                 let others: Vec<&str> = event_ids
                     .iter()
                     .copied()
-                    .filter(|id| !inserted.contains_key(*id) && !existing.contains_key(*id))
+                    .filter(|id| !inserted.contains_key(*id) && !read.contains_key(*id))
                     .collect();
                 if !others.is_empty() {
                     for row in &transaction
@@ -847,27 +866,23 @@ impl Store for PostgresStore {
                         .map_err(store_error)?
                     {
                         let job = job_of(row)?;
-                        existing.insert(job.event_id.clone(), job);
+                        read.insert(job.event_id.clone(), job);
                     }
                 }
             }
             transaction.commit().await.map_err(store_error)?;
-            // In the order asked: the first of a repeated event ID inserted now, if any was.
+            // In the order asked: the first of a repeated event ID stored now, if any was.
             let mut stored = Vec::with_capacity(jobs.len());
-            let mut told: HashSet<&str> = HashSet::with_capacity(jobs.len());
-            for job in &jobs {
-                let id = job.event_id.as_str();
-                let first = told.insert(id);
-                let (row, now) = match (inserted.get(id), existing.get(id)) {
-                    (Some(row), _) => (row.clone(), first),
-                    (None, Some(row)) => (row.clone(), false),
-                    (None, None) => {
-                        return Err(store_message(
-                            "a job that conflicted on its event ID is gone".to_owned(),
-                        ));
-                    }
-                };
-                stored.push((row, now));
+            for job in jobs {
+                if let Some(&id) = inserted.get(&job.event_id) {
+                    stored.push((Job::stored(id, job, now), true));
+                    continue;
+                }
+                let row = read.get(&job.event_id).ok_or_else(|| {
+                    store_message("a job that conflicted on its event ID is gone".to_owned())
+                })?;
+                let first = repeats_inserted.remove(&job.event_id);
+                stored.push((row.clone(), first));
             }
             Ok(stored)
         })
