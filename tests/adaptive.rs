@@ -197,13 +197,13 @@ async fn a_400_ms_outage_costs_no_operation_and_one_started_after_the_heal_is_ne
     );
 }
 
-/// A pool of 8 drains a backlog through a blip timed in seconds, longer than its calls' attempts
+/// A pool of 7 drains a backlog through a blip timed in seconds, longer than its calls' attempts
 /// last at the backoff's pace: the calls spend their spare attempts as the retry budget's
-/// probes, then every call is on its final attempt, held: none spends it while its hold lasts,
-/// the first whose hold ends goes as the probe, finds the service back, and the ramp releases
-/// the others before their time runs out. No event is lost.
+/// probes (seven in the blip's first 2 s), then every call is on its final attempt, held: none
+/// spends it while its hold lasts, a probe finds the service back, and the ramp releases the
+/// others before their time runs out. No event is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pool_of_8_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt() {
+async fn a_pool_of_7_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt() {
     let server = server().await;
     let budget = hodoflow_retry::Budget::new()
         .max_attempts(3)
@@ -215,7 +215,7 @@ async fn a_pool_of_8_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt()
     server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(blip));
     let events = 40;
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let workers: Vec<_> = (0..8)
+    let workers: Vec<_> = (0..7)
         .map(|_| {
             let (client, next) = (client.clone(), Arc::clone(&next));
             tokio::spawn(async move {
@@ -250,8 +250,8 @@ async fn a_pool_of_8_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt()
         .filter(|r| r.status == Some(503))
         .count();
     assert!(
-        refused >= 16,
-        "every call met the blip: {refused} answers of 503"
+        refused >= 14,
+        "every call spent its spare attempts in the blip: {refused} answers of 503"
     );
 }
 

@@ -374,7 +374,7 @@ impl Deadline {
     }
 
     /// One attempt's time, for the holds: the attempt timeout, at most a quarter of the budget.
-    fn attempt_time(&self) -> Duration {
+    pub(crate) fn attempt_time(&self) -> Duration {
         self.budget.attempt_timeout.min(self.budget.max_elapsed / 4)
     }
 

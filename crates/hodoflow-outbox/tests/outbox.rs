@@ -1321,9 +1321,10 @@ async fn four_worker_pools_probe_an_outage_as_one_and_deliver_every_job_once(bac
     let ledger = server.ledger();
     let requests = ledger.requests_to("POST", WEBHOOKS);
     // From 1.5 s into the outage, when every pool holds it: one client's probes there are
-    // about 16 (every 100 ms to 2 s, then a tenth of the outage's age), and the fleet sent 18.
-    // Four pools probing alone sent 36, though their probes spent their calls' attempts so
-    // that most calls ended early (and left their jobs for later).
+    // about three (three quarters of the outage's age apart: at about 1.9, 3.3 and 5.7 s of
+    // it), besides the last chances of calls whose time runs out. Four pools probing alone
+    // send four times that, and their probes spend their calls' attempts so that most calls
+    // end early (and leave their jobs for later).
     let held_from = from + Duration::from_millis(1500);
     let probes = requests
         .iter()

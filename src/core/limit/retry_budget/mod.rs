@@ -69,13 +69,22 @@
 //!    - or sooner, once the service has been down for longer than the call's **whole budget**
 //!      and the newest probe was refused: no blip this call could ride out is going on, so a
 //!      sender's backlog ends as "send later" instead of holding wave after wave;
-//!    - one attempt at a time goes as a probe, when nothing else of the service is in flight:
-//!      every [`RetryBudget::PROBE_INTERVAL`] (100 ms) for the first
-//!      [`RetryBudget::PROBES_SLOW_AFTER`] (2 s) of an outage, then a tenth of the outage's age,
-//!      up to [`RetryBudget::PROBE_INTERVAL_MAX`] (3.2 s). A probe is an attempt of its call
-//!      like any other and counts against its `max_attempts`; a call's **final** retry is not
-//!      spent as a probe while its hold lasts (a sequential sender keeps it for after the
-//!      outage, or for its hold's end, and does not lose the event to a blip);
+//!    - one attempt at a time goes as a probe, when nothing else of the service is in flight,
+//!      **at a pace that slows as the outage lasts**: each probe waits
+//!      [`RetryBudget::PROBE_AGE_SHARE`] (three quarters) of the outage's age so far, from
+//!      [`RetryBudget::PROBE_INTERVAL`] (100 ms) up to [`RetryBudget::PROBE_INTERVAL_MAX`]
+//!      (10 s): at about 0.1, 0.2, 0.35, 0.6, 1.1, 1.9, 3.3, 5.7 and 10 s of it, then every
+//!      10 s. A heal is seen within three quarters of the time the service was down, and an
+//!      outage of a minute costs a client about 14 probes, not one a second. A probe is an
+//!      attempt of its call like any other and counts against its `max_attempts`; a call's
+//!      **final** retry is not spent as a probe while its hold lasts (a sequential sender
+//!      keeps it for after the outage, or for its hold's end, and does not lose the event to
+//!      a blip);
+//!    - **a call whose hold is over has last chances of its own**: due (half an attempt's time
+//!      left), it may go as the probe off the schedule, a sixth of an attempt's time after the
+//!      newest probe. The calls whose holds end together get up to three last chances in all,
+//!      not one each, and a heal the slowed schedule would see only after their time ran out
+//!      is seen before it does;
 //!    - the first accepted probe starts the ramp: an eighth of the held attempts goes at once, a
 //!      quarter and a half at the next steps, then all, when the service is declared up and the
 //!      outage's history is forgotten. A step comes a probe interval after the last, and not
@@ -83,12 +92,21 @@
 //!      slow ramps no faster than they come back. A refusal of an attempt sent during the ramp
 //!      ends it, back to holding;
 //!    - **evidence goes stale**: once the service has not answered for
-//!      [`RetryBudget::SHORT_HISTORY`], the next attempt goes as a probe at once instead of
-//!      being held or refused on what it said before the quiet spell.
+//!      [`RetryBudget::SHORT_HISTORY`] (and, while it is down, no sooner than its next probe is
+//!      due: the wait between probes is no quiet spell), the next attempt goes as a probe at
+//!      once instead of being held or refused on what it said before the quiet spell.
 //!
 //!    Why time: a client cannot tell a 300 ms-old blip from an outage. At the default budget an
 //!    operation may use its budget, as long as the server's load stays bounded; a caller who
 //!    wants to fail fast sets a short budget.
+//!
+//!    Why the probes slow down and calls keep last chances: a probe is worth its request while
+//!    a held call could still use what it finds. Probing at a fixed pace, 200 calls held for
+//!    their 60 s budget sent 56 probes (a tenth of the age, up to 3.2 s) besides their 200
+//!    first attempts; at three quarters of the age with last chances, they send 16. A heal
+//!    comes later to light in a long outage (after a 5 s outage, within 1.4 s instead of
+//!    0.4 s, in this crate's `recovery` bench), but no held call's time runs out unseen: its
+//!    last chances come before.
 //!
 //! Local rejections are not counted as requests in the ratio (the SRE book counts them): a sender
 //! that loops on an instant local refusal would otherwise fill the window with its own
@@ -135,7 +153,7 @@ use crate::core::runtime::{self, Clock, TokioClock};
 
 use bucket::{Bucket, Floor, Share};
 use history::Counts;
-use throttle::{Ramp, STALE_AFTER, Service, Throttle, probe_interval};
+use throttle::{Ramp, Service, Throttle, probe_interval};
 
 /// The retries a new client may pay for in its first 10 seconds, before its calls have earned
 /// any: its first calls that meet a slow server each keep a retry. After that the least is one
@@ -253,16 +271,20 @@ impl RetryBudget {
     pub const SHORT_HISTORY: Duration = Duration::from_secs(history::SHORT as u64);
     /// The ratio at which a service is down: 0.5, at most a quarter of the answers accepted.
     pub const DOWN_AT: f64 = 0.5;
-    /// While a service is down, one attempt goes as a probe at most this often: 100 ms, so a
-    /// held call learns within about 100 ms that a blip ended.
+    /// While a service is down, one attempt goes as a probe at most this often: 100 ms, the
+    /// wait after the outage's onset, so a held call learns within about 100 ms that a blip
+    /// ended.
     pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-    /// Once a service has been down this long, the probes space out: each waits a tenth of the
-    /// time it has been down, from [`RetryBudget::PROBE_INTERVAL`] up to
-    /// [`RetryBudget::PROBE_INTERVAL_MAX`].
-    pub const PROBES_SLOW_AFTER: Duration = Duration::from_secs(2);
-    /// The longest time between probes in a long outage: 3.2 s, so an outage of any length
-    /// sees at most about one request every 3.2 s from a client, and a heal is seen within it.
-    pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(3200);
+    /// The share of the outage's age each probe waits: 0.75, so the probes space out as the
+    /// outage lasts (each at 1.75 times the age of the one before: at about 0.1, 0.2, 0.35,
+    /// 0.6, 1.1, 1.9, 3.3, 5.7 and 10 s), and a heal is seen within three quarters of the time
+    /// the service was down. A held call whose time runs out does not wait for them: it is due
+    /// for a last chance of its own (see the module docs).
+    pub const PROBE_AGE_SHARE: f64 = 0.75;
+    /// The longest time between probes in a long outage: 10 s, so an outage of any length sees
+    /// at most about one request every 10 s from a client, besides the last chances of calls
+    /// whose time runs out, and a heal is seen within it.
+    pub const PROBE_INTERVAL_MAX: Duration = Duration::from_secs(10);
     /// The share of held attempts an accepted probe releases at once: an eighth, then a quarter
     /// and a half at the next steps, then all of them, when the service is up again. A step
     /// comes [`RetryBudget::PROBE_INTERVAL`] after the last, once every attempt the last step
@@ -289,8 +311,8 @@ impl RetryBudget {
     }
 
     /// How long a client waits between probes of a service down for `down_for`:
-    /// [`RetryBudget::PROBE_INTERVAL`] for the first [`RetryBudget::PROBES_SLOW_AFTER`], then a
-    /// tenth of the outage's age, up to [`RetryBudget::PROBE_INTERVAL_MAX`]. A
+    /// [`RetryBudget::PROBE_AGE_SHARE`] of the outage's age, from
+    /// [`RetryBudget::PROBE_INTERVAL`] up to [`RetryBudget::PROBE_INTERVAL_MAX`]. A
     /// [`Fleet`](crate::limit::Fleet) that shares a service's outage lets one probe of the
     /// whole fleet go on the same schedule.
     ///
@@ -298,9 +320,9 @@ impl RetryBudget {
     /// use std::time::Duration;
     /// use hodoflow_retry::limit::RetryBudget;
     ///
-    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(1)), Duration::from_millis(100));
-    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(10)), Duration::from_secs(1));
-    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(600)), Duration::from_millis(3200));
+    /// assert_eq!(RetryBudget::probe_interval(Duration::from_millis(50)), Duration::from_millis(100));
+    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(4)), Duration::from_secs(3));
+    /// assert_eq!(RetryBudget::probe_interval(Duration::from_secs(600)), Duration::from_secs(10));
     /// ```
     pub fn probe_interval(down_for: Duration) -> Duration {
         probe_interval(down_for)
@@ -560,6 +582,7 @@ impl Limiter for RetryBudget {
                 due: ask.deadline.due(now),
                 rides_out: ask.deadline.max_elapsed(),
                 free_probes: ask.paced_left,
+                attempt: ask.deadline.attempt_time(),
             }
         };
         self.admit_within(ask.service, ask.admission, ask.attempts_left, limits)
@@ -672,6 +695,8 @@ pub(crate) struct Limits {
     /// Probes the call's final retry may send on its allowance of paced retries, spaced so
     /// they span its hold: each goes once the hold has lasted its share.
     pub(crate) free_probes: u32,
+    /// One attempt's time: what `due` leaves after `hold` is half of it.
+    pub(crate) attempt: Duration,
 }
 
 impl Limits {
@@ -684,6 +709,7 @@ impl Limits {
             due: wait,
             rides_out: wait,
             free_probes: 0,
+            attempt: wait,
         }
     }
 }
@@ -1328,8 +1354,16 @@ impl BudgetState {
             .filter(|_| ask.final_retry);
         let may_probe =
             !ask.final_retry || held_left.is_zero() || free_probe_at.is_some_and(|at| waited >= at);
-        if may_probe && nothing_in_flight && (now >= throttle.probes.next_at || throttle.stale(now))
-        {
+        // Its hold over, it is due: it may also go as the probe off the schedule, as one of the
+        // last chances of the calls whose holds end with its own, so a heal the schedule would
+        // see only later is seen before their time runs out.
+        let due_probe_at = held_left
+            .is_zero()
+            .then(|| throttle.due_probe_at(limits.attempt, now));
+        let probe_due = now >= throttle.probes.next_at
+            || throttle.stale(now)
+            || due_probe_at.is_some_and(|at| now >= at);
+        if may_probe && nothing_in_flight && probe_due {
             if hold.prober {
                 // The next probe's timing passes to another held attempt, woken by this
                 // probe's answer (the last attempt in flight answered).
@@ -1341,10 +1375,10 @@ impl BudgetState {
         if outlived {
             return refuse();
         }
-        // Its hold is over, with one attempt's time left: it is due. It still goes as the probe
-        // when its turn comes (above), at the probes' pace for the outage's age, and is refused
-        // only when its time runs out first: a wave that began holding together spends one
-        // request a probe interval, not one each.
+        // Its hold is over, with half an attempt's time left: it is due. It goes as the probe
+        // when its turn comes (above), on the schedule or as a last chance, and is refused
+        // only when its time runs out first: a wave that began holding together spends at most
+        // a few last chances, not one each.
         let mut until = if held_left.is_zero() {
             let due_left = limits.due.saturating_sub(waited);
             if due_left.is_zero() {
@@ -1375,9 +1409,13 @@ impl BudgetState {
         }
         if hold.prober {
             soonest(throttle.probes.next_at);
-            if let Some(at) = throttle.last_answer {
-                soonest(at + STALE_AFTER);
+            if let Some(at) = throttle.stale_at(now) {
+                soonest(at);
             }
+        }
+        // - a due attempt's next last chance;
+        if let Some(at) = due_probe_at {
+            soonest(at);
         }
         // - the ramp's next step, when every held attempt draws again (woken by the accepted
         //   probe that starts the ramp, and by the last answer of a step that came late);
@@ -1793,6 +1831,7 @@ mod tests {
             due: budget,
             rides_out: budget,
             free_probes: 0,
+            attempt: budget.saturating_sub(hold) * 2,
         }
     }
 
@@ -1811,6 +1850,7 @@ mod tests {
             due: hold + Duration::from_secs(2),
             rides_out: LONG * 2,
             free_probes: 0,
+            attempt: Duration::from_secs(4),
         };
         let mut held: Vec<_> = (0..80)
             .map(|_| {
@@ -1848,18 +1888,18 @@ mod tests {
             }
             if started.elapsed() == Duration::from_secs(15) {
                 assert!(refused.is_empty(), "{refused:?}");
-                // 100 ms apart for the first 2 s (20), then a tenth of the outage's age
-                // (10 ln(15/2), about 20 more).
-                assert!((35..=45).contains(&probes), "{probes} probes in 15 s");
+                // Each waits three quarters of the outage's age: at about 0.1, 0.18, 0.31,
+                // 0.54, 0.94, 1.6, 2.9, 5.0 and 8.8 s of it (15.4 is the next).
+                assert!((8..=10).contains(&probes), "{probes} probes in 15 s");
                 let down_for = budget.down_for().expect("down");
                 assert!(down_for >= Duration::from_secs(15), "{down_for:?}");
             }
         }
         assert!(held.is_empty(), "{} still held", held.len());
         assert_eq!(probes + refused.len(), 80);
-        // Due, they go as the probe at the probes' pace for a 20 s outage (a tenth of its
-        // age, 2 s), never all at once, and never one each.
-        assert!((1..=2).contains(&due_probes), "{due_probes} in the 2 s due");
+        // Due, their holds ended together: they get three last chances, a third of the 2 s
+        // due window apart (the schedule's next probe is 10 s away), never one each.
+        assert_eq!(due_probes, 3, "in the 2 s due");
         assert!(refused.len() >= 10, "{}", refused.len());
         for (at, refusal) in refused {
             assert!(at >= call.due, "refused at {at:?}");
@@ -1869,6 +1909,65 @@ mod tests {
             );
         }
         assert_eq!(budget.local_rejections(), 80 - probes as u64);
+    }
+
+    /// A wave of calls whose holds end together, in an outage that heals between the
+    /// schedule's probes: the schedule's next probe would come after their time ran out, but
+    /// their last chances see the heal, and the ramp releases every one of them in time.
+    #[tokio::test(start_paused = true)]
+    async fn a_wave_s_last_chances_see_a_heal_the_schedule_would_see_too_late() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let started = Instant::now();
+        // Held up to 10 s, then due for 2 s (a 4 s attempt's half), in a call of 14 s.
+        let hold = Duration::from_secs(10);
+        let call = Limits {
+            max_wait: hold + Duration::from_secs(2),
+            hold,
+            due: hold + Duration::from_secs(2),
+            rides_out: LONG,
+            free_probes: 0,
+            attempt: Duration::from_secs(4),
+        };
+        let heal = hold + Duration::from_millis(300);
+        let mut held: Vec<_> = (0..40)
+            .map(|_| {
+                let budget = budget.clone();
+                tokio::spawn(async move { budget.admit(Admission::First, call).await })
+            })
+            .collect();
+        let (mut probes_in_due, mut released) = (0, 0);
+        while !held.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let (done, still): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|call| call.is_finished());
+            held = still;
+            for call in done {
+                let ticket = call.await.unwrap().expect("none is refused");
+                let at = started.elapsed();
+                if ticket.is_probe() && at >= hold {
+                    probes_in_due += 1;
+                }
+                if !ticket.is_probe() {
+                    released += 1;
+                }
+                budget.answered(ticket, if at >= heal { OK } else { DOWN });
+            }
+        }
+        assert!(
+            started.elapsed() < call.due,
+            "released in time: {:?}",
+            started.elapsed()
+        );
+        // The schedule's probes went at about 0.1, 0.2, 0.35, 0.6, 1.1, 1.9, 3.3, 5.8 and 10 s
+        // of the outage; its next would wait three quarters of that, past the calls' 12 s.
+        assert!(probe_interval(Duration::from_secs(10)) > Duration::from_secs(2));
+        assert_eq!(
+            probes_in_due, 1,
+            "one last chance, a third of the due window later"
+        );
+        assert!(released >= 30, "{released} released by the ramp");
     }
 
     #[tokio::test(start_paused = true)]
@@ -1901,12 +2000,16 @@ mod tests {
     async fn probes_space_out_to_the_cap_in_a_long_outage() {
         assert_eq!(probe_interval(Duration::ZERO), RetryBudget::PROBE_INTERVAL);
         assert_eq!(
-            probe_interval(Duration::from_millis(1999)),
+            probe_interval(Duration::from_millis(120)),
             RetryBudget::PROBE_INTERVAL
         );
         assert_eq!(
-            probe_interval(Duration::from_secs(5)),
-            Duration::from_millis(500)
+            probe_interval(Duration::from_secs(2)),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            probe_interval(Duration::from_secs(14)),
+            RetryBudget::PROBE_INTERVAL_MAX
         );
         assert_eq!(
             probe_interval(Duration::from_secs(3600)),

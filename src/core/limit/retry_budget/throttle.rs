@@ -176,9 +176,27 @@ impl Throttle {
 
     /// Whether what the service said is too old to hold an attempt on: no answer for
     /// [`STALE_AFTER`].
+    /// While the service is down, the wait between its probes is no quiet spell: evidence goes
+    /// stale no sooner than the next probe is due.
     pub(super) fn stale(&self, now: Instant) -> bool {
-        self.last_answer
-            .is_none_or(|at| now.saturating_duration_since(at) >= STALE_AFTER)
+        self.stale_at(now).is_none_or(|at| now >= at)
+    }
+
+    /// When what the service said goes stale, judged at `now`; `None` when it never answered.
+    pub(super) fn stale_at(&self, now: Instant) -> Option<Instant> {
+        let after = match self.down_since {
+            Some(since) => STALE_AFTER.max(probe_interval(now.saturating_duration_since(since))),
+            None => STALE_AFTER,
+        };
+        self.last_answer.map(|at| at + after)
+    }
+
+    /// When a held attempt whose hold is over (due) may go as the probe off the schedule: a
+    /// third of its due window (half an `attempt`'s time) after the newest probe, so the calls
+    /// whose holds end together get up to [`DUE_PROBES`] last chances, not one each.
+    pub(super) fn due_probe_at(&self, attempt: Duration, now: Instant) -> Instant {
+        let spacing = (attempt / 2 / DUE_PROBES).max(RetryBudget::PROBE_INTERVAL);
+        self.probes.sent_at.map_or(now, |at| at + spacing)
     }
 
     /// How long the service has been down by `now`.
@@ -249,11 +267,14 @@ impl Throttle {
     }
 }
 
-/// The wait before the next probe, once the service has been down for `down_for`: a tenth of
-/// that after [`RetryBudget::PROBES_SLOW_AFTER`], within the probe interval's bounds.
+/// The wait before the next probe, once the service has been down for `down_for`:
+/// [`RetryBudget::PROBE_AGE_SHARE`] of that, within the probe interval's bounds.
 pub(super) fn probe_interval(down_for: Duration) -> Duration {
-    if down_for < RetryBudget::PROBES_SLOW_AFTER {
-        return RetryBudget::PROBE_INTERVAL;
-    }
-    (down_for / 10).clamp(RetryBudget::PROBE_INTERVAL, RetryBudget::PROBE_INTERVAL_MAX)
+    down_for
+        .mul_f64(RetryBudget::PROBE_AGE_SHARE)
+        .clamp(RetryBudget::PROBE_INTERVAL, RetryBudget::PROBE_INTERVAL_MAX)
 }
+
+/// The last chances of the held attempts whose holds end together: probes a due window may
+/// send off the schedule.
+const DUE_PROBES: u32 = 3;
