@@ -179,7 +179,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     }
     report.param(
         "retry_budget_default",
-        "RetryBudget::new(): adaptive (retry bucket of 500 tokens, 5 a retry; SRE ratio K = 2 over 2 min and 5 s; probes every 100 ms while down)",
+        "RetryBudget::new(): adaptive (retry bucket of 500 tokens, 5 a retry; SRE ratio K = 2 over 2 min and 5 s; while down, probes three quarters of the outage's age apart, 100 ms to 10 s, and last chances for calls whose time runs out)",
     );
 
     let mut per_op = BTreeMap::new();
@@ -214,7 +214,7 @@ pub(crate) async fn run(size: Size) -> Result<Report> {
     );
     report.figure("p99_duration_default_over_disabled", duration_ratio);
     report.note("requests_per_op is the server's webhook requests over the operations the senders started in the 10 s (each finished, past the 10 s if need be)");
-    report.note("with the default (adaptive) budget the service is found down within the first answers: every attempt, first attempts included, then holds, one probe goes every 100 ms, and a held attempt is refused (retry_budget_exhausted, nothing sent) when a probe sent after it began holding is refused; operations so refused count in ops with no request, so requests_per_op falls below 1");
+    report.note("with the default (adaptive) budget the service is found down within the first answers: every attempt, first attempts included, then holds, one probe goes at a time, three quarters of the outage's age after the last (100 ms to 10 s), the calls whose holds end together get up to three last chances as probes, and a held attempt is refused (retry_budget_exhausted, nothing sent) when its time runs out; operations so refused count in ops with no request");
     report.at_most(
         "sdk_default_budget.requests_per_op",
         per_op["sdk_default_budget"],
