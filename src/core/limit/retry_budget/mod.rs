@@ -73,8 +73,8 @@
 //!      **at a pace that slows as the outage lasts**: each probe waits
 //!      [`RetryBudget::PROBE_AGE_SHARE`] (three quarters) of the outage's age so far, from
 //!      [`RetryBudget::PROBE_INTERVAL`] (100 ms) up to [`RetryBudget::PROBE_INTERVAL_MAX`]
-//!      (10 s): at about 0.1, 0.2, 0.35, 0.6, 1.1, 1.9, 3.3, 5.7 and 10 s of it, then every
-//!      10 s. A heal is seen within three quarters of the time the service was down, and an
+//!      (10 s): at about 0.1, 0.2, 0.35, 0.6, 1.1, 1.9, 3.3, 5.7, 10 and 17.6 s of it, then
+//!      every 10 s. A heal is seen within three quarters of the time the service was down, and an
 //!      outage of a minute costs a client about 14 probes, not one a second. A probe is an
 //!      attempt of its call like any other and counts against its `max_attempts`; a call's
 //!      **final** retry is not spent as a probe while its hold lasts (a sequential sender
@@ -105,8 +105,10 @@
 //!    their 60 s budget sent 56 probes (a tenth of the age, up to 3.2 s) besides their 200
 //!    first attempts; at three quarters of the age with last chances, they send 17. A heal
 //!    comes later to light in a long outage (after a 5 s outage, 95 % of calls succeed again
-//!    1.5 s after the heal instead of 0.4 s, in the workspace's `recovery` bench), but no held
-//!    call's time runs out unseen: its last chances come before.
+//!    1.5 s after the heal instead of 0.4 s, in the workspace's `recovery` bench), but a held
+//!    call's last chances come before its time runs out. (A call whose attempt timeout is as
+//!    short as the least time an attempt needs has no due time left after its hold, and only
+//!    the first of its wave gets a last chance.)
 //!
 //! Local rejections are not counted as requests in the ratio (the SRE book counts them): a sender
 //! that loops on an instant local refusal would otherwise fill the window with its own
@@ -1888,8 +1890,8 @@ mod tests {
             }
             if started.elapsed() == Duration::from_secs(15) {
                 assert!(refused.is_empty(), "{refused:?}");
-                // Each waits three quarters of the outage's age: at about 0.1, 0.18, 0.31,
-                // 0.54, 0.94, 1.6, 2.9, 5.0 and 8.8 s of it (15.4 is the next).
+                // Each waits three quarters of the outage's age: at about 0.1, 0.2, 0.35,
+                // 0.6, 1.1, 1.9, 3.3, 5.7 and 10 s of it (17.6 is the next).
                 assert!((8..=10).contains(&probes), "{probes} probes in 15 s");
                 let down_for = budget.down_for().expect("down");
                 assert!(down_for >= Duration::from_secs(15), "{down_for:?}");
