@@ -197,46 +197,44 @@ async fn a_400_ms_outage_costs_no_operation_and_one_started_after_the_heal_is_ne
     );
 }
 
-/// A pool of 7 drains a backlog through a blip timed in seconds, longer than its calls' attempts
-/// last at the backoff's pace: the calls spend their spare attempts as the retry budget's
-/// probes (seven in the blip's first 2 s), then every call is on its final attempt, held: none
-/// spends it while its hold lasts, a probe finds the service back, and the ramp releases the
-/// others before their time runs out. No event is lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pool_of_7_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt() {
-    let server = server().await;
+/// Runs `events` deliveries through `workers` sequential senders, each call of 6 s with 3
+/// attempts of 1 s, the first `blip` of them answered 503; checks that none failed and each ran
+/// once, and returns the server's ledger.
+async fn pool_through_a_blip(
+    workers: usize,
+    events: usize,
+    blip: Duration,
+) -> hodoflow_mock::Ledger {
     let budget = hodoflow_retry::Budget::new()
         .max_attempts(3)
         .max_elapsed(Duration::from_secs(6))
         .attempt_timeout(Duration::from_secs(1));
+    let server = server().await;
     let client = demo(builder(&server).budget(budget));
     support::deliver(&client, "before-the-blip").await;
-    let blip = Duration::from_secs(2);
     server.inject(Fault::respond(503).on("POST", WEBHOOKS).during(blip));
-    let events = 40;
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let workers: Vec<_> = (0..7)
+    let workers: Vec<_> = (0..workers)
         .map(|_| {
             let (client, next) = (client.clone(), Arc::clone(&next));
             tokio::spawn(async move {
-                let mut ended = Vec::new();
+                let mut failed = Vec::new();
                 loop {
                     let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if n >= events {
-                        return ended;
+                        return failed;
                     }
                     let id = delivery(&format!("pool-{n}"));
                     let sent = client.deliver(TRIGGER, EVENT).delivery_id(id).send().await;
-                    ended.push(sent.map(drop).map_err(|e| e.to_string()));
+                    failed.extend(sent.err().map(|e| e.to_string()));
                 }
             })
         })
         .collect();
-    let mut ended = Vec::new();
+    let mut failed = Vec::new();
     for worker in workers {
-        ended.extend(worker.await.unwrap());
+        failed.extend(worker.await.unwrap());
     }
-    let failed: Vec<_> = ended.iter().filter_map(|e| e.as_ref().err()).collect();
     assert!(failed.is_empty(), "the blip cost events: {failed:?}");
     let ledger = server.ledger();
     assert_eq!(
@@ -244,6 +242,17 @@ async fn a_pool_of_7_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt()
         events + 1,
         "one run per event, none twice"
     );
+    ledger
+}
+
+/// A pool of 7 drains a backlog through a blip timed in seconds, longer than its calls' attempts
+/// last at the backoff's pace: the calls spend their spare attempts as the retry budget's
+/// probes (seven in the blip's first 2 s), then every call is on its final attempt, held: none
+/// spends it while its hold lasts, a probe finds the service back, and the ramp releases the
+/// others before their time runs out. No event is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_7_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt() {
+    let ledger = pool_through_a_blip(7, 40, Duration::from_secs(2)).await;
     let refused = ledger
         .requests_to("POST", WEBHOOKS)
         .iter()
@@ -253,6 +262,15 @@ async fn a_pool_of_7_rides_out_a_2_s_blip_with_every_call_on_its_final_attempt()
         refused >= 14,
         "every call spent its spare attempts in the blip: {refused} answers of 503"
     );
+}
+
+/// A blip that ends as the pool's holds end: calls of 6 s with 1 s attempts hold 4.5 s, then
+/// have half a second left to go. The heal is found by one of their last chances, and the ramp
+/// that follows lets them all go at once, not at its steps a tenth of a second apart, which
+/// would outlast their time. No event is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_8_rides_out_a_blip_that_ends_as_its_holds_end() {
+    pool_through_a_blip(8, 24, Duration::from_millis(4800)).await;
 }
 
 /// A sequential sender meets a 2 s blip that outlasts its first call's attempts at the backoff's

@@ -89,8 +89,10 @@
 //!      quarter and a half at the next steps, then all, when the service is declared up and the
 //!      outage's history is forgotten. A step comes a probe interval after the last, and not
 //!      before every attempt the last step released was answered, so a client whose answers are
-//!      slow ramps no faster than they come back. A refusal of an attempt sent during the ramp
-//!      ends it, back to holding;
+//!      slow ramps no faster than they come back. A held attempt whose hold is over does not
+//!      wait for the steps: the ramp lets it go at once, as its time would run out before they
+//!      came (a wave whose holds end as the service heals would otherwise lose most of its
+//!      calls). A refusal of an attempt sent during the ramp ends it, back to holding;
 //!    - **evidence goes stale**: once the service has not answered for
 //!      [`RetryBudget::SHORT_HISTORY`] (and, while it is down, no sooner than its next probe is
 //!      due: the wait between probes is no quiet spell), the next attempt goes as a probe at
@@ -106,9 +108,7 @@
 //!    first attempts; at three quarters of the age with last chances, they send 17. A heal
 //!    comes later to light in a long outage (after a 5 s outage, 95 % of calls succeed again
 //!    1.5 s after the heal instead of 0.4 s, in the workspace's `recovery` bench), but a held
-//!    call's last chances come before its time runs out. (A call whose attempt timeout is as
-//!    short as the least time an attempt needs has no due time left after its hold, and only
-//!    the first of its wave gets a last chance.)
+//!    call's last chances come before its time runs out.
 //!
 //! Local rejections are not counted as requests in the ratio (the SRE book counts them): a sender
 //! that loops on an instant local refusal would otherwise fill the window with its own
@@ -1300,8 +1300,10 @@ impl BudgetState {
     ) -> Held {
         hold.holding = true;
         let limits = ask.limits;
+        let held_left = limits.hold.saturating_sub(waited);
         // An accepted probe started the ramp: each step releases a larger share of the held
-        // attempts, each drawing once a step, and after the last step the service is up.
+        // attempts, each drawing once a step, and after the last step the service is up. An
+        // attempt whose hold is over goes at once: its time would run out before the steps.
         if let Some(step) = throttle.ramp_step(now) {
             if step >= RAMP_STEPS {
                 throttle.declare_up(now);
@@ -1310,10 +1312,10 @@ impl BudgetState {
                 hold.released = true;
                 return Held::Released;
             }
-            if hold.drawn.is_none_or(|drawn| drawn < step) {
+            if held_left.is_zero() || hold.drawn.is_none_or(|drawn| drawn < step) {
                 hold.drawn = Some(step);
                 let share = RetryBudget::RAMP_FIRST_SHARE * f64::from(1u32 << step);
-                if throttle.rng.random_bool(share.clamp(0.0, 1.0)) {
+                if held_left.is_zero() || throttle.rng.random_bool(share.clamp(0.0, 1.0)) {
                     hold.released = true;
                     if let Some(ramp) = throttle.ramp.as_mut() {
                         ramp.pending += 1;
@@ -1323,7 +1325,6 @@ impl BudgetState {
                 }
             }
         }
-        let held_left = limits.hold.saturating_sub(waited);
         // Once the outage has outlived this call's whole budget, and the newest probe (a recent
         // one: evidence goes stale) was refused, no blip the call could ride out is going on:
         // it is refused. A retry is refused at once, before it could go as a probe, so a
@@ -1837,6 +1838,18 @@ mod tests {
         }
     }
 
+    /// Holds of `hold` in a long call of `attempt`s, due for half an attempt's time after.
+    fn due_after(hold: Duration, attempt: Duration) -> Limits {
+        Limits {
+            max_wait: hold + attempt / 2,
+            hold,
+            due: hold + attempt / 2,
+            rides_out: LONG,
+            free_probes: 0,
+            attempt,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_outage_holds_first_attempts_by_time_sending_one_probe_at_a_time() {
         let budget = RetryBudget::new();
@@ -1924,14 +1937,7 @@ mod tests {
         let started = Instant::now();
         // Held up to 10 s, then due for 2 s (a 4 s attempt's half), in a call of 14 s.
         let hold = Duration::from_secs(10);
-        let call = Limits {
-            max_wait: hold + Duration::from_secs(2),
-            hold,
-            due: hold + Duration::from_secs(2),
-            rides_out: LONG,
-            free_probes: 0,
-            attempt: Duration::from_secs(4),
-        };
+        let call = due_after(hold, Duration::from_secs(4));
         let heal = hold + Duration::from_millis(300);
         let mut held: Vec<_> = (0..40)
             .map(|_| {
@@ -1970,6 +1976,56 @@ mod tests {
             "one last chance, a third of the due window later"
         );
         assert!(released >= 30, "{released} released by the ramp");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ramp_lets_due_calls_go_at_once_as_they_have_no_time_for_its_steps() {
+        let budget = RetryBudget::new();
+        answer(&budget, 30, DOWN).await;
+        tokio::time::sleep(RetryBudget::PROBE_INTERVAL).await;
+        let started = Instant::now();
+        // Calls of 6 s with 1 s attempts: held 4.5 s, then due for half a second.
+        let hold = Duration::from_millis(4500);
+        let call = due_after(hold, Duration::from_secs(1));
+        // The service heals just as their holds end, and answers in 150 ms: the ramp's four
+        // steps, each waiting for the answers of the last, would outlast the due window.
+        let heal = hold + Duration::from_millis(50);
+        let latency = Duration::from_millis(150);
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                let budget = budget.clone();
+                tokio::spawn(async move {
+                    let ticket = budget.admit(Admission::First, call).await?;
+                    let sent = started.elapsed();
+                    tokio::time::sleep(latency).await;
+                    let probe = ticket.is_probe();
+                    budget.answered(ticket, if sent >= heal { OK } else { DOWN });
+                    Ok::<_, Refusal>((sent, probe))
+                })
+            })
+            .collect();
+        let (mut refused, mut probes, mut last) = (0, 0, Duration::ZERO);
+        for call in calls {
+            match call.await.unwrap() {
+                Ok((sent, probe)) => {
+                    probes += usize::from(probe && sent >= hold);
+                    last = last.max(sent);
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert_eq!(
+            refused, 0,
+            "a due call is refused only when its time runs out"
+        );
+        assert!(
+            last < call.due,
+            "every call went in its due window: {last:?}"
+        );
+        assert!(
+            (1..=3).contains(&probes),
+            "{probes} probes in the due window: the wave's last chances, no more"
+        );
     }
 
     #[tokio::test(start_paused = true)]
