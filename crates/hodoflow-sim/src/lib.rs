@@ -88,7 +88,8 @@
 //! cargo test -p hodoflow-sim
 //! ```
 //!
-//! Each prints one JSON line per run. `plots` writes `crates/hodoflow-sim/plots/*.png`.
+//! Each prints one JSON line per run. `plots` writes `crates/hodoflow-sim/plots/*.png` (with every
+//! policy; `--plots DIR` elsewhere).
 //! `RESULTS.md` holds the measured tables.
 //!
 //! # Examples

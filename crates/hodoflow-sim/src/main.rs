@@ -1,12 +1,14 @@
 //! `cargo run --release -p hodoflow-sim -- <scenario> [--smoke] [--seed N] [--threads N]
-//! [--policies a,b] [--load L] [--rate R] [--from FILE]`: prints one JSON line per figure.
+//! [--policies a,b] [--load L] [--rate R] [--from FILE] [--plots DIR]`: prints one JSON line per
+//! figure.
 //!
 //! Scenarios: `osdi22` (the OSDI'22 case at every fleet size), `sweep` (the depth × duration
 //! maps, without and with shedding), `scale` (10,000 senders × 120 s at 13.3k/s, wall time),
 //! `maps` (the sweep, drawn; `--from FILE` draws the figures of an earlier run's JSON lines), `series` (the OSDI'22 case of the largest open-loop fleet, drawn
 //! as a time series), `plots` (the maps and the OSDI'22 time series as PNGs in
-//! `crates/hodoflow-sim/plots/`),
-//! `all` (every one of them).
+//! `crates/hodoflow-sim/plots/`, or in `--plots DIR`),
+//! `all` (every one of them). A run of some of the policies draws only into a `--plots` folder
+//! given, never over the committed plots of every policy.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +25,7 @@ struct Options {
     load: Option<f64>,
     rate: Option<f64>,
     from: Option<String>,
+    plots: Option<PathBuf>,
 }
 
 fn options() -> Result<Options, String> {
@@ -36,6 +39,7 @@ fn options() -> Result<Options, String> {
         load: None,
         rate: None,
         from: None,
+        plots: None,
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -48,6 +52,7 @@ fn options() -> Result<Options, String> {
             "--load" => options.load = Some(value()?.parse().map_err(|e| format!("--load: {e}"))?),
             "--rate" => options.rate = Some(value()?.parse().map_err(|e| format!("--rate: {e}"))?),
             "--from" => options.from = Some(value()?),
+            "--plots" => options.plots = Some(PathBuf::from(value()?)),
             "--policies" => {
                 options.policies = value()?
                     .split(',')
@@ -84,8 +89,21 @@ fn run(jobs: &[Job], options: &Options) -> Vec<Run> {
     suite::run_all(&jobs, options.threads, print)
 }
 
-fn plots_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plots")
+/// Where the plots go: `--plots`, else the committed plots' folder, but only for a run of every
+/// policy; `None` (with a note) for a run of some, so it never draws over them.
+fn plots_dir(options: &Options) -> Option<PathBuf> {
+    if let Some(dir) = &options.plots {
+        if let Err(error) = std::fs::create_dir_all(dir) {
+            eprintln!("hodoflow-sim: not drawn: {}: {error}", dir.display());
+            return None;
+        }
+        return Some(dir.clone());
+    }
+    if !Policy::ALL.iter().all(|p| options.policies.contains(p)) {
+        eprintln!("hodoflow-sim: not drawn: a run of some policies draws only into --plots DIR");
+        return None;
+    }
+    Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plots"))
 }
 
 fn maps(options: &Options, shedding: bool, draw: bool) -> Result<(), String> {
@@ -110,7 +128,7 @@ fn maps(options: &Options, shedding: bool, draw: bool) -> Result<(), String> {
         .into_iter()
         .filter(|f| f.scenario.starts_with("map") && f.scenario.contains("shedding") == shedding)
         .collect();
-    if draw {
+    if let Some(dir) = draw.then(|| plots_dir(options)).flatten() {
         let names: Vec<&str> = options.policies.iter().map(|p| p.name()).collect();
         let (file, title) = if shedding {
             (
@@ -123,8 +141,7 @@ fn maps(options: &Options, shedding: bool, draw: bool) -> Result<(), String> {
                 "Recovered (s to recover; * events lost) or metastable, N=100 open loop, no shedding",
             )
         };
-        plot::maps(&plots_dir().join(file), title, &names, &figures)
-            .map_err(|e| format!("{file}: {e}"))?;
+        plot::maps(&dir.join(file), title, &names, &figures).map_err(|e| format!("{file}: {e}"))?;
     }
     Ok(())
 }
@@ -137,11 +154,11 @@ fn osdi22(options: &Options, draw: bool, only_plotted: bool) -> Result<(), Strin
         jobs.retain(|job| job.scenario.name == name);
     }
     let runs = run(&jobs, options);
-    if draw {
+    if let Some(dir) = draw.then(|| plots_dir(options)).flatten() {
         let chosen: Vec<&Run> = runs.iter().filter(|r| r.figures.scenario == name).collect();
         plot::time_series(
-            &plots_dir().join("osdi22_series.png"),
-            &plots_dir().join("osdi22_queue.png"),
+            &dir.join("osdi22_series.png"),
+            &dir.join("osdi22_queue.png"),
             &format!("OSDI'22 case, {name}: capacity to 0.40 for 10 s (shaded)"),
             &chosen,
         )
