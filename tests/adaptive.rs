@@ -273,6 +273,13 @@ async fn a_pool_of_8_rides_out_a_blip_that_ends_as_its_holds_end() {
     pool_through_a_blip(8, 24, Duration::from_millis(4800)).await;
 }
 
+/// The same blip with every call in flight at once: 64 calls whose holds all end together, as
+/// the service heals. No event is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_calls_in_flight_ride_out_a_blip_that_ends_as_their_holds_end() {
+    pool_through_a_blip(64, 64, Duration::from_millis(4800)).await;
+}
+
 /// A sequential sender meets a 2 s blip that outlasts its first call's attempts at the backoff's
 /// pace: the call keeps its final attempt for after the outage (a refused probe would spend it,
 /// and lose the event), probing meanwhile on its allowance of paced retries, and the event is
